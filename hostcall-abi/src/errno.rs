@@ -1,0 +1,24 @@
+//! x86_64 Linux errno numbers: the wire codes equal libc's, so libc-hostcall stores a
+//! negated result in `errno` unchanged and the host translates OS errors in one place.
+
+#![allow(missing_docs)] // the names are POSIX's
+
+pub const EPERM: i32 = 1;
+pub const ENOENT: i32 = 2;
+pub const EIO: i32 = 5;
+pub const EBADF: i32 = 9;
+pub const EAGAIN: i32 = 11;
+pub const ENOMEM: i32 = 12;
+pub const EACCES: i32 = 13;
+pub const EFAULT: i32 = 14;
+pub const EEXIST: i32 = 17;
+pub const ENOTDIR: i32 = 20;
+pub const EISDIR: i32 = 21;
+pub const EINVAL: i32 = 22;
+pub const EMFILE: i32 = 24;
+pub const ENOSPC: i32 = 28;
+pub const ESPIPE: i32 = 29;
+pub const ERANGE: i32 = 34;
+pub const ENAMETOOLONG: i32 = 36;
+pub const ENOSYS: i32 = 38;
+pub const ETIMEDOUT: i32 = 110;

@@ -1,0 +1,65 @@
+//! The hostcall wire format: the one definition of every byte the GPU and the host
+//! exchange. Both halves of the transport compile this crate (nvptx64 and x86_64), so
+//! a layout can never drift between them; `const` asserts pin each size and offset.
+//!
+//! # Memory
+//!
+//! The host allocates three regions before a launch and describes them to the GPU in
+//! [`DeviceConfig`], which it writes into the module's global [`CONFIG_SYMBOL`]:
+//!
+//! * the **channel**: `num_ports` [`Port`]s in host-pinned, device-mapped memory. Only
+//!   plain loads and stores cross PCIe (no read-modify-write on host memory, which PCIe
+//!   atomics would need);
+//! * the **port states**: one [`PortState`] per port in device memory, holding the lock
+//!   that GPU warps contend on and the port's next sequence number;
+//! * the **device heap** and the **thread area** (per-thread `errno` and pthread keys)
+//!   used by libc-hostcall without any hostcall.
+//!
+//! # Protocol (one port)
+//!
+//! A port is owned either by the GPU or by the host; ownership moves by two counters in
+//! the port's [`PortHeader`]: `request` (written only by the GPU) and `response` (written
+//! only by the host). `request == response` means the host owns nothing on it.
+//!
+//! 1. A warp's leader lane (lowest lane of the active mask) takes the port's lock in
+//!    [`PortState::lock`] with a compare-exchange in device memory; the port index is
+//!    broadcast to the other active lanes.
+//! 2. Each active lane writes its own [`LaneSlot`] (service id, caller coordinates,
+//!    arguments) and its bulk bytes. The lanes meet at a warp barrier, which orders their
+//!    writes before the leader's next step.
+//! 3. The leader writes the lane mask, executes a **system-scope release fence**, then
+//!    stores `request = seq` with release semantics. The payload is therefore visible to
+//!    any host thread that observes the new `request`.
+//! 4. The host polls `request` with acquire loads. On `request != response` it reads the
+//!    mask and the slots, serves each lane, writes each lane's `status` and results, then
+//!    stores `response = request` with release semantics (after its own fence).
+//! 5. The leader polls `response` with system-scope acquire loads until it equals `seq`;
+//!    a warp barrier hands the results to all lanes, which read their own slots.
+//! 6. A final warp barrier, then the leader releases the lock (release store).
+//!
+//! A result is any `i64`: completion is the `response` counter, never a sentinel value.
+//! When every port is locked the caller backs off and retries: back-pressure, no loss.
+//!
+//! # Errors
+//!
+//! Results follow the Linux system call convention: `-errno` on failure, with errno
+//! numbers of x86_64 Linux ([`errno`]), which libc-hostcall stores in `errno` unchanged.
+//! Transport-level failures (unknown service, malformed request) are reported separately
+//! in [`LaneSlot::status`] so they can never be confused with a service's own error.
+
+#![no_std]
+
+pub mod errno;
+pub mod layout;
+pub mod service;
+pub mod stat;
+
+pub use layout::{
+    BULK_PER_LANE, CONFIG_SYMBOL, DeviceConfig, HEAP_RESERVED, LaneSlot, MAX_KEYS, Port,
+    PortHeader, PortState, ThreadArea, VERSION_SYMBOL, WARP_SIZE,
+};
+pub use service::{Service, Status};
+
+/// The version both halves must agree on; bump it on any change to this crate's layouts,
+/// service ids or argument conventions. The host refuses a module built with another.
+pub const ABI_VERSION: u32 = 1;

@@ -1,0 +1,143 @@
+//! Service ids and transport status codes.
+//!
+//! Argument conventions (`a0..a5` = `LaneSlot::args`; "bulk" = the lane's bulk buffer).
+//! Out: `a0` is the result, and `a5` the number of bulk bytes the host wrote back (0 for
+//! services without bulk output):
+//!
+//! | service | arguments | bulk | result |
+//! | --- | --- | --- | --- |
+//! | `Ping` | any | – | `a0` echoed |
+//! | `Write` | fd, len | in: data | bytes written |
+//! | `Read` | fd, len | out: data | bytes read |
+//! | `Open` | flags, mode, path len | in: path | fd |
+//! | `Close` | fd | – | 0 |
+//! | `Lseek` | fd, offset, whence | – | new offset |
+//! | `Fstat` | fd | out: x86_64 `struct stat` | 0 |
+//! | `Stat` | path len, follow links (0/1) | in: path, out: `struct stat` | 0 |
+//! | `Getcwd` | – | out: path | path length |
+//! | `Realpath` | path len | in: path, out: path | path length |
+//! | `Readlink` | path len | in: path, out: target | target length |
+//! | `Getenv` | name len | in: name, out: value | value length |
+//! | `Exit` | code | – | 0 (the caller then stops the kernel) |
+//! | `Abort` | – | – | 0 (the caller then traps) |
+//! | `ClockRealtime` | – | – | ns since the Unix epoch |
+//! | `Getrandom` | len | out: bytes | bytes written |
+
+/// A host service, by numeric id.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[allow(missing_docs)] // each variant is documented by the table above
+pub enum Service {
+    Ping = 0,
+    Write = 1,
+    Read = 2,
+    Open = 3,
+    Close = 4,
+    Lseek = 5,
+    Fstat = 6,
+    Stat = 7,
+    Getcwd = 8,
+    Realpath = 9,
+    Readlink = 10,
+    Getenv = 11,
+    Exit = 12,
+    Abort = 13,
+    ClockRealtime = 14,
+    Getrandom = 15,
+}
+
+impl Service {
+    /// Every service, in id order.
+    pub const ALL: [Service; 16] = [
+        Service::Ping,
+        Service::Write,
+        Service::Read,
+        Service::Open,
+        Service::Close,
+        Service::Lseek,
+        Service::Fstat,
+        Service::Stat,
+        Service::Getcwd,
+        Service::Realpath,
+        Service::Readlink,
+        Service::Getenv,
+        Service::Exit,
+        Service::Abort,
+        Service::ClockRealtime,
+        Service::Getrandom,
+    ];
+
+    /// The service with this id, if any.
+    pub fn from_id(id: u32) -> Option<Service> {
+        Service::ALL.get(id as usize).copied()
+    }
+
+    /// A short lowercase name for traces.
+    pub fn name(self) -> &'static str {
+        match self {
+            Service::Ping => "ping",
+            Service::Write => "write",
+            Service::Read => "read",
+            Service::Open => "open",
+            Service::Close => "close",
+            Service::Lseek => "lseek",
+            Service::Fstat => "fstat",
+            Service::Stat => "stat",
+            Service::Getcwd => "getcwd",
+            Service::Realpath => "realpath",
+            Service::Readlink => "readlink",
+            Service::Getenv => "getenv",
+            Service::Exit => "exit",
+            Service::Abort => "abort",
+            Service::ClockRealtime => "clock_realtime",
+            Service::Getrandom => "getrandom",
+        }
+    }
+}
+
+/// Whether the host ran the service: the transport's own verdict, kept apart from the
+/// service's result so a trap-worthy protocol error never looks like an errno.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// The service ran; `args[0]` holds its result.
+    Ok = 0,
+    /// No service has this id on the host (`args[0]` = `-ENOSYS`).
+    UnknownService = 1,
+    /// The request broke the service's argument rules, e.g. a length over
+    /// [`crate::BULK_PER_LANE`] (`args[0]` = `-EINVAL`).
+    Malformed = 2,
+}
+
+impl Status {
+    /// The status with this code; unknown codes read as `Malformed`.
+    pub fn from_code(code: u32) -> Status {
+        match code {
+            0 => Status::Ok,
+            1 => Status::UnknownService,
+            _ => Status::Malformed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip() {
+        for (i, s) in Service::ALL.iter().enumerate() {
+            assert_eq!(*s as u32, i as u32);
+            assert_eq!(Service::from_id(i as u32), Some(*s));
+        }
+        assert_eq!(Service::from_id(Service::ALL.len() as u32), None);
+    }
+
+    #[test]
+    fn status_codes_round_trip() {
+        for s in [Status::Ok, Status::UnknownService, Status::Malformed] {
+            assert_eq!(Status::from_code(s as u32), s);
+        }
+        assert_eq!(Status::from_code(77), Status::Malformed);
+    }
+}

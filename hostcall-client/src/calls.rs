@@ -1,0 +1,154 @@
+//! One function per host service, building its request by the conventions of
+//! `hostcall_abi::service`. Results are `i64`: a value, or `-errno` on failure. Transport
+//! errors (unknown service, malformed request) arrive as `-ENOSYS` / `-EINVAL`.
+
+use hostcall_abi::errno::{EINVAL, ENOSYS, ERANGE};
+use hostcall_abi::stat::STAT_SIZE;
+use hostcall_abi::{BULK_PER_LANE, Service, Status};
+
+use crate::{Channel, Platform, Reply};
+
+fn outcome(reply: Reply) -> i64 {
+    match reply.status {
+        Status::Ok => reply.result(),
+        Status::UnknownService => -(ENOSYS as i64),
+        Status::Malformed => -(EINVAL as i64),
+    }
+}
+
+fn simple<P: Platform>(ch: &Channel, service: Service, args: [u64; 6]) -> i64 {
+    outcome(ch.call::<P>(service as u32, args, &[], &mut []))
+}
+
+/// A path or name must fit in one bulk buffer.
+fn too_long(bytes: &[u8]) -> bool {
+    bytes.len() > BULK_PER_LANE
+}
+
+/// Echoes `value` (a transport round trip and nothing else).
+pub fn ping<P: Platform>(ch: &Channel, value: u64) -> u64 {
+    ch.call::<P>(Service::Ping as u32, [value, 0, 0, 0, 0, 0], &[], &mut [])
+        .args[0]
+}
+
+/// Writes all of `data` to `fd` in bulk-sized chunks. Returns the bytes written, or
+/// `-errno` if the first chunk failed (a later failure returns the count so far).
+pub fn write<P: Platform>(ch: &Channel, fd: i32, data: &[u8]) -> i64 {
+    if data.is_empty() {
+        return simple::<P>(ch, Service::Write, [fd as u64, 0, 0, 0, 0, 0]);
+    }
+    let mut done = 0usize;
+    for chunk in data.chunks(BULK_PER_LANE) {
+        let args = [fd as u64, chunk.len() as u64, 0, 0, 0, 0];
+        let r = outcome(ch.call::<P>(Service::Write as u32, args, chunk, &mut []));
+        if r < 0 {
+            return if done == 0 { r } else { done as i64 };
+        }
+        done += r as usize;
+        if (r as usize) < chunk.len() {
+            break;
+        }
+    }
+    done as i64
+}
+
+/// Reads up to `buf.len()` bytes (at most one bulk buffer: a short read, as POSIX allows).
+pub fn read<P: Platform>(ch: &Channel, fd: i32, buf: &mut [u8]) -> i64 {
+    let len = buf.len().min(BULK_PER_LANE);
+    let args = [fd as u64, len as u64, 0, 0, 0, 0];
+    outcome(ch.call::<P>(Service::Read as u32, args, &[], &mut buf[..len]))
+}
+
+/// Opens `path` (no terminating NUL) with Linux `flags` and `mode`; returns a GPU fd.
+pub fn open<P: Platform>(ch: &Channel, path: &[u8], flags: i32, mode: u32) -> i64 {
+    if too_long(path) {
+        return -(hostcall_abi::errno::ENAMETOOLONG as i64);
+    }
+    let args = [flags as u64, mode as u64, path.len() as u64, 0, 0, 0];
+    outcome(ch.call::<P>(Service::Open as u32, args, path, &mut []))
+}
+
+/// Closes a GPU fd.
+pub fn close<P: Platform>(ch: &Channel, fd: i32) -> i64 {
+    simple::<P>(ch, Service::Close, [fd as u64, 0, 0, 0, 0, 0])
+}
+
+/// Moves a GPU fd's offset; `whence` is Linux's `SEEK_*`.
+pub fn lseek<P: Platform>(ch: &Channel, fd: i32, offset: i64, whence: i32) -> i64 {
+    simple::<P>(
+        ch,
+        Service::Lseek,
+        [fd as u64, offset as u64, whence as u64, 0, 0, 0],
+    )
+}
+
+/// Fills `out` with the x86_64 `struct stat` of a GPU fd.
+pub fn fstat<P: Platform>(ch: &Channel, fd: i32, out: &mut [u8; STAT_SIZE]) -> i64 {
+    let args = [fd as u64, 0, 0, 0, 0, 0];
+    outcome(ch.call::<P>(Service::Fstat as u32, args, &[], out))
+}
+
+/// Fills `out` with the x86_64 `struct stat` of `path`, following links if `follow`.
+pub fn stat<P: Platform>(ch: &Channel, path: &[u8], follow: bool, out: &mut [u8; STAT_SIZE]) -> i64 {
+    if too_long(path) {
+        return -(hostcall_abi::errno::ENAMETOOLONG as i64);
+    }
+    let args = [path.len() as u64, follow as u64, 0, 0, 0, 0];
+    outcome(ch.call::<P>(Service::Stat as u32, args, path, out))
+}
+
+/// A service whose reply is a string: copies it into `out` and returns its length, or
+/// `-ERANGE` if `out` is too small.
+fn string_reply<P: Platform>(ch: &Channel, service: Service, input: &[u8], out: &mut [u8]) -> i64 {
+    if too_long(input) {
+        return -(hostcall_abi::errno::ENAMETOOLONG as i64);
+    }
+    let args = [input.len() as u64, 0, 0, 0, 0, 0];
+    let r = outcome(ch.call::<P>(service as u32, args, input, out));
+    if r as usize > out.len() {
+        return -(ERANGE as i64);
+    }
+    r
+}
+
+/// The host process's working directory (the GPU program's cwd).
+pub fn getcwd<P: Platform>(ch: &Channel, out: &mut [u8]) -> i64 {
+    string_reply::<P>(ch, Service::Getcwd, &[], out)
+}
+
+/// The canonical absolute form of `path`.
+pub fn realpath<P: Platform>(ch: &Channel, path: &[u8], out: &mut [u8]) -> i64 {
+    string_reply::<P>(ch, Service::Realpath, path, out)
+}
+
+/// The target of the symbolic link `path`.
+pub fn readlink<P: Platform>(ch: &Channel, path: &[u8], out: &mut [u8]) -> i64 {
+    string_reply::<P>(ch, Service::Readlink, path, out)
+}
+
+/// The value of environment variable `name` as the host grants it, or `-ENOENT`.
+pub fn getenv<P: Platform>(ch: &Channel, name: &[u8], out: &mut [u8]) -> i64 {
+    string_reply::<P>(ch, Service::Getenv, name, out)
+}
+
+/// Tells the host the program exits with `code`; the caller must then stop the kernel.
+pub fn exit<P: Platform>(ch: &Channel, code: i32) -> i64 {
+    simple::<P>(ch, Service::Exit, [code as u64, 0, 0, 0, 0, 0])
+}
+
+/// Tells the host this thread aborts; the caller must then trap.
+pub fn abort<P: Platform>(ch: &Channel) -> i64 {
+    simple::<P>(ch, Service::Abort, [0; 6])
+}
+
+/// The host's `CLOCK_REALTIME`, in nanoseconds since the Unix epoch.
+pub fn clock_realtime<P: Platform>(ch: &Channel) -> i64 {
+    simple::<P>(ch, Service::ClockRealtime, [0; 6])
+}
+
+/// Fills `buf` (up to one bulk buffer) with random bytes from the host's OS.
+pub fn getrandom<P: Platform>(ch: &Channel, buf: &mut [u8]) -> i64 {
+    let len = buf.len().min(BULK_PER_LANE);
+    let args = [len as u64, 0, 0, 0, 0, 0];
+    outcome(ch.call::<P>(Service::Getrandom as u32, args, &[], &mut buf[..len]))
+}

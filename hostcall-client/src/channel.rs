@@ -1,0 +1,165 @@
+//! Port acquisition, publication and completion: steps 1–6 of the protocol documented
+//! in `hostcall_abi`.
+
+use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+
+use hostcall_abi::{BULK_PER_LANE, DeviceConfig, LaneSlot, Port, PortState, Status};
+
+use crate::Platform;
+use crate::copy::{copy_from_bulk, copy_to_bulk};
+
+/// Longest sleep between polls of a busy lock or an unanswered port, in nanoseconds.
+const MAX_BACKOFF_NS: u32 = 2048;
+
+/// The GPU's view of the channel the host prepared (see `hostcall_abi::DeviceConfig`).
+#[derive(Clone, Copy, Debug)]
+pub struct Channel {
+    ports: *mut Port,
+    states: *const PortState,
+    num_ports: u32,
+}
+
+// SAFETY: a Channel is two addresses and a count; all shared state it reaches is accessed
+// through atomics or under a port lock, per the protocol.
+unsafe impl Send for Channel {}
+// SAFETY: as for Send.
+unsafe impl Sync for Channel {}
+
+/// What the host answered for the calling lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reply {
+    /// Whether the service ran.
+    pub status: Status,
+    /// The slot's arguments as the host left them: `args[0]` is the result.
+    pub args: [u64; 6],
+}
+
+impl Reply {
+    /// The service's result as a signed value (`-errno` on failure).
+    pub fn result(&self) -> i64 {
+        self.args[0] as i64
+    }
+}
+
+impl Channel {
+    /// A channel over the memory `config` describes.
+    ///
+    /// # Safety
+    /// `config.ports` must address `config.num_ports` [`Port`]s readable and writable by
+    /// this thread and served by a host following the protocol; `config.port_states` must
+    /// address as many [`PortState`]s shared by every caller of this channel. Both must
+    /// stay valid for as long as the channel is used.
+    pub unsafe fn new(config: &DeviceConfig) -> Channel {
+        Channel {
+            ports: config.ports as *mut Port,
+            states: config.port_states as *const PortState,
+            num_ports: config.num_ports,
+        }
+    }
+
+    /// One round trip for this lane: `send` goes to the host in the lane's bulk buffer,
+    /// the reply's bulk bytes (as many as the host reports in `args[5]`) are copied into
+    /// `recv`. Lanes of the warp that call at the
+    /// same time share a port and one publication. Blocks while every port is busy.
+    ///
+    /// `send` and `recv` are cut to [`BULK_PER_LANE`] bytes; [`crate::calls`] chunks.
+    pub fn call<P: Platform>(
+        &self,
+        service: u32,
+        args: [u64; 6],
+        send: &[u8],
+        recv: &mut [u8],
+    ) -> Reply {
+        let mask = P::active_mask();
+        let lane = P::lane_id();
+        let leader = mask.trailing_zeros();
+        let is_leader = lane == leader;
+
+        let mine = if is_leader { self.acquire::<P>() } else { 0 };
+        let index = P::broadcast(mask, mine, leader);
+        // SAFETY: `index < num_ports` (acquire's result); the port stays valid (`new`).
+        // Lanes touch only their own slot and bulk buffer through raw pointers, and the
+        // header only through atomics, so no reference aliases another lane's access.
+        let port = unsafe { self.ports.add(index as usize) };
+        // SAFETY: as above, for the device-side state of the same port.
+        let state = unsafe { &*self.states.add(index as usize) };
+        // SAFETY: `port` is valid; the header is only ever accessed through atomics.
+        let header = unsafe { &(*port).header };
+        // SAFETY: `lane < WARP_SIZE`, in bounds of the port's arrays; this lane is their
+        // only GPU-side user while the warp holds the lock, and the host reads them only
+        // between `request` and `response` (protocol steps 3–4).
+        let (slot, bulk) = unsafe {
+            (
+                (&raw mut (*port).lanes).cast::<LaneSlot>().add(lane as usize),
+                (&raw mut (*port).bulk).cast::<[u8; BULK_PER_LANE]>().add(lane as usize),
+            )
+        };
+
+        let (block, thread) = P::caller();
+        let send = &send[..send.len().min(BULK_PER_LANE)];
+        // SAFETY: see `slot` and `bulk` above.
+        unsafe {
+            slot.write(LaneSlot {
+                service,
+                status: 0,
+                block,
+                thread,
+                args,
+            });
+            copy_to_bulk(bulk, send);
+        }
+        P::sync_warp(mask);
+
+        if is_leader {
+            let seq = state.seq.load(Relaxed).wrapping_add(1);
+            state.seq.store(seq, Relaxed);
+            header.lane_mask.store(mask, Relaxed);
+            P::fence_system();
+            header.request.store(seq, Release);
+            let mut backoff = 32;
+            while header.response.load(Acquire) != seq {
+                P::nanosleep(backoff);
+                backoff = (backoff * 2).min(MAX_BACKOFF_NS);
+            }
+        }
+        P::sync_warp(mask);
+
+        // SAFETY: the host answered (the leader saw `response == seq`, and the warp barrier
+        // passed that on), so the slot and bulk buffer are this lane's again.
+        let slot = unsafe { slot.read() };
+        let take = recv.len().min(slot.args[5] as usize).min(BULK_PER_LANE);
+        // SAFETY: as above.
+        unsafe { copy_from_bulk(&mut recv[..take], bulk) };
+        P::sync_warp(mask);
+        if is_leader {
+            state.lock.store(0, Release);
+        }
+        Reply {
+            status: Status::from_code(slot.status),
+            args: slot.args,
+        }
+    }
+
+    /// Takes a free port's lock, starting at a place spread by the caller's coordinates
+    /// so that warps do not all contend for port 0. Backs off while all are held.
+    fn acquire<P: Platform>(&self) -> u32 {
+        let (block, thread) = P::caller();
+        let n = self.num_ports;
+        let start = block.wrapping_mul(0x9E37_79B1).wrapping_add(thread / 32) % n;
+        let mut backoff = 64;
+        loop {
+            for i in 0..n {
+                let p = (start + i) % n;
+                // SAFETY: `p < num_ports`, the length of the state array (`new`'s contract).
+                let lock = unsafe { &(*self.states.add(p as usize)).lock };
+                if lock.load(Relaxed) == 0
+                    && lock.compare_exchange(0, 1, Acquire, Relaxed).is_ok()
+                {
+                    return p;
+                }
+            }
+            P::nanosleep(backoff);
+            backoff = (backoff * 2).min(MAX_BACKOFF_NS);
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! The GPU half of the hostcall transport, written as plain Rust over the few hardware
+//! primitives of [`Platform`]. On nvptx64 those are PTX instructions ([`nvptx::Nvptx`]);
+//! on the host the runtime's emulator implements them with OS threads, so the exact code
+//! that runs on the GPU is what the CPU tests drive.
+//!
+//! [`Channel::call`] is one round trip for the calling lane, travelling in one packet with
+//! every lane of its warp that calls at the same time. [`calls`] builds each service's
+//! requests (chunking bulk data) on top of it; libc-hostcall's C functions are thin
+//! wrappers over [`calls`].
+
+#![no_std]
+#![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch))]
+
+pub mod calls;
+mod channel;
+mod copy;
+#[cfg(target_arch = "nvptx64")]
+pub mod nvptx;
+
+pub use channel::{Channel, Reply};
+
+/// The hardware primitives the transport needs. All functions act for the calling thread.
+///
+/// Implementations must make `sync_warp` a memory barrier among the lanes of `mask`
+/// (writes before it by one lane are visible after it to the others), as PTX's
+/// `bar.warp.sync` is.
+pub trait Platform {
+    /// This thread's lane within its warp, `0..32`.
+    fn lane_id() -> u32;
+    /// The lanes of this warp executing this call together (bit i = lane i).
+    fn active_mask() -> u32;
+    /// `value` as held by lane `src` of `mask`; every lane of `mask` must call it.
+    fn broadcast(mask: u32, value: u32, src: u32) -> u32;
+    /// Waits until every lane of `mask` has reached this point.
+    fn sync_warp(mask: u32);
+    /// A system-scope release/acquire fence: orders this thread's (and, through
+    /// `sync_warp`, its warp's) memory accesses with respect to the host.
+    fn fence_system();
+    /// Sleeps roughly `ns` nanoseconds (a hint; may return early).
+    fn nanosleep(ns: u32);
+    /// The caller's linear block index and thread index within the block, for reports.
+    fn caller() -> (u32, u32);
+}

@@ -1,0 +1,90 @@
+//! [`Platform`] on NVIDIA GPUs: each primitive is one or two PTX instructions.
+
+use core::arch::asm;
+
+use crate::Platform;
+
+/// The calling GPU thread.
+pub struct Nvptx;
+
+/// Reads a 32-bit special register.
+macro_rules! sreg {
+    ($name:literal) => {{
+        let v: u32;
+        // SAFETY: reading a special register has no side effects.
+        unsafe { asm!(concat!("mov.u32 {}, ", $name, ";"), out(reg32) v, options(nomem, nostack, pure)) };
+        v
+    }};
+}
+
+impl Nvptx {
+    /// This thread's linear index in the whole grid.
+    pub fn global_thread() -> u64 {
+        let (block, thread) = Self::caller();
+        let per_block = sreg!("%ntid.x") * sreg!("%ntid.y") * sreg!("%ntid.z");
+        block as u64 * per_block as u64 + thread as u64
+    }
+
+    /// Nanoseconds from the GPU's global timer (`%globaltimer`).
+    pub fn globaltimer_ns() -> u64 {
+        let v: u64;
+        // SAFETY: reading a special register has no side effects.
+        unsafe { asm!("mov.u64 {}, %globaltimer;", out(reg64) v, options(nomem, nostack)) };
+        v
+    }
+
+    /// Ends the whole kernel with an error the host sees as a launch failure.
+    pub fn trap() -> ! {
+        // SAFETY: `trap` stops the kernel; nothing after it runs.
+        unsafe { asm!("trap;", options(noreturn, nostack)) }
+    }
+}
+
+impl Platform for Nvptx {
+    fn lane_id() -> u32 {
+        sreg!("%laneid")
+    }
+
+    fn active_mask() -> u32 {
+        let m: u32;
+        // SAFETY: `activemask` only reads the warp's state.
+        unsafe { asm!("activemask.b32 {};", out(reg32) m, options(nomem, nostack)) };
+        m
+    }
+
+    fn broadcast(mask: u32, value: u32, src: u32) -> u32 {
+        let out: u32;
+        // SAFETY: every lane of `mask` executes this (the trait's contract), as
+        // `shfl.sync` requires.
+        unsafe {
+            asm!("shfl.sync.idx.b32 {o}, {v}, {s}, 31, {m};",
+                o = out(reg32) out, v = in(reg32) value, s = in(reg32) src, m = in(reg32) mask,
+                options(nostack))
+        };
+        out
+    }
+
+    fn sync_warp(mask: u32) {
+        // SAFETY: every lane of `mask` executes this (the trait's contract). Not `nomem`:
+        // the compiler must not move memory accesses across the barrier.
+        unsafe { asm!("bar.warp.sync {};", in(reg32) mask, options(nostack)) };
+    }
+
+    fn fence_system() {
+        // SAFETY: a fence has no effect but ordering.
+        unsafe { asm!("fence.acq_rel.sys;", options(nostack)) };
+    }
+
+    fn nanosleep(ns: u32) {
+        // SAFETY: sleeping has no effect on memory.
+        unsafe { asm!("nanosleep.u32 {};", in(reg32) ns, options(nomem, nostack)) };
+    }
+
+    fn caller() -> (u32, u32) {
+        let block = sreg!("%ctaid.x")
+            + sreg!("%nctaid.x") * (sreg!("%ctaid.y") + sreg!("%nctaid.y") * sreg!("%ctaid.z"));
+        let thread = sreg!("%tid.x")
+            + sreg!("%ntid.x") * (sreg!("%tid.y") + sreg!("%ntid.y") * sreg!("%tid.z"));
+        (block, thread)
+    }
+}
