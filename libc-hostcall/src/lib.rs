@@ -1,0 +1,97 @@
+//! The libc of the GPU: every C function std's Linux code reaches, defined for nvptx64.
+//!
+//! Local on the GPU where the GPU can do it (heap, `errno`, pthread keys, futex, clocks,
+//! thread ids); by hostcall where only the OS can (files, stdio, cwd, environment,
+//! randomness, exit). Functions that make no sense on a GPU fail cleanly with `ENOSYS`.
+//! Types follow x86_64 Linux (LP64), the layout libc is compiled with for this target.
+//!
+//! A kernel crate links this in with `use libc_hostcall as _;`.
+
+#![no_std]
+#![cfg(target_arch = "nvptx64")]
+
+mod heap;
+mod io;
+mod misc;
+mod process;
+mod thread;
+mod time;
+
+use hostcall_abi::{ABI_VERSION, DeviceConfig};
+use hostcall_client::Channel;
+pub use hostcall_client::nvptx::Nvptx;
+
+/// Filled by the host before every launch (see `hostcall_abi::CONFIG_SYMBOL`).
+#[unsafe(no_mangle)]
+#[used]
+pub static mut __hostcall_config: DeviceConfig = DeviceConfig {
+    abi_version: 0,
+    num_ports: 0,
+    ports: 0,
+    port_states: 0,
+    heap_base: 0,
+    heap_size: 0,
+    thread_area: 0,
+    thread_capacity: 0,
+};
+
+/// The ABI this module speaks; the host refuses to launch on a mismatch.
+#[unsafe(no_mangle)]
+#[used]
+pub static __hostcall_abi_version: u32 = ABI_VERSION;
+
+/// The host's configuration for this launch.
+fn config() -> DeviceConfig {
+    // SAFETY: the host writes the config before the launch and nothing writes it during
+    // one, so this read races with no write.
+    unsafe { (&raw const __hostcall_config).read_volatile() }
+}
+
+/// The channel to the host.
+fn channel() -> Channel {
+    let c = config();
+    if c.num_ports == 0 {
+        // No host runtime set this launch up: there is nobody to report to.
+        Nvptx::trap();
+    }
+    // SAFETY: the host runtime filled the config with a channel it serves for the whole
+    // launch (checked above that it did fill it).
+    unsafe { Channel::new(&c) }
+}
+
+/// Sets this thread's errno from a `-errno` result and returns -1; passes values through.
+fn check(r: i64) -> i64 {
+    if r < 0 {
+        thread::set_errno(-r as i32);
+        -1
+    } else {
+        r
+    }
+}
+
+/// Where the calling thread sits in the launch, for kernels that need their coordinates.
+pub mod gpu {
+    use hostcall_client::Platform;
+
+    use crate::Nvptx;
+
+    /// Linear index of the calling thread's block in the grid.
+    pub fn block() -> u32 {
+        Nvptx::caller().0
+    }
+
+    /// Linear index of the calling thread within its block.
+    pub fn thread() -> u32 {
+        Nvptx::caller().1
+    }
+
+    /// Linear index of the calling thread in the whole grid.
+    pub fn global_thread() -> u64 {
+        Nvptx::global_thread()
+    }
+
+    /// Threads in the launch (the host sizes the per-thread area to exactly this).
+    pub fn launch_threads() -> u64 {
+        crate::config().thread_capacity
+    }
+}

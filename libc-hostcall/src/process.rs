@@ -1,0 +1,38 @@
+//! Ending the program: `abort` (panics end here) and `exit`.
+
+use core::ffi::c_int;
+
+use hostcall_client::calls;
+
+use crate::{Nvptx, channel};
+
+/// Reports the aborting thread to the host, then traps. std has already written any panic
+/// message to stderr; the host prints the thread's coordinates and ends non-zero.
+#[unsafe(no_mangle)]
+pub extern "C" fn abort() -> ! {
+    calls::abort::<Nvptx>(&channel());
+    Nvptx::trap()
+}
+
+/// Records the exit code with the host, then stops the kernel: the host ends the process
+/// with `code` once the launch has stopped.
+#[unsafe(no_mangle)]
+pub extern "C" fn exit(code: c_int) -> ! {
+    calls::exit::<Nvptx>(&channel(), code);
+    Nvptx::trap()
+}
+
+/// As `exit`: there are no atexit handlers or stdio buffers of libc's own to skip.
+#[unsafe(no_mangle)]
+pub extern "C" fn _exit(code: c_int) -> ! {
+    exit(code)
+}
+
+/// Waits for a signal that never comes: std parks a second thread calling `exit` here
+/// while the first one ends the program (which stops this kernel too).
+#[unsafe(no_mangle)]
+pub extern "C" fn pause() -> c_int {
+    loop {
+        <Nvptx as hostcall_client::Platform>::nanosleep(1_000_000);
+    }
+}

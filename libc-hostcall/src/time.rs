@@ -1,0 +1,95 @@
+//! Clocks from the GPU's `%globaltimer`; `CLOCK_REALTIME` adds an offset measured once
+//! against the host's clock by hostcall.
+
+use core::ffi::c_int;
+use core::sync::atomic::{AtomicI64, Ordering::Relaxed};
+
+use hostcall_abi::errno::EINVAL;
+use hostcall_client::calls;
+
+use crate::{Nvptx, channel, thread::set_errno};
+
+const CLOCK_REALTIME: c_int = 0;
+const CLOCK_MONOTONIC: c_int = 1;
+const CLOCK_PROCESS_CPUTIME_ID: c_int = 2;
+const CLOCK_THREAD_CPUTIME_ID: c_int = 3;
+const CLOCK_MONOTONIC_RAW: c_int = 4;
+const CLOCK_REALTIME_COARSE: c_int = 5;
+const CLOCK_MONOTONIC_COARSE: c_int = 6;
+const CLOCK_BOOTTIME: c_int = 7;
+
+/// x86_64 `struct timespec`.
+#[repr(C)]
+pub struct Timespec {
+    tv_sec: i64,
+    tv_nsec: i64,
+}
+
+/// Whether an absolute `CLOCK_MONOTONIC` deadline has passed.
+pub(crate) fn expired(deadline: &Timespec) -> bool {
+    Nvptx::globaltimer_ns() as i64 >= deadline.tv_sec * 1_000_000_000 + deadline.tv_nsec
+}
+
+/// Realtime minus globaltimer, in ns; 0 until first measured.
+static REALTIME_OFFSET: AtomicI64 = AtomicI64::new(0);
+
+fn realtime_offset() -> i64 {
+    let known = REALTIME_OFFSET.load(Relaxed);
+    if known != 0 {
+        return known;
+    }
+    let before = Nvptx::globaltimer_ns() as i64;
+    let host = calls::clock_realtime::<Nvptx>(&channel());
+    let after = Nvptx::globaltimer_ns() as i64;
+    let offset = (host - before / 2 - after / 2) | 1;
+    REALTIME_OFFSET.store(offset, Relaxed);
+    offset
+}
+
+/// Nanoseconds on `clock`, or `None` for a clock the GPU does not have.
+pub(crate) fn now_ns(clock: c_int) -> Option<i64> {
+    let mono = Nvptx::globaltimer_ns() as i64;
+    match clock {
+        CLOCK_MONOTONIC | CLOCK_MONOTONIC_RAW | CLOCK_MONOTONIC_COARSE | CLOCK_BOOTTIME
+        | CLOCK_PROCESS_CPUTIME_ID | CLOCK_THREAD_CPUTIME_ID => Some(mono),
+        CLOCK_REALTIME | CLOCK_REALTIME_COARSE => Some(mono + realtime_offset()),
+        _ => None,
+    }
+}
+
+/// # Safety
+/// `tp` must be valid for writing a `timespec`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn clock_gettime(clock: c_int, tp: *mut Timespec) -> c_int {
+    let Some(ns) = now_ns(clock) else {
+        set_errno(EINVAL);
+        return -1;
+    };
+    let ts = Timespec {
+        tv_sec: ns.div_euclid(1_000_000_000),
+        tv_nsec: ns.rem_euclid(1_000_000_000),
+    };
+    // SAFETY: the caller's contract.
+    unsafe { tp.write(ts) };
+    0
+}
+
+/// Sleeps for `*req` with the GPU's `nanosleep` (which may wake early, so it loops on
+/// the timer).
+///
+/// # Safety
+/// `req` must point to a valid `timespec`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nanosleep(req: *const Timespec, _rem: *mut Timespec) -> c_int {
+    // SAFETY: the caller's contract.
+    let req = unsafe { &*req };
+    if req.tv_nsec < 0 || req.tv_nsec >= 1_000_000_000 || req.tv_sec < 0 {
+        set_errno(EINVAL);
+        return -1;
+    }
+    let end = Nvptx::globaltimer_ns() as i64 + req.tv_sec * 1_000_000_000 + req.tv_nsec;
+    while (Nvptx::globaltimer_ns() as i64) < end {
+        <Nvptx as hostcall_client::Platform>::nanosleep(1_000_000);
+    }
+    0
+}
