@@ -1,0 +1,282 @@
+//! The CUDA backend, over cudarc's driver bindings loaded at run time (so nothing here
+//! needs CUDA to build). Loads the cubin matching the device when the module carries
+//! one, else JIT-compiles the PTX; raises the thread stack limit std needs; maps the
+//! channel in host-pinned memory.
+
+use std::ffi::{CString, c_void};
+use std::time::{Duration, Instant};
+
+use cudarc::driver::result as cu;
+use cudarc::driver::sys;
+use hostcall_abi::{CONFIG_SYMBOL, DeviceConfig, VERSION_SYMBOL};
+
+use crate::module::{GpuModule, HostMemory, KernelArg, Launch, LaunchEnd};
+use crate::{Error, Result};
+
+/// Per-thread stack unless set: std's formatting and I/O paths need far more than
+/// CUDA's 1 KiB default. The driver reserves it for every resident thread.
+pub const DEFAULT_STACK_BYTES: usize = 64 << 10;
+
+/// A GPU module image as a build embeds it.
+#[derive(Clone, Copy, Debug)]
+pub struct ModuleImage<'a> {
+    /// The PTX, for any architecture the JIT can target.
+    pub ptx: &'a str,
+    /// Cubins by SM version (e.g. 90 for sm_90).
+    pub cubins: &'a [(u32, &'a [u8])],
+    /// SHA-256 of the module, for reports.
+    pub sha256: &'a str,
+}
+
+/// How the module was loaded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LoadedFrom {
+    /// A prebuilt cubin for this SM version.
+    Cubin(u32),
+    /// The driver compiled the PTX.
+    PtxJit,
+}
+
+/// Options for [`CudaModule::load`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct CudaOptions {
+    /// Device ordinal.
+    pub device: usize,
+    /// Per-thread stack limit in bytes.
+    pub stack_bytes: usize,
+    /// Ignore cubins and JIT the PTX (to measure or work around a cubin).
+    pub force_jit: bool,
+}
+
+impl Default for CudaOptions {
+    fn default() -> Self {
+        CudaOptions {
+            device: 0,
+            stack_bytes: DEFAULT_STACK_BYTES,
+            force_jit: false,
+        }
+    }
+}
+
+/// A module loaded into the primary context of one device.
+pub struct CudaModule {
+    device: sys::CUdevice,
+    name: String,
+    sm: u32,
+    module: sys::CUmodule,
+    stream: sys::CUstream,
+    loaded_from: LoadedFrom,
+    load_time: Duration,
+    host_allocs: Vec<*mut c_void>,
+    device_allocs: Vec<sys::CUdeviceptr>,
+}
+
+fn check(what: &'static str, r: sys::CUresult) -> Result<()> {
+    r.result().map_err(|e| Error::cuda(what, e))
+}
+
+impl CudaModule {
+    /// Loads `image` on the device `options` names.
+    pub fn load(image: &ModuleImage<'_>, options: &CudaOptions) -> Result<CudaModule> {
+        // SAFETY: only probes whether the driver library can be opened.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(Error::NoDevice(
+                "the CUDA driver library (libcuda.so) was not found; install the NVIDIA driver".into(),
+            ));
+        }
+        cu::init().map_err(|e| Error::NoDevice(format!("the CUDA driver did not start: {e:?}")))?;
+        let count = cu::device::get_count().map_err(|e| Error::cuda("counting devices", e))?;
+        if options.device >= count as usize {
+            return Err(Error::NoDevice(format!(
+                "device {} asked for, {count} CUDA device(s) present",
+                options.device
+            )));
+        }
+        let device = cu::device::get(options.device as i32).map_err(|e| Error::cuda("cuDeviceGet", e))?;
+        let name = cu::device::get_name(device).map_err(|e| Error::cuda("cuDeviceGetName", e))?;
+        // SAFETY: `device` is a valid device handle from cuDeviceGet.
+        let (major, minor, ctx) = unsafe {
+            let attr = |a| cu::device::get_attribute(device, a).map_err(|e| Error::cuda("cuDeviceGetAttribute", e));
+            let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+            let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+            let ctx = cu::primary_ctx::retain(device).map_err(|e| Error::cuda("cuDevicePrimaryCtxRetain", e))?;
+            cu::ctx::set_current(ctx).map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
+            (major as u32, minor as u32, ctx)
+        };
+        let _ = ctx;
+        let sm = major * 10 + minor;
+        cu::ctx::set_limit(sys::CUlimit::CU_LIMIT_STACK_SIZE, options.stack_bytes)
+            .map_err(|e| Error::cuda("cuCtxSetLimit(STACK_SIZE)", e))?;
+
+        let started = Instant::now();
+        let cubin = image.cubins.iter().find(|(s, _)| *s == sm).filter(|_| !options.force_jit);
+        let (module, loaded_from) = match cubin {
+            Some((s, bytes)) => {
+                // SAFETY: a cubin image is read by the driver during the call only.
+                let m = unsafe { cu::module::load_data(bytes.as_ptr().cast()) }
+                    .map_err(|e| Error::cuda("loading the cubin", e))?;
+                (m, LoadedFrom::Cubin(*s))
+            }
+            None => {
+                let ptx = CString::new(image.ptx)
+                    .map_err(|_| Error::InvalidLaunch("the PTX contains a NUL byte".into()))?;
+                // SAFETY: a NUL-terminated PTX image, read during the call only.
+                let m = unsafe { cu::module::load_data(ptx.as_ptr().cast()) }
+                    .map_err(|e| Error::cuda("JIT-compiling the PTX", e))?;
+                (m, LoadedFrom::PtxJit)
+            }
+        };
+        let load_time = started.elapsed();
+        let stream = cu::stream::create(cu::stream::StreamKind::NonBlocking)
+            .map_err(|e| Error::cuda("cuStreamCreate", e))?;
+        log::info!(
+            "loaded module {} on {name} (sm_{sm}) from {loaded_from:?} in {load_time:.2?}",
+            &image.sha256[..image.sha256.len().min(12)]
+        );
+        Ok(CudaModule {
+            device,
+            name,
+            sm,
+            module,
+            stream,
+            loaded_from,
+            load_time,
+            host_allocs: Vec::new(),
+            device_allocs: Vec::new(),
+        })
+    }
+
+    /// Whether the module came from a cubin or the PTX JIT.
+    pub fn loaded_from(&self) -> &LoadedFrom {
+        &self.loaded_from
+    }
+
+    /// How long loading (cubin) or JIT compiling (PTX) took.
+    pub fn load_time(&self) -> Duration {
+        self.load_time
+    }
+
+    /// The device's SM version (90 for an H100).
+    pub fn sm(&self) -> u32 {
+        self.sm
+    }
+
+    fn global(&self, name: &str) -> Result<(sys::CUdeviceptr, usize)> {
+        let c = CString::new(name).map_err(|_| Error::MissingSymbol(name.into()))?;
+        // SAFETY: `self.module` is loaded until drop.
+        unsafe { cu::module::get_global(self.module, c) }.map_err(|_| Error::MissingSymbol(name.into()))
+    }
+}
+
+impl GpuModule for CudaModule {
+    fn describe(&self) -> String {
+        format!("{} (sm_{})", self.name, self.sm)
+    }
+
+    fn abi_version(&mut self) -> Result<u32> {
+        let (ptr, size) = self.global(VERSION_SYMBOL)?;
+        if size != 4 {
+            return Err(Error::MissingSymbol(format!("{VERSION_SYMBOL} of 4 bytes ({size} found)")));
+        }
+        let mut v = [0u32];
+        // SAFETY: `ptr` addresses the 4-byte global just looked up.
+        unsafe { cu::memcpy_dtoh_sync(&mut v, ptr) }.map_err(|e| Error::cuda("reading the ABI version", e))?;
+        Ok(v[0])
+    }
+
+    fn alloc_host_mapped(&mut self, len: usize) -> Result<HostMemory> {
+        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
+        // SAFETY: a plain allocation; freed in drop.
+        let host = unsafe { cu::malloc_host(len, flags) }.map_err(|e| Error::cuda("cuMemHostAlloc", e))?;
+        self.host_allocs.push(host);
+        // SAFETY: `host` has `len` writable bytes.
+        unsafe { std::ptr::write_bytes(host.cast::<u8>(), 0, len) };
+        let mut device = 0;
+        // SAFETY: `host` was allocated with DEVICEMAP in the current context.
+        check("cuMemHostGetDevicePointer", unsafe {
+            sys::cuMemHostGetDevicePointer_v2(&mut device, host, 0)
+        })?;
+        Ok(HostMemory {
+            host: host.cast(),
+            device,
+            len,
+        })
+    }
+
+    fn alloc_device_zeroed(&mut self, len: usize) -> Result<u64> {
+        // SAFETY: a plain allocation, freed in drop; the memset covers exactly it.
+        unsafe {
+            let p = cu::malloc_sync(len.max(1)).map_err(|e| Error::cuda("cuMemAlloc", e))?;
+            self.device_allocs.push(p);
+            cu::memset_d8_sync(p, 0, len).map_err(|e| Error::cuda("cuMemsetD8", e))?;
+            Ok(p)
+        }
+    }
+
+    fn write_config(&mut self, config: &DeviceConfig) -> Result<()> {
+        let (ptr, size) = self.global(CONFIG_SYMBOL)?;
+        if size != size_of::<DeviceConfig>() {
+            return Err(Error::AbiMismatch {
+                module: 0,
+                host: hostcall_abi::ABI_VERSION,
+            });
+        }
+        // SAFETY: `ptr` addresses the module's config global of exactly this size.
+        unsafe { cu::memcpy_htod_sync(ptr, std::slice::from_ref(config)) }
+            .map_err(|e| Error::cuda("writing the hostcall config", e))
+    }
+
+    fn launch(&mut self, launch: &Launch) -> Result<()> {
+        let name = CString::new(launch.kernel.as_str()).map_err(|_| Error::MissingSymbol(launch.kernel.clone()))?;
+        // SAFETY: `self.module` is loaded until drop.
+        let f = unsafe { cu::module::get_function(self.module, name) }
+            .map_err(|_| Error::MissingSymbol(launch.kernel.clone()))?;
+        let mut values: Vec<u64> = launch
+            .args
+            .iter()
+            .map(|a| match a {
+                KernelArg::U32(v) => *v as u64,
+                KernelArg::U64(v) => *v,
+            })
+            .collect();
+        // Each pointer addresses a parameter's value; a u32 parameter reads the low 4
+        // bytes of its u64 cell, which on this little-endian host hold the value.
+        let mut params: Vec<*mut c_void> = values.iter_mut().map(|v| (v as *mut u64).cast()).collect();
+        let [gx, gy, gz] = launch.grid;
+        let [bx, by, bz] = launch.block;
+        // SAFETY: `params` matches the kernel's parameters (the caller's launch), and the
+        // driver copies the values before cuLaunchKernel returns.
+        unsafe { cu::launch_kernel(f, (gx, gy, gz), (bx, by, bz), 0, self.stream, &mut params) }
+            .map_err(|e| Error::cuda("cuLaunchKernel", e))
+    }
+
+    fn poll(&mut self) -> Result<Option<LaunchEnd>> {
+        // SAFETY: `self.stream` is a live stream of the current context.
+        let r = unsafe { sys::cuStreamQuery(self.stream) };
+        Ok(match r {
+            sys::CUresult::CUDA_SUCCESS => Some(LaunchEnd::Completed),
+            sys::CUresult::CUDA_ERROR_NOT_READY => None,
+            e => Some(LaunchEnd::Faulted(format!("{:?}", e.result().err()))),
+        })
+    }
+}
+
+impl Drop for CudaModule {
+    fn drop(&mut self) {
+        // Errors are ignored: after a trap the context is unusable and every call fails,
+        // and the process is about to report that fault anyway.
+        // SAFETY: each handle was created by this module and is released once.
+        unsafe {
+            for p in self.device_allocs.drain(..) {
+                let _ = cu::free_sync(p);
+            }
+            for p in self.host_allocs.drain(..) {
+                let _ = cu::free_host(p);
+            }
+            let _ = cu::stream::destroy(self.stream);
+            let _ = cu::module::unload(self.module);
+            let _ = cu::primary_ctx::release(self.device);
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! A [`GpuModule`] whose "GPU threads" are OS threads running Rust closures over the
+//! real device half of the transport (`hostcall_client`), so the protocol, the server
+//! and every service are exercised without a GPU.
+//!
+//! Two warp models: [`WarpMode::Independent`] (every thread is a one-lane warp) and
+//! [`WarpMode::Lockstep`] (32 consecutive threads form a warp whose lanes always call
+//! together, sharing one packet as converged lanes on a GPU do; kernels must then make
+//! the same sequence of calls on every lane).
+
+use std::alloc::Layout;
+use std::any::Any;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use hostcall_abi::{ABI_VERSION, DeviceConfig, WARP_SIZE};
+use hostcall_client::{Channel, Platform};
+
+use crate::module::{GpuModule, HostMemory, KernelArg, Launch, LaunchEnd};
+use crate::{Error, Result};
+
+/// A kernel for the emulator: called once per emulated GPU thread.
+pub type EmuKernel = Arc<dyn Fn(&EmuThread) + Send + Sync>;
+
+/// How emulated threads group into warps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WarpMode {
+    /// Each thread is a warp of one lane.
+    Independent,
+    /// Every 32 consecutive threads of a block are a warp calling in lockstep.
+    Lockstep,
+}
+
+/// What an emulated kernel gets: its coordinates, parameters and the channel.
+pub struct EmuThread {
+    /// Linear block index.
+    pub block: u32,
+    /// Thread index within the block.
+    pub thread: u32,
+    /// The launch's parameters.
+    pub args: Vec<KernelArg>,
+    channel: Channel,
+}
+
+/// Unwinds an emulated thread that "traps" (as `abort`/`exit` do on the GPU).
+struct Trap;
+
+impl EmuThread {
+    /// The channel to the host, for `hostcall_client::calls::*::<Emu>`.
+    pub fn channel(&self) -> &Channel {
+        &self.channel
+    }
+
+    /// Stops this emulated thread the way `trap;` stops a GPU kernel.
+    pub fn trap(&self) -> ! {
+        std::panic::resume_unwind(Box::new(Trap))
+    }
+}
+
+struct WarpSync {
+    barrier: Barrier,
+    value: AtomicU32,
+}
+
+struct LaneCtx {
+    block: u32,
+    thread: u32,
+    warp: Option<Arc<WarpSync>>,
+}
+
+thread_local! {
+    static LANE: RefCell<Option<LaneCtx>> = const { RefCell::new(None) };
+}
+
+fn with_lane<R>(f: impl FnOnce(&LaneCtx) -> R) -> R {
+    LANE.with(|l| f(l.borrow().as_ref().expect("Emu platform used outside an emulated launch")))
+}
+
+/// The [`Platform`] of emulated GPU threads.
+pub struct Emu;
+
+impl Platform for Emu {
+    fn lane_id() -> u32 {
+        with_lane(|l| if l.warp.is_some() { l.thread % WARP_SIZE as u32 } else { 0 })
+    }
+
+    fn active_mask() -> u32 {
+        with_lane(|l| if l.warp.is_some() { u32::MAX } else { 1 })
+    }
+
+    fn broadcast(_mask: u32, value: u32, src: u32) -> u32 {
+        let lane = Self::lane_id();
+        with_lane(|l| match &l.warp {
+            None => value,
+            Some(w) => {
+                if lane == src {
+                    w.value.store(value, Ordering::Relaxed);
+                }
+                w.barrier.wait();
+                let v = w.value.load(Ordering::Relaxed);
+                w.barrier.wait();
+                v
+            }
+        })
+    }
+
+    fn sync_warp(_mask: u32) {
+        with_lane(|l| {
+            if let Some(w) = &l.warp {
+                w.barrier.wait();
+            }
+        })
+    }
+
+    fn fence_system() {
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+
+    fn nanosleep(ns: u32) {
+        std::thread::sleep(Duration::from_nanos(ns as u64));
+    }
+
+    fn caller() -> (u32, u32) {
+        with_lane(|l| (l.block, l.thread))
+    }
+}
+
+struct Running {
+    threads: Vec<JoinHandle<std::result::Result<(), String>>>,
+}
+
+/// The emulated backend: a table of kernels by name plus host memory posing as device
+/// memory (device address = host address).
+pub struct EmulatedModule {
+    kernels: HashMap<String, EmuKernel>,
+    abi_version: u32,
+    warp_mode: WarpMode,
+    allocations: Vec<(*mut u8, Layout)>,
+    config: Option<DeviceConfig>,
+    running: Option<Running>,
+}
+
+impl EmulatedModule {
+    /// An emulated module with no kernels, speaking this runtime's ABI.
+    pub fn new(warp_mode: WarpMode) -> EmulatedModule {
+        EmulatedModule {
+            kernels: HashMap::new(),
+            abi_version: ABI_VERSION,
+            warp_mode,
+            allocations: Vec::new(),
+            config: None,
+            running: None,
+        }
+    }
+
+    /// Adds a kernel under `name`.
+    pub fn kernel(mut self, name: &str, k: impl Fn(&EmuThread) + Send + Sync + 'static) -> Self {
+        self.kernels.insert(name.to_owned(), Arc::new(k));
+        self
+    }
+
+    /// Pretends the module was built for another ABI version.
+    pub fn with_abi_version(mut self, v: u32) -> Self {
+        self.abi_version = v;
+        self
+    }
+
+    fn alloc_zeroed(&mut self, len: usize) -> Result<*mut u8> {
+        let layout = Layout::from_size_align(len.max(1), 4096)
+            .map_err(|e| Error::InvalidLaunch(format!("allocation of {len} bytes: {e}")))?;
+        // SAFETY: the layout has a non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(layout) };
+        if p.is_null() {
+            return Err(Error::InvalidLaunch(format!("out of host memory for {len} bytes")));
+        }
+        self.allocations.push((p, layout));
+        Ok(p)
+    }
+}
+
+fn panic_text(p: &(dyn Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
+}
+
+impl GpuModule for EmulatedModule {
+    fn describe(&self) -> String {
+        format!("emulated GPU ({:?} warps)", self.warp_mode)
+    }
+
+    fn abi_version(&mut self) -> Result<u32> {
+        Ok(self.abi_version)
+    }
+
+    fn alloc_host_mapped(&mut self, len: usize) -> Result<HostMemory> {
+        let p = self.alloc_zeroed(len)?;
+        Ok(HostMemory {
+            host: p,
+            device: p as u64,
+            len,
+        })
+    }
+
+    fn alloc_device_zeroed(&mut self, len: usize) -> Result<u64> {
+        Ok(self.alloc_zeroed(len)? as u64)
+    }
+
+    fn write_config(&mut self, config: &DeviceConfig) -> Result<()> {
+        self.config = Some(*config);
+        Ok(())
+    }
+
+    fn launch(&mut self, launch: &Launch) -> Result<()> {
+        let kernel = self
+            .kernels
+            .get(&launch.kernel)
+            .cloned()
+            .ok_or_else(|| Error::MissingSymbol(launch.kernel.clone()))?;
+        let config = self
+            .config
+            .ok_or_else(|| Error::InvalidLaunch("launch before write_config".into()))?;
+        let blocks: u32 = launch.grid.iter().product();
+        let per_block: u32 = launch.block.iter().product();
+        if self.warp_mode == WarpMode::Lockstep && per_block % WARP_SIZE as u32 != 0 {
+            return Err(Error::InvalidLaunch(format!(
+                "lockstep warps need a block size divisible by {WARP_SIZE}, not {per_block}"
+            )));
+        }
+        let mut threads = Vec::with_capacity((blocks * per_block) as usize);
+        for block in 0..blocks {
+            let mut warp = None;
+            for thread in 0..per_block {
+                if self.warp_mode == WarpMode::Lockstep && thread % WARP_SIZE as u32 == 0 {
+                    warp = Some(Arc::new(WarpSync {
+                        barrier: Barrier::new(WARP_SIZE),
+                        value: AtomicU32::new(0),
+                    }));
+                }
+                let (kernel, warp) = (kernel.clone(), warp.clone());
+                // SAFETY: the config describes memory this module allocated and keeps
+                // until it is dropped, after these threads are joined or detached.
+                let channel = unsafe { Channel::new(&config) };
+                let ctx = EmuThread {
+                    block,
+                    thread,
+                    args: launch.args.clone(),
+                    channel,
+                };
+                let t = std::thread::Builder::new()
+                    .stack_size(256 << 10)
+                    .spawn(move || {
+                        LANE.with(|l| *l.borrow_mut() = Some(LaneCtx { block, thread, warp }));
+                        std::panic::catch_unwind(AssertUnwindSafe(|| kernel(&ctx))).map_err(|p| {
+                            if p.is::<Trap>() {
+                                format!("trap in block {block} thread {thread}")
+                            } else {
+                                format!("block {block} thread {thread} panicked: {}", panic_text(&*p))
+                            }
+                        })
+                    })?;
+                threads.push(t);
+            }
+        }
+        self.running = Some(Running { threads });
+        Ok(())
+    }
+
+    fn poll(&mut self) -> Result<Option<LaunchEnd>> {
+        let Some(r) = &self.running else {
+            return Err(Error::InvalidLaunch("poll without a launch".into()));
+        };
+        if !r.threads.iter().all(|t| t.is_finished()) {
+            return Ok(None);
+        }
+        let r = self.running.take().expect("checked above");
+        let faults: Vec<String> = r
+            .threads
+            .into_iter()
+            .filter_map(|t| t.join().unwrap_or_else(|p| Err(panic_text(&*p))).err())
+            .collect();
+        Ok(Some(match faults.first() {
+            None => LaunchEnd::Completed,
+            Some(f) => LaunchEnd::Faulted(f.clone()),
+        }))
+    }
+}
+
+impl Drop for EmulatedModule {
+    fn drop(&mut self) {
+        if let Some(r) = self.running.take() {
+            // Threads still running (after a timeout) may touch the allocations: leak them.
+            if !r.threads.iter().all(|t| t.is_finished()) {
+                self.allocations.clear();
+                return;
+            }
+        }
+        for (p, layout) in self.allocations.drain(..) {
+            // SAFETY: allocated by `alloc_zeroed` with this layout, freed once.
+            unsafe { std::alloc::dealloc(p, layout) };
+        }
+    }
+}

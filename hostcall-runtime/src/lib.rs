@@ -1,0 +1,34 @@
+//! The host side of Rust std on NVIDIA GPUs.
+//!
+//! A [`Host`] grants capabilities (pre-opened directories, environment variables, stdio)
+//! and runs a launch on a [`GpuModule`] while its server answers the GPU's hostcalls.
+//! Backends: [`cuda::CudaModule`] for real GPUs and [`emulated::EmulatedModule`], which
+//! runs the device half of the transport on OS threads for tests without a GPU.
+//!
+//! `HOSTCALL_DEBUG=1` logs every hostcall (caller, service, arguments, result, latency)
+//! through `log`; [`init_logging`] sets `env_logger` up for that.
+
+pub mod cuda;
+pub mod emulated;
+mod error;
+mod host;
+mod module;
+mod server;
+pub mod services;
+
+pub use error::{Error, Result};
+pub use host::{
+    DEFAULT_CONSUMERS, DEFAULT_HEAP_BYTES, DEFAULT_MAX_OPEN_FILES, DEFAULT_PORTS, Host,
+    HostBuilder, Outcome, RunReport,
+};
+pub use module::{GpuModule, HostMemory, KernelArg, Launch, LaunchEnd};
+
+/// Starts `env_logger` with warnings on, and each hostcall traced when `HOSTCALL_DEBUG`
+/// is set (`RUST_LOG` still overrides both).
+pub fn init_logging() {
+    let trace = std::env::var_os("HOSTCALL_DEBUG").is_some_and(|v| v != "0");
+    let default = if trace { "warn,hostcall=info,hostcall_runtime=info" } else { "warn" };
+    let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default))
+        .format_timestamp_micros()
+        .try_init();
+}

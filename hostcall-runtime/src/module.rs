@@ -1,0 +1,83 @@
+//! The backend interface: what the runtime needs from a GPU (or its emulation) to run
+//! one launch while serving hostcalls.
+
+use hostcall_abi::DeviceConfig;
+
+use crate::Result;
+
+/// One kernel parameter, passed by value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelArg {
+    /// A 32-bit parameter (`u32`/`i32` in the kernel's signature).
+    U32(u32),
+    /// A 64-bit parameter (`u64`/`i64`/pointer).
+    U64(u64),
+}
+
+/// A kernel launch: entry point, grid and block shapes, parameters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// The kernel's symbol name.
+    pub kernel: String,
+    /// Blocks in x, y, z.
+    pub grid: [u32; 3],
+    /// Threads per block in x, y, z.
+    pub block: [u32; 3],
+    /// Parameters, in the kernel's order.
+    pub args: Vec<KernelArg>,
+}
+
+impl Launch {
+    /// A one-dimensional launch of `blocks` blocks of `threads` threads.
+    pub fn linear(kernel: &str, blocks: u32, threads: u32, args: Vec<KernelArg>) -> Launch {
+        Launch {
+            kernel: kernel.to_owned(),
+            grid: [blocks, 1, 1],
+            block: [threads, 1, 1],
+            args,
+        }
+    }
+
+    /// Threads in the whole launch.
+    pub fn threads(&self) -> u64 {
+        self.grid.iter().chain(&self.block).map(|&d| d as u64).product()
+    }
+}
+
+/// How a launch ended, as the backend saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LaunchEnd {
+    /// Every thread returned.
+    Completed,
+    /// The launch stopped with an error (a trap, an illegal address, ...).
+    Faulted(String),
+}
+
+/// Host memory the GPU can address (host-pinned and mapped, for CUDA).
+#[derive(Clone, Copy, Debug)]
+pub struct HostMemory {
+    /// Where the host sees it.
+    pub host: *mut u8,
+    /// Where the GPU sees it.
+    pub device: u64,
+    /// Bytes.
+    pub len: usize,
+}
+
+/// A loaded GPU module that can run kernels. Allocations live as long as the module.
+pub trait GpuModule {
+    /// The device, for messages and reports.
+    fn describe(&self) -> String;
+    /// The module's `__hostcall_abi_version`.
+    fn abi_version(&mut self) -> Result<u32>;
+    /// Zeroed host memory the GPU can address, aligned to 4096 bytes.
+    fn alloc_host_mapped(&mut self, len: usize) -> Result<HostMemory>;
+    /// Zeroed device memory, aligned to 256 bytes; returns its device address.
+    fn alloc_device_zeroed(&mut self, len: usize) -> Result<u64>;
+    /// Writes the module's `__hostcall_config` global.
+    fn write_config(&mut self, config: &DeviceConfig) -> Result<()>;
+    /// Starts the kernel; returns at once.
+    fn launch(&mut self, launch: &Launch) -> Result<()>;
+    /// Whether the last launch has ended; never blocks.
+    fn poll(&mut self) -> Result<Option<LaunchEnd>>;
+}

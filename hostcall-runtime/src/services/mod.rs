@@ -1,0 +1,144 @@
+//! Host services, one module per capability, reached by numeric id. Everything is denied
+//! until granted through [`crate::HostBuilder`]: files only under pre-opened directories,
+//! environment variables only as listed.
+
+mod env;
+mod fs;
+mod process;
+mod stdio;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use hostcall_abi::{BULK_PER_LANE, Service};
+
+pub(crate) use env::EnvPolicy;
+pub(crate) use fs::{FdTable, Files};
+pub use process::Termination;
+pub(crate) use process::Process;
+pub(crate) use stdio::Stdio;
+
+/// One lane's request as a service sees it.
+pub struct Call<'a> {
+    /// The service id the lane asked for.
+    pub service: u32,
+    /// The caller's linear block index.
+    pub block: u32,
+    /// The caller's thread index within its block.
+    pub thread: u32,
+    /// The arguments (see `hostcall_abi::service` for each service's convention).
+    pub args: [u64; 6],
+    /// The lane's bulk buffer: input bytes on entry, output bytes on return.
+    pub bulk: &'a mut [u8; BULK_PER_LANE],
+}
+
+impl Call<'_> {
+    /// Argument `i` as a length bounded by the bulk buffer.
+    pub fn len_arg(&self, i: usize) -> Result<usize, Malformed> {
+        let n = self.args[i];
+        if n > BULK_PER_LANE as u64 {
+            return Err(Malformed(format!(
+                "length argument {i} is {n}, over the {BULK_PER_LANE}-byte bulk buffer"
+            )));
+        }
+        Ok(n as usize)
+    }
+
+    /// Argument `i` as a GPU file descriptor.
+    pub fn fd_arg(&self, i: usize) -> i32 {
+        self.args[i] as i32
+    }
+}
+
+/// A service's answer: the result (`-errno` on failure) and how many bulk bytes it wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reply {
+    /// The value returned to the GPU caller.
+    pub result: i64,
+    /// Bytes of the bulk buffer that carry output.
+    pub bulk_out: usize,
+}
+
+impl Reply {
+    /// A result with no bulk output.
+    pub fn value(result: i64) -> Reply {
+        Reply { result, bulk_out: 0 }
+    }
+
+    /// A failure with this errno.
+    pub fn errno(e: i32) -> Reply {
+        Reply::value(-(e as i64))
+    }
+
+    /// A success that wrote `n` bulk bytes and returns `n`.
+    pub fn bytes(n: usize) -> Reply {
+        Reply {
+            result: n as i64,
+            bulk_out: n,
+        }
+    }
+}
+
+/// A request that breaks its service's rules; the server answers `Status::Malformed`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Malformed(pub String);
+
+/// A host service. Called concurrently from the server's consumer threads.
+pub trait Handler: Send + Sync {
+    /// Serves one lane's call.
+    fn call(&self, call: &mut Call<'_>) -> Result<Reply, Malformed>;
+}
+
+/// Services by id: the built-in std services plus any the embedder registers.
+#[derive(Clone, Default)]
+pub struct ServiceTable {
+    handlers: HashMap<u32, Arc<dyn Handler>>,
+}
+
+impl ServiceTable {
+    /// Registers (or replaces) the handler for `id`.
+    pub fn register(&mut self, id: u32, handler: Arc<dyn Handler>) {
+        self.handlers.insert(id, handler);
+    }
+
+    /// The handler for `id`, if any.
+    pub fn get(&self, id: u32) -> Option<&Arc<dyn Handler>> {
+        self.handlers.get(&id)
+    }
+
+    /// The built-in services over the given capabilities.
+    pub(crate) fn builtin(files: Arc<Files>, env: Arc<EnvPolicy>, process: Arc<Process>) -> Self {
+        let mut t = ServiceTable::default();
+        for s in Service::ALL {
+            let h: Arc<dyn Handler> = match s {
+                Service::Ping | Service::Exit | Service::Abort => process.clone(),
+                Service::ClockRealtime | Service::Getrandom => process.clone(),
+                Service::Getenv => env.clone(),
+                _ => files.clone(),
+            };
+            t.register(s as u32, h);
+        }
+        t
+    }
+}
+
+/// The errno for a host I/O error, in the wire's numbering (Linux's).
+pub(crate) fn errno_of(e: &std::io::Error) -> i32 {
+    use hostcall_abi::errno::*;
+    use std::io::ErrorKind as K;
+    if cfg!(target_os = "linux")
+        && let Some(raw) = e.raw_os_error()
+    {
+        return raw;
+    }
+    match e.kind() {
+        K::NotFound => ENOENT,
+        K::PermissionDenied => EACCES,
+        K::AlreadyExists => EEXIST,
+        K::InvalidInput => EINVAL,
+        K::NotADirectory => ENOTDIR,
+        K::IsADirectory => EISDIR,
+        K::StorageFull => ENOSPC,
+        _ => EIO,
+    }
+}

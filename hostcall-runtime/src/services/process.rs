@@ -1,0 +1,82 @@
+//! Process-level services: exit, abort, the realtime clock, randomness, and `Ping`.
+
+use std::fs::File;
+use std::io::Read;
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use hostcall_abi::Service;
+use hostcall_abi::errno::EIO;
+
+use super::{Call, Handler, Malformed, Reply, errno_of};
+
+/// How the GPU program asked to end, if it did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Termination {
+    /// `std::process::exit(code)` (or libc `exit`).
+    Exit(i32),
+    /// A thread called `abort` (every panic ends there).
+    Abort {
+        /// The aborting thread's linear block index.
+        block: u32,
+        /// The aborting thread's index within its block.
+        thread: u32,
+    },
+}
+
+/// State of the process services: the first termination request wins.
+#[derive(Default)]
+pub(crate) struct Process {
+    termination: Mutex<Option<Termination>>,
+}
+
+impl Process {
+    fn terminate(&self, t: Termination) {
+        let mut slot = self.termination.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(t);
+        }
+    }
+
+    /// The first termination request of the run.
+    pub fn termination(&self) -> Option<Termination> {
+        *self.termination.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Handler for Process {
+    fn call(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
+        let service = Service::from_id(call.service);
+        Ok(match service {
+            Some(Service::Ping) => Reply::value(call.args[0] as i64),
+            Some(Service::Exit) => {
+                self.terminate(Termination::Exit(call.args[0] as i32));
+                Reply::value(0)
+            }
+            Some(Service::Abort) => {
+                log::error!(
+                    "GPU thread (block {}, thread {}) aborted",
+                    call.block,
+                    call.thread
+                );
+                self.terminate(Termination::Abort {
+                    block: call.block,
+                    thread: call.thread,
+                });
+                Reply::value(0)
+            }
+            Some(Service::ClockRealtime) => {
+                let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+                Reply::value(now.as_nanos() as i64)
+            }
+            Some(Service::Getrandom) => {
+                let n = call.len_arg(0)?;
+                match File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut call.bulk[..n])) {
+                    Ok(()) => Reply::bytes(n),
+                    Err(e) => Reply::errno(errno_of(&e)),
+                }
+            }
+            _ => Reply::errno(EIO),
+        })
+    }
+}
