@@ -105,7 +105,7 @@ fn string_reply<P: Platform>(ch: &Channel, service: Service, input: &[u8], out: 
     }
     let args = [input.len() as u64, 0, 0, 0, 0, 0];
     let r = outcome(ch.call::<P>(service as u32, args, input, out));
-    if r as usize > out.len() {
+    if r >= 0 && r as usize > out.len() {
         return -(ERANGE as i64);
     }
     r

@@ -1,0 +1,252 @@
+//! Every built-in service, success and error paths, driven through the real device half
+//! of the transport on the emulated backend.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hostcall_abi::errno::*;
+use hostcall_abi::stat::{FileStat, STAT_SIZE};
+use hostcall_client::{Channel, calls};
+use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_runtime::{Host, HostBuilder, Launch, Outcome, RunReport};
+
+const O_RDONLY: i32 = 0;
+const O_WRONLY: i32 = 1;
+const O_RDWR: i32 = 2;
+const O_CREAT: i32 = 0o100;
+const O_EXCL: i32 = 0o200;
+const O_TRUNC: i32 = 0o1000;
+const O_CLOEXEC: i32 = 0o2000000;
+
+fn quiet() -> HostBuilder {
+    Host::builder().echo_output(false).capture_output(true).timeout(Duration::from_secs(60))
+}
+
+/// Runs `body` on one emulated GPU thread and returns what it produced with the report.
+fn run_one<T: Send + 'static>(
+    host: HostBuilder,
+    body: impl Fn(&Channel, &EmuThread) -> T + Send + Sync + 'static,
+) -> (T, RunReport) {
+    let out = Arc::new(Mutex::new(None));
+    let o = out.clone();
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
+        let v = body(t.channel(), t);
+        *o.lock().unwrap() = Some(v);
+    });
+    let report = host.build().unwrap().run(&mut m, &Launch::linear("k", 1, 1, vec![])).unwrap();
+    let v = out.lock().unwrap().take().expect("the kernel finished");
+    (v, report)
+}
+
+fn neg(e: i32) -> i64 {
+    -(e as i64)
+}
+
+#[test]
+fn stdout_and_stderr_reach_the_host_and_stdin_is_denied_by_default() {
+    let (r, rep) = run_one(quiet(), |ch, _| {
+        let mut buf = [0u8; 8];
+        (
+            calls::write::<Emu>(ch, 1, b"to stdout\n"),
+            calls::write::<Emu>(ch, 2, b"to stderr\n"),
+            calls::read::<Emu>(ch, 0, &mut buf),
+            calls::write::<Emu>(ch, 0, b"x"),
+            calls::read::<Emu>(ch, 1, &mut buf),
+        )
+    });
+    assert_eq!(r, (10, 10, neg(EBADF), neg(EBADF), neg(EBADF)));
+    assert_eq!(rep.stdout, b"to stdout\n");
+    assert_eq!(rep.stderr, b"to stderr\n");
+}
+
+#[test]
+fn large_writes_are_chunked_and_arrive_whole() {
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    let d = data.clone();
+    let (r, rep) = run_one(quiet(), move |ch, _| calls::write::<Emu>(ch, 1, &d));
+    assert_eq!(r, data.len() as i64);
+    assert_eq!(rep.stdout, data);
+}
+
+#[test]
+fn files_round_trip_inside_a_preopened_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.txt");
+    let p = path.to_str().unwrap().as_bytes().to_vec();
+    let (r, _) = run_one(quiet().preopen_dir(dir.path()), move |ch, _| {
+        let fd = calls::open::<Emu>(ch, &p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) as i32;
+        let wrote = calls::write::<Emu>(ch, fd, b"hello, host");
+        let closed = calls::close::<Emu>(ch, fd);
+        let fd2 = calls::open::<Emu>(ch, &p, O_RDWR, 0) as i32;
+        let end = calls::lseek::<Emu>(ch, fd2, 0, 2);
+        let start = calls::lseek::<Emu>(ch, fd2, 7, 0);
+        let mut buf = [0u8; 64];
+        let n = calls::read::<Emu>(ch, fd2, &mut buf);
+        let mut st = [0u8; STAT_SIZE];
+        let fs = calls::fstat::<Emu>(ch, fd2, &mut st);
+        let mut st2 = [0u8; STAT_SIZE];
+        let ps = calls::stat::<Emu>(ch, &p, true, &mut st2);
+        let again = calls::open::<Emu>(ch, &p, O_WRONLY | O_CREAT | O_EXCL, 0o644);
+        calls::close::<Emu>(ch, fd2);
+        let closed_twice = calls::close::<Emu>(ch, fd2);
+        (fd, wrote, closed, end, start, buf[..n as usize].to_vec(), fs, st, ps, st2, again, closed_twice)
+    });
+    let (fd, wrote, closed, end, start, read, fs, st, ps, st2, again, closed_twice) = r;
+    assert!(fd >= 3, "GPU fds start after stdio, got {fd}");
+    assert_eq!((wrote, closed, end, start), (11, 0, 11, 7));
+    assert_eq!(read, b"host");
+    assert_eq!((fs, ps), (0, 0));
+    let (a, b) = (FileStat::decode(&st), FileStat::decode(&st2));
+    assert_eq!((a.size, b.size, a.ino), (11, 11, b.ino));
+    assert_eq!(a.mode & 0o170000, 0o100000, "a regular file");
+    assert_eq!(again, neg(EEXIST));
+    assert_eq!(closed_twice, neg(EBADF));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "hello, host");
+}
+
+#[test]
+fn paths_outside_preopened_dirs_are_denied_whether_or_not_they_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), "x").unwrap();
+    let inside_missing = format!("{}/missing", dir.path().display());
+    let escaped = format!("{}/../{}/secret", dir.path().display(), outside.path().file_name().unwrap().to_str().unwrap());
+    let secret = format!("{}/secret", outside.path().display());
+    let nowhere = format!("{}/nodir/secret", outside.path().display());
+    let (r, _) = run_one(quiet().preopen_dir(dir.path()), move |ch, _| {
+        let mut st = [0u8; STAT_SIZE];
+        (
+            calls::open::<Emu>(ch, secret.as_bytes(), O_RDONLY, 0),
+            calls::open::<Emu>(ch, escaped.as_bytes(), O_RDONLY, 0),
+            calls::open::<Emu>(ch, nowhere.as_bytes(), O_RDONLY, 0),
+            calls::open::<Emu>(ch, inside_missing.as_bytes(), O_RDONLY, 0),
+            calls::stat::<Emu>(ch, secret.as_bytes(), true, &mut st),
+            calls::open::<Emu>(ch, b"", O_RDONLY, 0),
+            calls::open::<Emu>(ch, inside_missing.as_bytes(), 0o40000000, 0),
+        )
+    });
+    assert_eq!(r.0, neg(EACCES));
+    assert_eq!(r.1, neg(EACCES), "`..` cannot climb out of a pre-opened dir");
+    assert_eq!(r.2, neg(EACCES), "a missing path outside is still denied");
+    assert_eq!(r.3, neg(ENOENT));
+    assert_eq!(r.4, neg(EACCES));
+    assert_eq!(r.5, neg(ENOENT));
+    assert_eq!(r.6, neg(EINVAL), "unknown open flags are refused");
+}
+
+#[test]
+fn nothing_is_reachable_without_a_preopen() {
+    let (r, _) = run_one(quiet(), |ch, _| calls::open::<Emu>(ch, b"/etc/hostname", O_RDONLY, 0));
+    assert_eq!(r, neg(EACCES));
+}
+
+#[test]
+fn cwd_realpath_and_readlink() {
+    let dir = tempfile::tempdir().unwrap();
+    let canon = dir.path().canonicalize().unwrap();
+    std::fs::write(canon.join("target"), "t").unwrap();
+    std::os::unix::fs::symlink("target", canon.join("link")).unwrap();
+    let link = format!("{}/link", canon.display());
+    let dotted = format!("{}/./target", canon.display());
+    let (r, _) = run_one(quiet().preopen_dir(&canon), move |ch, _| {
+        let mut cwd = [0u8; 4096];
+        let n = calls::getcwd::<Emu>(ch, &mut cwd);
+        let mut tiny = [0u8; 2];
+        let too_small = calls::getcwd::<Emu>(ch, &mut tiny);
+        let mut real = [0u8; 4096];
+        let rn = calls::realpath::<Emu>(ch, dotted.as_bytes(), &mut real);
+        let mut target = [0u8; 64];
+        let ln = calls::readlink::<Emu>(ch, link.as_bytes(), &mut target);
+        let not_link = calls::readlink::<Emu>(ch, dotted.as_bytes(), &mut target.clone());
+        (
+            String::from_utf8(cwd[..n as usize].to_vec()).unwrap(),
+            too_small,
+            String::from_utf8(real[..rn as usize].to_vec()).unwrap(),
+            String::from_utf8(target[..ln as usize].to_vec()).unwrap(),
+            not_link,
+        )
+    });
+    assert_eq!(r.0, std::env::current_dir().unwrap().to_str().unwrap());
+    assert_eq!(r.1, neg(ERANGE));
+    assert_eq!(r.2, canon.join("target").to_str().unwrap());
+    assert_eq!(r.3, "target");
+    assert_eq!(r.4, neg(EINVAL));
+}
+
+#[test]
+fn environment_is_granted_per_variable() {
+    // SAFETY: no other thread of this test binary reads or writes this variable.
+    unsafe { std::env::set_var("HOSTCALL_TEST_INHERITED", "from-host") };
+    let host = quiet().env("GIVEN", "value").inherit_env("HOSTCALL_TEST_INHERITED");
+    let (r, _) = run_one(host, |ch, _| {
+        let get = |name: &[u8]| {
+            let mut out = [0u8; 64];
+            let n = calls::getenv::<Emu>(ch, name, &mut out);
+            if n < 0 { Err(n) } else { Ok(String::from_utf8(out[..n as usize].to_vec()).unwrap()) }
+        };
+        (get(b"GIVEN"), get(b"HOSTCALL_TEST_INHERITED"), get(b"PATH"), get(b"UNSET_ANYWHERE"))
+    });
+    assert_eq!(r.0.as_deref(), Ok("value"));
+    assert_eq!(r.1.as_deref(), Ok("from-host"));
+    assert_eq!(r.2, Err(neg(ENOENT)), "PATH was not granted");
+    assert_eq!(r.3, Err(neg(ENOENT)));
+}
+
+#[test]
+fn realtime_clock_and_randomness_come_from_the_host() {
+    let (r, _) = run_one(quiet(), |ch, _| {
+        let mut a = [0u8; 32];
+        let mut b = [0u8; 32];
+        (calls::clock_realtime::<Emu>(ch), calls::getrandom::<Emu>(ch, &mut a), calls::getrandom::<Emu>(ch, &mut b), a, b)
+    });
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as i64;
+    assert!((now - r.0).abs() < 10_000_000_000, "GPU realtime {} vs host {now}", r.0);
+    assert_eq!((r.1, r.2), (32, 32));
+    assert_ne!(r.3, r.4, "two draws of 32 random bytes differ");
+}
+
+#[test]
+fn exit_ends_the_run_with_its_code() {
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", |t: &EmuThread| {
+        if t.thread == 5 {
+            calls::exit::<Emu>(t.channel(), 3);
+            t.trap();
+        }
+    });
+    let r = quiet().build().unwrap().run(&mut m, &Launch::linear("k", 1, 8, vec![])).unwrap();
+    assert_eq!(r.outcome, Outcome::Exited(3));
+    assert_eq!(r.outcome.exit_code(), 3);
+}
+
+#[test]
+fn abort_reports_the_thread_and_its_message() {
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", |t: &EmuThread| {
+        if t.block == 1 && t.thread == 2 {
+            calls::write::<Emu>(t.channel(), 2, b"thread panicked: boom\n");
+            calls::abort::<Emu>(t.channel());
+            t.trap();
+        }
+    });
+    let r = quiet().build().unwrap().run(&mut m, &Launch::linear("k", 2, 4, vec![])).unwrap();
+    assert_eq!(r.outcome, Outcome::Aborted { block: 1, thread: 2 });
+    assert_ne!(r.outcome.exit_code(), 0);
+    assert_eq!(r.stderr, b"thread panicked: boom\n");
+}
+
+#[test]
+fn a_fault_without_exit_or_abort_is_reported_as_such() {
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", |_: &EmuThread| panic!("illegal address"));
+    let r = quiet().build().unwrap().run(&mut m, &Launch::linear("k", 1, 1, vec![])).unwrap();
+    assert!(matches!(&r.outcome, Outcome::Faulted(m) if m.contains("illegal address")), "{:?}", r.outcome);
+}
+
+#[test]
+fn open_file_limit_gives_emfile() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = format!("{}/f", dir.path().display());
+    let (r, _) = run_one(quiet().preopen_dir(dir.path()).max_open_files(2), move |ch, _| {
+        (0..3).map(|_| calls::open::<Emu>(ch, p.as_bytes(), O_RDWR | O_CREAT, 0o600)).collect::<Vec<_>>()
+    });
+    assert!(r[0] >= 3 && r[1] >= 3 && r[0] != r[1]);
+    assert_eq!(r[2], neg(EMFILE));
+}

@@ -1,0 +1,90 @@
+//! The builder's one error type; every variant says what to do about it.
+
+use std::path::PathBuf;
+
+/// Why a GPU build failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The Rust toolchain lacks something the build needs.
+    #[error("toolchain: {0}")]
+    Toolchain(String),
+    /// A file operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done, with the path.
+        context: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A fixup no longer applies to this toolchain's rust-src.
+    #[error("fixup {patch} does not apply to {file}: {why} (was the toolchain changed? see fixups/)")]
+    Fixup {
+        /// The patch file name.
+        patch: String,
+        /// The file it patches, relative to `library/`.
+        file: String,
+        /// Which hunk failed and how.
+        why: String,
+    },
+    /// The nested cargo build of the kernel crate failed; its diagnostics were printed.
+    #[error("building the kernel crate {krate} for the GPU failed ({status}); see the errors above")]
+    Cargo {
+        /// The kernel crate's manifest.
+        krate: PathBuf,
+        /// cargo's exit status.
+        status: String,
+    },
+    /// An LLVM tool or ptxas failed.
+    #[error("{tool} failed ({status}):\n{stderr}")]
+    Tool {
+        /// The tool's path.
+        tool: String,
+        /// Its exit status.
+        status: String,
+        /// What it printed on stderr.
+        stderr: String,
+    },
+    /// The module calls functions nobody defines; the CUDA JIT would refuse it.
+    #[error("{}", unresolved_message(.0))]
+    Unresolved(Vec<Unresolved>),
+    /// The kernel crate defines no `extern "ptx-kernel"` function.
+    #[error("the kernel crate defines no `extern \"ptx-kernel\" fn` marked #[unsafe(no_mangle)]")]
+    NoKernels,
+    /// Cubins were required but no ptxas was found.
+    #[error("no ptxas found (set PTXAS, put a CUDA toolkit on PATH, or `pip install nvidia-cuda-nvcc-cu12`)")]
+    NoPtxas,
+}
+
+/// A function the linked module references but does not define.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unresolved {
+    /// The symbol.
+    pub symbol: String,
+    /// Crates whose code references it (empty if it could not be attributed).
+    pub needed_by: Vec<String>,
+}
+
+fn unresolved_message(list: &[Unresolved]) -> String {
+    let mut s = format!(
+        "{} function(s) are called on the GPU but defined nowhere (libc-hostcall does not \
+         provide them; add them there, or avoid the std API that needs them):",
+        list.len()
+    );
+    for u in list {
+        s.push_str(&format!("\n  {}", u.symbol));
+        if !u.needed_by.is_empty() {
+            s.push_str(&format!("  (needed by {})", u.needed_by.join(", ")));
+        }
+    }
+    s
+}
+
+impl BuildError {
+    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BuildError {
+        let context = context.into();
+        move |source| BuildError::Io { context, source }
+    }
+}
+
+/// Result with the builder's error.
+pub type Result<T, E = BuildError> = std::result::Result<T, E>;

@@ -1,0 +1,201 @@
+//! The fixups of `fixups/` (embedded, so the builder works from any checkout or crate
+//! download) and the patched copy of rust-src's `library/` they produce.
+//!
+//! A fixup is a unified diff preceded by a `Why:` line. Hunks apply by exact context
+//! match; a hunk whose context is missing or ambiguous is an error naming the patch,
+//! never a silent mis-patch.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::tools::Toolchain;
+use crate::{BuildError, Result};
+
+/// The patches, in application order.
+pub const PATCHES: &[(&str, &str)] = &[
+    ("0001-alloc-min-align.patch", include_str!("../../fixups/0001-alloc-min-align.patch")),
+    ("0002-linux-raw-stat.patch", include_str!("../../fixups/0002-linux-raw-stat.patch")),
+    ("0003-personality-data-reg.patch", include_str!("../../fixups/0003-personality-data-reg.patch")),
+];
+
+/// Extra rustc flags for the crates that need them (libc and unwind), one per line.
+pub const LIBC_RUSTFLAGS: &str = include_str!("../../fixups/libc.rustflags");
+
+/// The target spec the GPU crates build for.
+pub const TARGET_SPEC: &str = include_str!("../../target_specs/nvptx64-linux-gnu.json");
+
+/// The flags of [`LIBC_RUSTFLAGS`], comments dropped.
+pub fn libc_rustflags() -> Vec<&'static str> {
+    LIBC_RUSTFLAGS
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+}
+
+/// One hunk: the lines it expects and the lines it leaves.
+struct Hunk {
+    old: String,
+    new: String,
+}
+
+/// A parsed fixup: the file it patches and its hunks.
+struct Patch {
+    file: String,
+    hunks: Vec<Hunk>,
+}
+
+fn parse(name: &str, text: &str) -> Result<Patch> {
+    let bad = |why: &str| BuildError::Fixup {
+        patch: name.into(),
+        file: "?".into(),
+        why: why.into(),
+    };
+    let file = text
+        .lines()
+        .find_map(|l| l.strip_prefix("+++ b/"))
+        .ok_or_else(|| bad("no `+++ b/<file>` line"))?
+        .trim()
+        .to_owned();
+    let mut hunks = Vec::new();
+    let mut cur: Option<Hunk> = None;
+    for line in text.lines().skip_while(|l| !l.starts_with("@@")) {
+        if line.starts_with("@@") {
+            hunks.extend(cur.take());
+            cur = Some(Hunk {
+                old: String::new(),
+                new: String::new(),
+            });
+            continue;
+        }
+        let h = cur.as_mut().ok_or_else(|| bad("a line outside any hunk"))?;
+        let (tag, body) = line.split_at(line.len().min(1));
+        match tag {
+            " " | "" => {
+                h.old.push_str(body);
+                h.old.push('\n');
+                h.new.push_str(body);
+                h.new.push('\n');
+            }
+            "-" => {
+                h.old.push_str(body);
+                h.old.push('\n');
+            }
+            "+" => {
+                h.new.push_str(body);
+                h.new.push('\n');
+            }
+            _ => return Err(bad(&format!("unexpected line {line:?}"))),
+        }
+    }
+    hunks.extend(cur);
+    if hunks.is_empty() {
+        return Err(bad("no hunks"));
+    }
+    Ok(Patch { file, hunks })
+}
+
+/// Applies `text` (a fixup named `name`) to the contents of its file.
+pub(crate) fn apply(name: &str, text: &str, contents: &str) -> Result<String> {
+    let p = parse(name, text)?;
+    let mut out = contents.to_owned();
+    for (i, h) in p.hunks.iter().enumerate() {
+        let fail = |why: String| BuildError::Fixup {
+            patch: name.into(),
+            file: p.file.clone(),
+            why,
+        };
+        match out.matches(h.old.as_str()).count() {
+            1 => out = out.replacen(h.old.as_str(), &h.new, 1),
+            0 => return Err(fail(format!("hunk {} found no match", i + 1))),
+            n => return Err(fail(format!("hunk {} matches {n} places", i + 1))),
+        }
+    }
+    Ok(out)
+}
+
+/// The file a fixup patches, relative to `library/`.
+pub(crate) fn target_file(name: &str, text: &str) -> Result<String> {
+    Ok(parse(name, text)?.file)
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    fs::create_dir_all(to).map_err(BuildError::io(format!("creating {}", to.display())))?;
+    for entry in fs::read_dir(from).map_err(BuildError::io(format!("reading {}", from.display())))? {
+        let entry = entry.map_err(BuildError::io(format!("reading {}", from.display())))?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_type().map_err(BuildError::io(format!("stat {}", src.display())))?.is_dir() {
+            copy_dir(&src, &dst)?;
+        } else {
+            fs::copy(&src, &dst).map_err(BuildError::io(format!("copying {}", src.display())))?;
+        }
+    }
+    Ok(())
+}
+
+/// The patched `library/` for `toolchain`, made once per toolchain and fixup set under
+/// `cache_root` (the key hashes `rustc -vV` and every fixup).
+pub(crate) fn patched_library(toolchain: &Toolchain, cache_root: &Path) -> Result<PathBuf> {
+    let mut h = Sha256::new();
+    h.update(toolchain.version.as_bytes());
+    for (name, text) in PATCHES {
+        h.update(name.as_bytes());
+        h.update(text.as_bytes());
+    }
+    let key: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let root = cache_root.join(format!("rust-src-{key}"));
+    let library = root.join("library");
+    if root.join(".complete").exists() {
+        return Ok(library);
+    }
+    let staging = cache_root.join(format!("rust-src-{key}.tmp-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&staging);
+    copy_dir(&toolchain.library(), &staging.join("library"))?;
+    for (name, text) in PATCHES {
+        let file = staging.join("library").join(target_file(name, text)?);
+        let contents = fs::read_to_string(&file).map_err(BuildError::io(format!("reading {}", file.display())))?;
+        let patched = apply(name, text, &contents)?;
+        fs::write(&file, patched).map_err(BuildError::io(format!("writing {}", file.display())))?;
+    }
+    fs::write(staging.join(".complete"), key.as_bytes())
+        .map_err(BuildError::io(format!("writing {}", staging.display())))?;
+    let _ = fs::remove_dir_all(&root);
+    fs::rename(&staging, &root).map_err(BuildError::io(format!("renaming {}", staging.display())))?;
+    Ok(library)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_file_in_fixups_is_embedded() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixups");
+        let mut on_disk: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".patch"))
+            .collect();
+        on_disk.sort();
+        let embedded: Vec<String> = PATCHES.iter().map(|(n, _)| n.to_string()).collect();
+        assert_eq!(on_disk, embedded, "register new fixups in PATCHES");
+        for (name, text) in PATCHES {
+            assert!(text.starts_with("Why: "), "{name} must open with a `Why:` line");
+        }
+    }
+
+    #[test]
+    fn patch_applies_once_and_refuses_missing_or_ambiguous_context() {
+        let patch = "Why: test\n--- a/x.rs\n+++ b/x.rs\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n";
+        assert_eq!(apply("t", patch, "z\na\nb\n").unwrap(), "z\na\nc\n");
+        assert!(matches!(apply("t", patch, "a\nx\n"), Err(BuildError::Fixup { why, .. }) if why.contains("no match")));
+        assert!(matches!(apply("t", patch, "a\nb\na\nb\n"), Err(BuildError::Fixup { why, .. }) if why.contains("2 places")));
+    }
+
+    #[test]
+    fn libc_flags_set_the_x86_64_cfg() {
+        assert_eq!(libc_rustflags(), ["--cfg", "target_arch=\"x86_64\"", "-Aexplicit_builtin_cfgs_in_flags"]);
+    }
+}

@@ -1,0 +1,229 @@
+//! Builds a Rust crate written against the real std into a GPU module (PTX, cubins and
+//! a SHA-256), as a library for `build.rs` — the way rust-gpu's spirv-builder does for
+//! SPIR-V.
+//!
+//! Pipeline: patched rust-src copy (cached) → nested `cargo build -Zbuild-std` of the
+//! kernel crate as a `staticlib` for `target_specs/nvptx64-linux-gnu.json` → the
+//! archive's bitcode members → `llvm-link` → `opt` (internalize all but kernels and
+//! host-visible globals, dead-code elimination, `default<O2>`) → `llc` for `sm_XX` →
+//! a check that no function is left undefined → `ptxas` for each requested cubin when a
+//! ptxas is found.
+//!
+//! ```no_run
+//! // build.rs
+//! let module = ptx_builder::PtxBuilder::new("../my-kernels").build().unwrap();
+//! module.emit_rerun_if_changed();
+//! println!("cargo:rustc-env=KERNEL_PTX={}", module.ptx.display());
+//! ```
+
+mod cargo;
+mod error;
+mod fixups;
+mod link;
+mod ptxas;
+mod tools;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use sha2::{Digest, Sha256};
+
+pub use error::{BuildError, Result, Unresolved};
+pub use link::unresolved_in_ptx;
+
+/// The SM version built for unless set (Hopper: H100, H200).
+pub const DEFAULT_SM: u32 = 90;
+/// The PTX ISA version unless set (the lowest that supports sm_90).
+pub const DEFAULT_PTX_VERSION: u32 = 80;
+
+/// Symbols the host looks up in every module, kept through internalization.
+const HOST_VISIBLE: [&str; 2] = ["__hostcall_config", "__hostcall_abi_version"];
+
+/// Whether cubins are built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cubins {
+    /// When a ptxas is found; otherwise the module carries PTX only (JIT at load).
+    IfPtxasFound,
+    /// Always; no ptxas is an error.
+    Required,
+    /// Never.
+    Off,
+}
+
+/// Builds one kernel crate. Required input in [`PtxBuilder::new`], options by setters.
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct PtxBuilder {
+    krate: PathBuf,
+    sm: u32,
+    ptx_version: u32,
+    cubin_sms: Vec<u32>,
+    cubins: Cubins,
+    kernels: Option<Vec<String>>,
+    target_dir: Option<PathBuf>,
+    quiet: bool,
+}
+
+/// What a build produced.
+#[derive(Clone, Debug)]
+pub struct PtxModule {
+    /// The PTX file.
+    pub ptx: PathBuf,
+    /// Cubin files by SM version.
+    pub cubins: Vec<(u32, PathBuf)>,
+    /// SHA-256 (hex) over the PTX and cubins.
+    pub sha256: String,
+    /// The kernels the module exports.
+    pub kernels: Vec<String>,
+    /// Source files the build read, for `cargo:rerun-if-changed`.
+    pub sources: Vec<PathBuf>,
+}
+
+impl PtxModule {
+    /// Prints `cargo:rerun-if-changed` for every source of the module.
+    pub fn emit_rerun_if_changed(&self) {
+        for s in &self.sources {
+            println!("cargo:rerun-if-changed={}", s.display());
+        }
+    }
+}
+
+impl PtxBuilder {
+    /// A builder for the kernel crate at `krate` (its folder or its Cargo.toml).
+    pub fn new(krate: impl AsRef<Path>) -> PtxBuilder {
+        let p = krate.as_ref();
+        let dir = if p.ends_with("Cargo.toml") { p.parent().unwrap_or(p) } else { p };
+        PtxBuilder {
+            krate: dir.to_path_buf(),
+            sm: DEFAULT_SM,
+            ptx_version: DEFAULT_PTX_VERSION,
+            cubin_sms: vec![DEFAULT_SM],
+            cubins: Cubins::IfPtxasFound,
+            kernels: None,
+            target_dir: None,
+            quiet: false,
+        }
+    }
+
+    /// The SM version `llc` targets (the PTX runs there and on newer GPUs, via JIT).
+    pub fn sm(mut self, sm: u32) -> Self {
+        self.sm = sm;
+        self
+    }
+
+    /// The PTX ISA version to emit (e.g. 80 for PTX 8.0).
+    pub fn ptx_version(mut self, v: u32) -> Self {
+        self.ptx_version = v;
+        self
+    }
+
+    /// SM versions to build cubins for.
+    pub fn cubin_sms(mut self, sms: &[u32]) -> Self {
+        self.cubin_sms = sms.to_vec();
+        self
+    }
+
+    /// Whether cubins are built.
+    pub fn cubins(mut self, c: Cubins) -> Self {
+        self.cubins = c;
+        self
+    }
+
+    /// The kernels to export; by default every `extern "ptx-kernel"` function.
+    pub fn kernels(mut self, names: &[&str]) -> Self {
+        self.kernels = Some(names.iter().map(|s| s.to_string()).collect());
+        self
+    }
+
+    /// Where the nested build and outputs go (default: the kernel crate's `target/`).
+    pub fn target_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.target_dir = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// Suppress stage messages on stderr.
+    pub fn quiet(mut self, quiet: bool) -> Self {
+        self.quiet = quiet;
+        self
+    }
+
+    fn stage(&self, msg: &str) {
+        if !self.quiet {
+            eprintln!("ptx-builder: {msg}");
+        }
+    }
+
+    /// Runs the pipeline.
+    pub fn build(&self) -> Result<PtxModule> {
+        let started = Instant::now();
+        let toolchain = tools::Toolchain::detect()?;
+        let absolute = |p: &Path| std::path::absolute(p).map_err(BuildError::io(format!("resolving {}", p.display())));
+        let krate = absolute(&self.krate)?;
+        let target = absolute(&self.target_dir.clone().unwrap_or_else(|| krate.join("target")))?;
+        let out = target.join("ptx-builder");
+        std::fs::create_dir_all(&out).map_err(BuildError::io(format!("creating {}", out.display())))?;
+
+        self.stage("preparing patched rust-src (cached per toolchain and fixup set)");
+        let library = fixups::patched_library(&toolchain, &target)?;
+
+        self.stage("building the kernel crate and std for nvptx64 (the first build compiles std: minutes)");
+        let built = cargo::build(&toolchain, &krate, &library, &target, &out, self.quiet)?;
+        let name = built.name.clone();
+
+        self.stage("linking bitcode, optimizing, emitting PTX");
+        let linked = link::link(&toolchain, &built.staticlib, &out, &name)?;
+        let kernels = match &self.kernels {
+            Some(k) => k.clone(),
+            None => link::find_kernels(&toolchain, &linked)?,
+        };
+        if kernels.is_empty() {
+            return Err(BuildError::NoKernels);
+        }
+        let public: Vec<&str> = kernels.iter().map(String::as_str).chain(HOST_VISIBLE).collect();
+        let ptx = link::optimize_and_emit(&toolchain, &linked, &out, &name, &public, self.sm, self.ptx_version)?;
+
+        self.stage("checking for unresolved functions");
+        let text = std::fs::read_to_string(&ptx).map_err(BuildError::io(format!("reading {}", ptx.display())))?;
+        let missing = link::unresolved_in_ptx(&text);
+        if !missing.is_empty() {
+            return Err(BuildError::Unresolved(link::attribute(&toolchain, &out, &missing)));
+        }
+
+        let mut cubins = Vec::new();
+        if self.cubins != Cubins::Off {
+            match ptxas::find() {
+                Some(bin) => {
+                    for &sm in &self.cubin_sms {
+                        self.stage(&format!("ptxas: compiling sm_{sm} cubin with {}", bin.display()));
+                        cubins.push((sm, ptxas::compile(&bin, &ptx, sm)?));
+                    }
+                }
+                None if self.cubins == Cubins::Required => return Err(BuildError::NoPtxas),
+                None => self.stage("no ptxas found: the module will carry PTX only (JIT-compiled at load)"),
+            }
+        }
+
+        let mut h = Sha256::new();
+        h.update(text.as_bytes());
+        for (sm, path) in &cubins {
+            h.update(sm.to_le_bytes());
+            h.update(std::fs::read(path).map_err(BuildError::io(format!("reading {}", path.display())))?);
+        }
+        let sha256: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        self.stage(&format!(
+            "done in {:.1?}: {} ({} lines), {} cubin(s), kernels {kernels:?}",
+            started.elapsed(),
+            ptx.display(),
+            text.lines().count(),
+            cubins.len()
+        ));
+        Ok(PtxModule {
+            ptx,
+            cubins,
+            sha256,
+            kernels,
+            sources: built.sources,
+        })
+    }
+}

@@ -1,0 +1,190 @@
+//! From the staticlib's bitcode to PTX: `llvm-ar`, `llvm-link`, `opt`, `llc`, and the
+//! check for functions left undefined.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::tools::{Toolchain, run};
+use crate::{BuildError, Result, Unresolved};
+
+fn members_dir(out: &Path) -> PathBuf {
+    out.join("bitcode")
+}
+
+/// Extracts the archive's members and links them into one bitcode module.
+pub(crate) fn link(tc: &Toolchain, staticlib: &Path, out: &Path, name: &str) -> Result<PathBuf> {
+    let dir = members_dir(out);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(BuildError::io(format!("creating {}", dir.display())))?;
+    run(Command::new(tc.llvm("llvm-ar")).arg("x").arg(staticlib).current_dir(&dir))?;
+    let mut members: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map_err(BuildError::io(format!("reading {}", dir.display())))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "o"))
+        .collect();
+    members.sort();
+    let linked = out.join(format!("{name}.linked.bc"));
+    run(Command::new(tc.llvm("llvm-link")).args(&members).arg("-o").arg(&linked))?;
+    Ok(linked)
+}
+
+/// Names of the `ptx_kernel` functions the module defines.
+pub(crate) fn find_kernels(tc: &Toolchain, linked: &Path) -> Result<Vec<String>> {
+    let out = run(Command::new(tc.llvm("llvm-dis")).arg(linked).args(["-o", "-"]))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with("define ") && l.contains(" ptx_kernel "))
+        .filter_map(|l| {
+            let at = l.find('@')? + 1;
+            let end = l[at..].find('(')? + at;
+            Some(l[at..end].trim_matches('"').to_owned())
+        })
+        .collect())
+}
+
+/// Internalizes everything but `public`, optimizes, and emits PTX for `sm`.
+pub(crate) fn optimize_and_emit(
+    tc: &Toolchain,
+    linked: &Path,
+    out: &Path,
+    name: &str,
+    public: &[&str],
+    sm: u32,
+    ptx_version: u32,
+) -> Result<PathBuf> {
+    let optimized = out.join(format!("{name}.opt.bc"));
+    run(Command::new(tc.llvm("opt"))
+        .arg("--passes=internalize,globaldce,default<O2>,globaldce")
+        .arg(format!("--internalize-public-api-list={}", public.join(",")))
+        .arg(linked)
+        .arg("-o")
+        .arg(&optimized))?;
+    let ptx = out.join(format!("{name}.ptx"));
+    run(Command::new(tc.llvm("llc"))
+        .arg("-mtriple=nvptx64-nvidia-cuda")
+        .arg(format!("-mcpu=sm_{sm}"))
+        .arg(format!("-mattr=+ptx{ptx_version}"))
+        .arg(&optimized)
+        .arg("-o")
+        .arg(&ptx))?;
+    Ok(ptx)
+}
+
+/// Functions the PTX declares but does not define: `.extern .func` and `.weak .func`
+/// declarations alike (the JIT rejects both).
+pub fn unresolved_in_ptx(ptx: &str) -> Vec<String> {
+    let mut found = BTreeSet::new();
+    for line in ptx.lines() {
+        let Some(rest) = line.strip_prefix(".extern .func").or_else(|| line.strip_prefix(".weak .func")) else {
+            continue;
+        };
+        // A declaration ends with `;` (possibly lines later); a definition has a body.
+        let rest = rest.trim_start();
+        let rest = if rest.starts_with('(') {
+            rest.find(')').map_or("", |i| &rest[i + 1..])
+        } else {
+            rest
+        };
+        let name: String = rest
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '.'))
+            .collect();
+        if !name.is_empty() {
+            found.insert(name);
+        }
+    }
+    // `.weak .func` lines that open a definition also match; drop names defined anywhere.
+    found
+        .into_iter()
+        .filter(|n| !defines(ptx, n))
+        .collect()
+}
+
+fn defines(ptx: &str, name: &str) -> bool {
+    let mut lines = ptx.lines().peekable();
+    while let Some(l) = lines.next() {
+        let is_decl = l.starts_with(".extern") || l.starts_with(".weak") || l.starts_with(".visible") || l.starts_with(".func");
+        if !is_decl || !l.contains(".func") || !l.contains(name) {
+            continue;
+        }
+        // Walk to the end of the signature: `;` means a declaration, `{` a definition.
+        for next in std::iter::once(l).chain(lines.by_ref()) {
+            if next.trim_end().ends_with(';') && !next.contains('{') {
+                break;
+            }
+            if next.contains('{') {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Which crates' bitcode references each missing symbol.
+pub(crate) fn attribute(tc: &Toolchain, out: &Path, missing: &[String]) -> Vec<Unresolved> {
+    let dir = members_dir(out);
+    let mut list: Vec<Unresolved> = missing
+        .iter()
+        .map(|s| Unresolved {
+            symbol: s.clone(),
+            needed_by: Vec::new(),
+        })
+        .collect();
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return list;
+    };
+    for member in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+        let Ok(out) = run(Command::new(tc.llvm("llvm-nm")).args(["-u", "--no-sort"]).arg(&member)) else {
+            continue;
+        };
+        let undefined = String::from_utf8_lossy(&out.stdout);
+        let file = member.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        let krate = file.split('-').next().unwrap_or(&file).to_owned();
+        for u in &mut list {
+            if undefined.lines().any(|l| l.split_whitespace().last() == Some(u.symbol.as_str()))
+                && !u.needed_by.contains(&krate)
+            {
+                u.needed_by.push(krate.clone());
+            }
+        }
+    }
+    for u in &mut list {
+        u.needed_by.sort();
+    }
+    list
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extern_and_weak_declarations_are_unresolved_definitions_are_not() {
+        let ptx = "\
+.extern .func  (.param .b32 func_retval0) pause
+(
+\t.param .b32 x
+)
+;
+.extern .func free
+(
+\t.param .b64 p
+)
+;
+.weak .func  (.param .b32 func_retval0) gettid
+()
+;
+.weak .func  (.param .b32 func_retval0) defined_weak()
+{
+\tret;
+}
+.visible .entry kmain()
+{
+}
+";
+        assert_eq!(unresolved_in_ptx(ptx), ["free", "gettid", "pause"]);
+    }
+}
