@@ -15,6 +15,10 @@ use libc_hostcall::gpu;
 /// `mode` values the host passes to `kmain` (0: run normally).
 const MODE_PANIC: u32 = 1;
 const MODE_EXIT: u32 = 2;
+const MODE_PING: u32 = 3;
+
+/// Round trips each thread makes in `MODE_PING`.
+const PINGS: u64 = 64;
 
 /// Threads that have finished their work, shared by every GPU thread.
 static COUNTER: Mutex<u64> = Mutex::new(0);
@@ -31,6 +35,10 @@ pub extern "ptx-kernel" fn kmain(mode: u32) {
     if mode == MODE_PANIC && block == 1 && thread == 3 {
         let empty: Vec<u32> = Vec::new();
         panic!("culinux: deliberate panic, {} items", empty[0]);
+    }
+    if mode == MODE_PING {
+        ping_check();
+        return;
     }
     if mode == MODE_EXIT && block == 0 && thread == 0 {
         println!("culinux: exiting with code 3");
@@ -87,4 +95,22 @@ fn file_round_trip() {
         Ok(back) => println!("culinux: file round-trip FAILED: read back {back:?}"),
         Err(e) => println!("culinux: file round-trip FAILED: {e}"),
     }
+}
+
+/// Each thread echoes `PINGS` tokens unique to (thread, iteration) through the host and
+/// reports any reply that is not its own token, decoded, so a crossed or stale answer
+/// says whose it was. Prints one line per thread: `ping: <global thread> <bad> <ns>`.
+fn ping_check() {
+    let me = gpu::global_thread();
+    let started = gpu::now_ns();
+    let mut bad = 0;
+    for i in 0..PINGS {
+        let token = (me << 20) | i;
+        let got = gpu::ping(token);
+        if got != token {
+            bad += 1;
+            println!("ping: MISMATCH thread {me} iteration {i}: got thread {} iteration {}", got >> 20, got & 0xfffff);
+        }
+    }
+    println!("ping: {me} {bad} {}", gpu::now_ns() - started);
 }

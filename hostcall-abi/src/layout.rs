@@ -46,7 +46,15 @@ pub struct DeviceConfig {
     pub thread_area: u64,
     /// Threads the thread area has room for (grid size times block size).
     pub thread_capacity: u64,
+    /// [`FLAG_SINGLE_LANE`] and future switches.
+    pub flags: u32,
+    /// Zero.
+    pub reserved: u32,
 }
+
+/// `DeviceConfig::flags`: every lane calls alone (one-lane packets) instead of sharing a
+/// packet with the lanes of its warp that call at the same time.
+pub const FLAG_SINGLE_LANE: u32 = 1;
 
 /// Per-port state that only GPU threads touch, in device memory so that the lock's
 /// compare-exchange never crosses PCIe.
@@ -109,10 +117,15 @@ pub struct ThreadArea {
     pub reserved: u32,
     /// Values of pthread keys `1..=MAX_KEYS` (key `k` lives at `keys[k - 1]`).
     pub keys: [u64; MAX_KEYS],
+    /// The generation of key `k` when `keys[k - 1]` was set: keys are recycled, and a
+    /// value set under an older generation reads as NULL.
+    pub key_gens: [u32; MAX_KEYS],
+    /// Pads the area to a multiple of 16 bytes.
+    pub reserved2: u32,
 }
 
 const _: () = {
-    assert!(size_of::<DeviceConfig>() == 56);
+    assert!(size_of::<DeviceConfig>() == 64);
     assert!(size_of::<PortState>() == 8);
     assert!(size_of::<PortHeader>() == 64);
     assert!(size_of::<LaneSlot>() == 64);
@@ -120,5 +133,5 @@ const _: () = {
     assert!(offset_of!(Port, lanes) == 64);
     assert!(offset_of!(Port, bulk) == 64 + 64 * WARP_SIZE);
     assert!(size_of::<Port>() == 64 + 64 * WARP_SIZE + BULK_PER_LANE * WARP_SIZE);
-    assert!(size_of::<ThreadArea>() == 256);
+    assert!(size_of::<ThreadArea>() == 384);
 };

@@ -3,7 +3,7 @@
 
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
-use hostcall_abi::{BULK_PER_LANE, DeviceConfig, LaneSlot, Port, PortState, Status};
+use hostcall_abi::{BULK_PER_LANE, DeviceConfig, FLAG_SINGLE_LANE, LaneSlot, Port, PortState, Status};
 
 use crate::Platform;
 use crate::copy::{copy_from_bulk, copy_to_bulk};
@@ -11,12 +11,17 @@ use crate::copy::{copy_from_bulk, copy_to_bulk};
 /// Longest sleep between polls of a busy lock or an unanswered port, in nanoseconds.
 const MAX_BACKOFF_NS: u32 = 2048;
 
+/// `LaneSlot::status` while a request waits for the host (the host always overwrites
+/// it with a `Status`).
+const PENDING: u32 = u32::MAX;
+
 /// The GPU's view of the channel the host prepared (see `hostcall_abi::DeviceConfig`).
 #[derive(Clone, Copy, Debug)]
 pub struct Channel {
     ports: *mut Port,
     states: *const PortState,
     num_ports: u32,
+    single_lane: bool,
 }
 
 // SAFETY: a Channel is two addresses and a count; all shared state it reaches is accessed
@@ -54,6 +59,7 @@ impl Channel {
             ports: config.ports as *mut Port,
             states: config.port_states as *const PortState,
             num_ports: config.num_ports,
+            single_lane: config.flags & FLAG_SINGLE_LANE != 0,
         }
     }
 
@@ -70,8 +76,8 @@ impl Channel {
         send: &[u8],
         recv: &mut [u8],
     ) -> Reply {
-        let mask = P::active_mask();
         let lane = P::lane_id();
+        let mask = if self.single_lane { 1 << lane } else { P::active_mask() };
         let leader = mask.trailing_zeros();
         let is_leader = lane == leader;
 
@@ -101,13 +107,17 @@ impl Channel {
         unsafe {
             slot.write(LaneSlot {
                 service,
-                status: 0,
+                status: PENDING,
                 block,
                 thread,
                 args,
             });
             copy_to_bulk(bulk, send);
         }
+        // Every lane makes its own writes visible at system scope before the barrier:
+        // the warp barrier orders memory among the lanes, but the leader's release
+        // alone was seen (H100, 33k threads) to let the host read a slot's old request.
+        P::fence_system();
         P::sync_warp(mask);
 
         if is_leader {
@@ -123,10 +133,26 @@ impl Channel {
             }
         }
         P::sync_warp(mask);
+        // Each lane's own acquire side: its reads below must not be served from a cache
+        // line filled before the host's answer; they are volatile (strong) loads too.
+        P::fence_system();
 
-        // SAFETY: the host answered (the leader saw `response == seq`, and the warp barrier
-        // passed that on), so the slot and bulk buffer are this lane's again.
-        let slot = unsafe { slot.read() };
+        // The host answered (the leader saw `response == seq`, and the warp barrier passed
+        // that on), so the slot and bulk buffer are this lane's again. Each lane still
+        // checks that its own slot holds an answer to its own request before trusting it:
+        // a stress run on an H100 once saw a lane read its slot after another warp had
+        // reused the port. Waiting here turns any such case into a stall the host's
+        // timeout reports, never a wrong result.
+        let mut backoff = 32;
+        let slot = loop {
+            // SAFETY: see above; volatile so every poll reads host memory.
+            let s = unsafe { slot.read_volatile() };
+            if s.status != PENDING && s.block == block && s.thread == thread {
+                break s;
+            }
+            P::nanosleep(backoff);
+            backoff = (backoff * 2).min(MAX_BACKOFF_NS);
+        };
         let take = recv.len().min(slot.args[5] as usize).min(BULK_PER_LANE);
         // SAFETY: as above.
         unsafe { copy_from_bulk(&mut recv[..take], bulk) };

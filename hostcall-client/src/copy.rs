@@ -1,6 +1,7 @@
 //! Copies between a lane's buffers and its bulk buffer in host memory. Every access to
 //! host memory crosses PCIe, so the copies move whole 8-byte words: a byte loop would
-//! cost one bus transaction per byte.
+//! cost one bus transaction per byte. Reads are volatile (strong, system scope on the
+//! GPU) so that no cache line filled before the host's answer can serve them.
 
 use hostcall_abi::BULK_PER_LANE;
 
@@ -40,12 +41,12 @@ pub(crate) unsafe fn copy_from_bulk(dst: &mut [u8], bulk: *const [u8; BULK_PER_L
     let mut words = dst.chunks_exact_mut(WORD);
     for (i, w) in words.by_ref().enumerate() {
         // SAFETY: `i * 8 + 8 <= len <= BULK_PER_LANE`, inside the aligned buffer.
-        w.copy_from_slice(&unsafe { src.add(i).read() }.to_le_bytes());
+        w.copy_from_slice(&unsafe { src.add(i).read_volatile() }.to_le_bytes());
     }
     let rest = words.into_remainder();
     if !rest.is_empty() {
         // SAFETY: the word holding the tail lies within the buffer (see copy_to_bulk).
-        let last = unsafe { src.add(len / WORD).read() }.to_le_bytes();
+        let last = unsafe { src.add(len / WORD).read_volatile() }.to_le_bytes();
         let n = rest.len();
         rest.copy_from_slice(&last[..n]);
     }

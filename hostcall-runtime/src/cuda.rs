@@ -37,16 +37,13 @@ pub enum LoadedFrom {
     PtxJit,
 }
 
-/// Options for [`CudaModule::load`].
+/// Options for [`CudaModule::load`], set through `#[must_use]` setters.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct CudaOptions {
-    /// Device ordinal.
-    pub device: usize,
-    /// Per-thread stack limit in bytes.
-    pub stack_bytes: usize,
-    /// Ignore cubins and JIT the PTX (to measure or work around a cubin).
-    pub force_jit: bool,
+    device: usize,
+    stack_bytes: usize,
+    force_jit: bool,
 }
 
 impl Default for CudaOptions {
@@ -56,6 +53,29 @@ impl Default for CudaOptions {
             stack_bytes: DEFAULT_STACK_BYTES,
             force_jit: false,
         }
+    }
+}
+
+impl CudaOptions {
+    /// The device ordinal to run on (default 0).
+    #[must_use]
+    pub fn device(mut self, ordinal: usize) -> Self {
+        self.device = ordinal;
+        self
+    }
+
+    /// Per-thread stack limit in bytes (default [`DEFAULT_STACK_BYTES`]).
+    #[must_use]
+    pub fn stack_bytes(mut self, bytes: usize) -> Self {
+        self.stack_bytes = bytes;
+        self
+    }
+
+    /// Ignore cubins and JIT the PTX (to measure, or to work around a cubin).
+    #[must_use]
+    pub fn force_jit(mut self, jit: bool) -> Self {
+        self.force_jit = jit;
+        self
     }
 }
 

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hostcall_abi::{ABI_VERSION, DeviceConfig, HEAP_RESERVED, Port, PortState, ThreadArea};
+use hostcall_abi::{ABI_VERSION, DeviceConfig, FLAG_SINGLE_LANE, HEAP_RESERVED, Port, PortState, ThreadArea};
 
 use crate::module::{GpuModule, Launch, LaunchEnd};
 use crate::server::{Ports, Server};
@@ -37,6 +37,7 @@ pub struct HostBuilder {
     echo: bool,
     stdin: bool,
     trace: bool,
+    single_lane: bool,
     extra: Vec<(u32, Arc<dyn Handler>)>,
 }
 
@@ -54,6 +55,7 @@ impl Default for HostBuilder {
             echo: true,
             stdin: false,
             trace: std::env::var_os("HOSTCALL_DEBUG").is_some_and(|v| v != "0"),
+            single_lane: std::env::var_os("HOSTCALL_SINGLE_LANE").is_some_and(|v| v != "0"),
             extra: Vec::new(),
         }
     }
@@ -135,6 +137,13 @@ impl HostBuilder {
     /// Logs every hostcall (default: on when `HOSTCALL_DEBUG` is set and not `0`).
     pub fn trace(mut self, on: bool) -> Self {
         self.trace = on;
+        self
+    }
+
+    /// One-lane packets instead of one packet per warp (default: off, or on when
+    /// `HOSTCALL_SINGLE_LANE` is set and not `0`).
+    pub fn single_lane(mut self, on: bool) -> Self {
+        self.single_lane = on;
         self
     }
 
@@ -255,6 +264,8 @@ impl Host {
             heap_size: self.b.heap_bytes,
             thread_area: module.alloc_device_zeroed(threads as usize * size_of::<ThreadArea>())?,
             thread_capacity: threads,
+            flags: if self.b.single_lane { FLAG_SINGLE_LANE } else { 0 },
+            reserved: 0,
         };
         module.write_config(&config)?;
 

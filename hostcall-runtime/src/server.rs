@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -189,7 +189,12 @@ fn serve_lane(slot: &mut LaneSlot, bulk: &mut [u8; BULK_PER_LANE], services: &Se
             t.elapsed()
         );
     }
-    slot.status = status as u32;
     slot.args[0] = reply.result as u64;
     slot.args[5] = reply.bulk_out.min(BULK_PER_LANE) as u64;
+    // The status goes last: a lane that polls its own slot (see hostcall_client) takes
+    // a non-pending status as "my results are there". x86-64 keeps stores in order;
+    // this fence keeps the compiler from reordering them (the Release store of
+    // `response` that follows orders them for the protocol proper).
+    std::sync::atomic::compiler_fence(Ordering::Release);
+    slot.status = status as u32;
 }

@@ -33,6 +33,8 @@ pub static mut __hostcall_config: DeviceConfig = DeviceConfig {
     heap_size: 0,
     thread_area: 0,
     thread_capacity: 0,
+    flags: 0,
+    reserved: 0,
 };
 
 /// The ABI this module speaks; the host refuses to launch on a mismatch.
@@ -93,5 +95,15 @@ pub mod gpu {
     /// Threads in the launch (the host sizes the per-thread area to exactly this).
     pub fn launch_threads() -> u64 {
         crate::config().thread_capacity
+    }
+
+    /// One bare transport round trip: the host echoes `value` (for tests and benchmarks).
+    pub fn ping(value: u64) -> u64 {
+        hostcall_client::calls::ping::<Nvptx>(&crate::channel(), value)
+    }
+
+    /// Nanoseconds from the GPU's global timer.
+    pub fn now_ns() -> u64 {
+        Nvptx::globaltimer_ns()
     }
 }

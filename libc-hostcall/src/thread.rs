@@ -4,7 +4,7 @@
 //! before the launch. Keys are process-wide numbers handed out by one counter.
 
 use core::ffi::{c_int, c_long, c_uint, c_void};
-use core::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 use hostcall_abi::errno::{EAGAIN, EINVAL, ENOSYS, ETIMEDOUT};
 use hostcall_abi::{MAX_KEYS, ThreadArea};
@@ -34,11 +34,16 @@ pub extern "C" fn __errno_location() -> *mut c_int {
     unsafe { &raw mut (*area()).errno }
 }
 
-/// Next key to hand out (keys start at 1, so 0 can mean "no key" to callers).
-static NEXT_KEY: AtomicU32 = AtomicU32::new(1);
+/// Bit `k` set: key `k` (1..=MAX_KEYS) is allocated.
+static KEYS_USED: AtomicU64 = AtomicU64::new(0);
+/// Per key, bumped on every allocation so that values from a previous owner of a
+/// recycled key read as NULL (POSIX: a new key is NULL in every thread).
+static KEY_GENS: [AtomicU32; MAX_KEYS + 1] = [const { AtomicU32::new(0) }; MAX_KEYS + 1];
 
-/// Destructors are not run: GPU threads end with the kernel, and std only uses them to
-/// free thread-local values, which the heap reclaims with the launch.
+/// Takes a free key. std creates keys lazily and racing threads each create one, the
+/// losers deleting theirs at once; so when all keys are taken this waits for one to be
+/// freed rather than failing (std aborts on failure). Destructors are not run: GPU
+/// threads end with the kernel, and the heap is reclaimed with the launch.
 ///
 /// # Safety
 /// `key` must be valid for writing a `c_uint`.
@@ -47,41 +52,73 @@ pub unsafe extern "C" fn pthread_key_create(
     key: *mut c_uint,
     _destructor: Option<unsafe extern "C" fn(*mut c_void)>,
 ) -> c_int {
-    let k = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
-    if k as usize > MAX_KEYS {
-        return EAGAIN;
-    }
+    let all: u64 = ((1u64 << MAX_KEYS) - 1) << 1;
+    let mut backoff = 64;
+    let k = loop {
+        let used = KEYS_USED.load(Ordering::Relaxed);
+        let free = !used & all;
+        if free == 0 {
+            Nvptx::nanosleep(backoff);
+            backoff = (backoff * 2).min(4096);
+            continue;
+        }
+        let k = free.trailing_zeros();
+        if KEYS_USED
+            .compare_exchange_weak(used, used | 1 << k, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            break k;
+        }
+    };
+    KEY_GENS[k as usize].fetch_add(1, Ordering::Release);
     // SAFETY: the caller's contract.
     unsafe { key.write(k) };
     0
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn pthread_key_delete(_key: c_uint) -> c_int {
+pub extern "C" fn pthread_key_delete(key: c_uint) -> c_int {
+    if key == 0 || key as usize > MAX_KEYS {
+        return EINVAL;
+    }
+    KEYS_USED.fetch_and(!(1u64 << key), Ordering::AcqRel);
     0
 }
 
-fn key_slot(key: c_uint) -> Option<*mut u64> {
+/// This thread's value and generation slots for `key`.
+fn key_slot(key: c_uint) -> Option<(*mut u64, *mut u32)> {
     let i = (key as usize).checked_sub(1).filter(|&i| i < MAX_KEYS)?;
+    let a = area();
     // SAFETY: `i < MAX_KEYS`, in bounds of this thread's own area.
-    Some(unsafe { (&raw mut (*area()).keys).cast::<u64>().add(i) })
+    Some(unsafe {
+        (
+            (&raw mut (*a).keys).cast::<u64>().add(i),
+            (&raw mut (*a).key_gens).cast::<u32>().add(i),
+        )
+    })
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn pthread_getspecific(key: c_uint) -> *mut c_void {
     match key_slot(key) {
-        // SAFETY: this thread's own slot.
-        Some(slot) => unsafe { slot.read() as *mut c_void },
-        None => core::ptr::null_mut(),
+        // SAFETY: this thread's own slots.
+        Some((value, generation)) if unsafe { generation.read() } == KEY_GENS[key as usize].load(Ordering::Acquire) => {
+            // SAFETY: as above.
+            unsafe { value.read() as *mut c_void }
+        }
+        _ => core::ptr::null_mut(),
     }
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn pthread_setspecific(key: c_uint, value: *const c_void) -> c_int {
     match key_slot(key) {
-        Some(slot) => {
-            // SAFETY: this thread's own slot.
-            unsafe { slot.write(value as u64) };
+        Some((slot, generation)) => {
+            // SAFETY: this thread's own slots.
+            unsafe {
+                slot.write(value as u64);
+                generation.write(KEY_GENS[key as usize].load(Ordering::Acquire));
+            }
             0
         }
         None => EINVAL,

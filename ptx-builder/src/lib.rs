@@ -158,11 +158,12 @@ impl PtxBuilder {
     pub fn build(&self) -> Result<PtxModule> {
         let started = Instant::now();
         let toolchain = tools::Toolchain::detect()?;
-        let absolute = |p: &Path| std::path::absolute(p).map_err(BuildError::io(format!("resolving {}", p.display())));
-        let krate = absolute(&self.krate)?;
-        let target = absolute(&self.target_dir.clone().unwrap_or_else(|| krate.join("target")))?;
+        let canonical = |p: &Path| p.canonicalize().map_err(BuildError::io(format!("resolving {}", p.display())));
+        let krate = canonical(&self.krate)?;
+        let target = self.target_dir.clone().unwrap_or_else(|| krate.join("target"));
         let out = target.join("ptx-builder");
         std::fs::create_dir_all(&out).map_err(BuildError::io(format!("creating {}", out.display())))?;
+        let (target, out) = (canonical(&target)?, canonical(&out)?);
 
         self.stage("preparing patched rust-src (cached per toolchain and fixup set)");
         let library = fixups::patched_library(&toolchain, &target)?;

@@ -1,0 +1,34 @@
+//! Builds culinux for the GPU and generates the code that embeds its PTX, cubins and
+//! SHA-256 into `hostcalls_bin`.
+
+use std::fmt::Write;
+use std::path::PathBuf;
+
+fn main() {
+    if let Err(e) = embed() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn embed() -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-env-changed=PTXAS");
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?);
+    let module = ptx_builder::PtxBuilder::new(manifest.join("../culinux")).build()?;
+    module.emit_rerun_if_changed();
+
+    let mut code = String::new();
+    writeln!(code, "/// The culinux module's PTX.")?;
+    writeln!(code, "pub const PTX: &str = include_str!({:?});", module.ptx)?;
+    writeln!(code, "/// Cubins by SM version.")?;
+    writeln!(code, "pub const CUBINS: &[(u32, &[u8])] = &[")?;
+    for (sm, path) in &module.cubins {
+        writeln!(code, "    ({sm}, include_bytes!({path:?})),")?;
+    }
+    writeln!(code, "];")?;
+    writeln!(code, "/// SHA-256 of the module.")?;
+    writeln!(code, "pub const SHA256: &str = {:?};", module.sha256)?;
+    let out = PathBuf::from(std::env::var("OUT_DIR")?).join("culinux_module.rs");
+    std::fs::write(out, code)?;
+    Ok(())
+}
