@@ -19,7 +19,11 @@ fn embed() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut code = String::new();
     writeln!(code, "/// The culinux module's PTX.")?;
-    writeln!(code, "pub const PTX: &str = include_str!({:?});", module.ptx)?;
+    writeln!(
+        code,
+        "pub const PTX: &str = include_str!({:?});",
+        module.ptx
+    )?;
     writeln!(code, "/// Cubins by SM version.")?;
     writeln!(code, "pub const CUBINS: &[(u32, &[u8])] = &[")?;
     for (sm, path) in &module.cubins {

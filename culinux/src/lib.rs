@@ -109,7 +109,11 @@ fn ping_check() {
         let got = gpu::ping(token);
         if got != token {
             bad += 1;
-            println!("ping: MISMATCH thread {me} iteration {i}: got thread {} iteration {}", got >> 20, got & 0xfffff);
+            println!(
+                "ping: MISMATCH thread {me} iteration {i}: got thread {} iteration {}",
+                got >> 20,
+                got & 0xfffff
+            );
         }
     }
     println!("ping: {me} {bad} {}", gpu::now_ns() - started);

@@ -55,8 +55,8 @@ pub mod service;
 pub mod stat;
 
 pub use layout::{
-    BULK_PER_LANE, CONFIG_SYMBOL, DeviceConfig, FLAG_SINGLE_LANE, HEAP_RESERVED, LaneSlot, MAX_KEYS, Port,
-    PortHeader, PortState, ThreadArea, VERSION_SYMBOL, WARP_SIZE,
+    BULK_PER_LANE, CONFIG_SYMBOL, DeviceConfig, FLAG_SINGLE_LANE, HEAP_RESERVED, LaneSlot,
+    MAX_KEYS, Port, PortHeader, PortState, ThreadArea, VERSION_SYMBOL, WARP_SIZE,
 };
 pub use service::{Service, Status};
 

@@ -89,7 +89,12 @@ pub fn fstat<P: Platform>(ch: &Channel, fd: i32, out: &mut [u8; STAT_SIZE]) -> i
 }
 
 /// Fills `out` with the x86_64 `struct stat` of `path`, following links if `follow`.
-pub fn stat<P: Platform>(ch: &Channel, path: &[u8], follow: bool, out: &mut [u8; STAT_SIZE]) -> i64 {
+pub fn stat<P: Platform>(
+    ch: &Channel,
+    path: &[u8],
+    follow: bool,
+    out: &mut [u8; STAT_SIZE],
+) -> i64 {
     if too_long(path) {
         return -(hostcall_abi::errno::ENAMETOOLONG as i64);
     }

@@ -3,7 +3,9 @@
 
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
-use hostcall_abi::{BULK_PER_LANE, DeviceConfig, FLAG_SINGLE_LANE, LaneSlot, Port, PortState, Status};
+use hostcall_abi::{
+    BULK_PER_LANE, DeviceConfig, FLAG_SINGLE_LANE, LaneSlot, Port, PortState, Status,
+};
 
 use crate::Platform;
 use crate::copy::{copy_from_bulk, copy_to_bulk};
@@ -77,7 +79,11 @@ impl Channel {
         recv: &mut [u8],
     ) -> Reply {
         let lane = P::lane_id();
-        let mask = if self.single_lane { 1 << lane } else { P::active_mask() };
+        let mask = if self.single_lane {
+            1 << lane
+        } else {
+            P::active_mask()
+        };
         let leader = mask.trailing_zeros();
         let is_leader = lane == leader;
 
@@ -96,8 +102,12 @@ impl Channel {
         // between `request` and `response` (protocol steps 3–4).
         let (slot, bulk) = unsafe {
             (
-                (&raw mut (*port).lanes).cast::<LaneSlot>().add(lane as usize),
-                (&raw mut (*port).bulk).cast::<[u8; BULK_PER_LANE]>().add(lane as usize),
+                (&raw mut (*port).lanes)
+                    .cast::<LaneSlot>()
+                    .add(lane as usize),
+                (&raw mut (*port).bulk)
+                    .cast::<[u8; BULK_PER_LANE]>()
+                    .add(lane as usize),
             )
         };
 
@@ -178,8 +188,7 @@ impl Channel {
                 let p = (start + i) % n;
                 // SAFETY: `p < num_ports`, the length of the state array (`new`'s contract).
                 let lock = unsafe { &(*self.states.add(p as usize)).lock };
-                if lock.load(Relaxed) == 0
-                    && lock.compare_exchange(0, 1, Acquire, Relaxed).is_ok()
+                if lock.load(Relaxed) == 0 && lock.compare_exchange(0, 1, Acquire, Relaxed).is_ok()
                 {
                     return p;
                 }

@@ -14,19 +14,17 @@ const WORD: usize = 8;
 /// other thread may access it during the call.
 pub(crate) unsafe fn copy_to_bulk(bulk: *mut [u8; BULK_PER_LANE], src: &[u8]) {
     let dst = bulk.cast::<u64>();
-    let mut words = src.chunks_exact(WORD);
-    for (i, w) in words.by_ref().enumerate() {
-        let word = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+    let (words, rest) = src.as_chunks::<WORD>();
+    for (i, w) in words.iter().enumerate() {
         // SAFETY: `i * 8 + 8 <= src.len() <= BULK_PER_LANE`, inside the aligned buffer.
-        unsafe { dst.add(i).write(word) };
+        unsafe { dst.add(i).write(u64::from_le_bytes(*w)) };
     }
-    let rest = words.remainder();
     if !rest.is_empty() {
         let mut last = [0u8; WORD];
         last[..rest.len()].copy_from_slice(rest);
         // SAFETY: the word that holds the tail still lies within the buffer, since
         // `src.len() <= BULK_PER_LANE` and the buffer is a whole number of words.
-        unsafe { dst.add(src.len() / WORD).write(u64::from_le_bytes(last)) };
+        unsafe { dst.add(words.len()).write(u64::from_le_bytes(last)) };
     }
 }
 
@@ -37,18 +35,17 @@ pub(crate) unsafe fn copy_to_bulk(bulk: *mut [u8; BULK_PER_LANE], src: &[u8]) {
 /// other thread may write it during the call.
 pub(crate) unsafe fn copy_from_bulk(dst: &mut [u8], bulk: *const [u8; BULK_PER_LANE]) {
     let src = bulk.cast::<u64>();
-    let len = dst.len();
-    let mut words = dst.chunks_exact_mut(WORD);
-    for (i, w) in words.by_ref().enumerate() {
-        // SAFETY: `i * 8 + 8 <= len <= BULK_PER_LANE`, inside the aligned buffer.
-        w.copy_from_slice(&unsafe { src.add(i).read_volatile() }.to_le_bytes());
+    let (words, rest) = dst.as_chunks_mut::<WORD>();
+    let n = words.len();
+    for (i, w) in words.iter_mut().enumerate() {
+        // SAFETY: `i * 8 + 8 <= dst.len() <= BULK_PER_LANE`, inside the aligned buffer.
+        *w = unsafe { src.add(i).read_volatile() }.to_le_bytes();
     }
-    let rest = words.into_remainder();
     if !rest.is_empty() {
         // SAFETY: the word holding the tail lies within the buffer (see copy_to_bulk).
-        let last = unsafe { src.add(len / WORD).read_volatile() }.to_le_bytes();
-        let n = rest.len();
-        rest.copy_from_slice(&last[..n]);
+        let last = unsafe { src.add(n).read_volatile() }.to_le_bytes();
+        let len = rest.len();
+        rest.copy_from_slice(&last[..len]);
     }
 }
 

@@ -20,7 +20,9 @@ pub fn problems(stdout: &str, blocks: u32, threads: u32) -> Vec<String> {
         let b = words.next().and_then(|w| w.parse().ok());
         let t = words.nth(1).and_then(|w| w.parse().ok());
         match (b, t) {
-            (Some(b), Some(t)) if b < blocks && t < threads => *seen.entry((b, t)).or_default() += 1,
+            (Some(b), Some(t)) if b < blocks && t < threads => {
+                *seen.entry((b, t)).or_default() += 1
+            }
             _ => out.push(format!("unexpected line: {line:?}")),
         }
     }
@@ -34,11 +36,17 @@ pub fn problems(stdout: &str, blocks: u32, threads: u32) -> Vec<String> {
         }
     }
     let total = blocks as u64 * threads as u64;
-    let summary = format!("culinux: counter={total} checksum={}", expected_checksum(total));
+    let summary = format!(
+        "culinux: counter={total} checksum={}",
+        expected_checksum(total)
+    );
     if stdout.lines().filter(|l| *l == summary).count() != 1 {
         out.push(format!("missing or repeated summary {summary:?}"));
     }
-    if !stdout.lines().any(|l| l.starts_with("culinux: file round-trip ok")) {
+    if !stdout
+        .lines()
+        .any(|l| l.starts_with("culinux: file round-trip ok"))
+    {
         out.push("the file round-trip did not report success".into());
     }
     out
@@ -58,7 +66,10 @@ pub fn ping_problems(stdout: &str, threads: u64) -> Vec<String> {
         .collect();
     for l in stdout.lines().filter_map(|l| l.strip_prefix("ping: ")) {
         let mut w = l.split(' ');
-        if let (Some(Ok(t)), Some(Ok(bad))) = (w.next().map(str::parse::<u64>), w.next().map(str::parse::<u64>)) {
+        if let (Some(Ok(t)), Some(Ok(bad))) = (
+            w.next().map(str::parse::<u64>),
+            w.next().map(str::parse::<u64>),
+        ) {
             match reported.get_mut(t as usize) {
                 Some(n) => *n += 1,
                 None => out.push(format!("report from unknown thread {t}")),
@@ -99,21 +110,44 @@ mod tests {
     fn missing_duplicated_and_foreign_lines_are_caught() {
         let full = run_output(2, 3);
         let missing = full.replace("culinux: block 1 thread 2 sum=0 words=6 took=1µs\n", "");
-        assert!(problems(&missing, 2, 3).iter().any(|p| p.contains("no line from block 1 thread 2")));
+        assert!(
+            problems(&missing, 2, 3)
+                .iter()
+                .any(|p| p.contains("no line from block 1 thread 2"))
+        );
         let dup = full.clone() + "culinux: block 0 thread 0 sum=0 words=6 took=1µs\n";
-        assert!(problems(&dup, 2, 3).iter().any(|p| p.contains("2 lines from block 0 thread 0")));
+        assert!(
+            problems(&dup, 2, 3)
+                .iter()
+                .any(|p| p.contains("2 lines from block 0 thread 0"))
+        );
         let foreign = full.clone() + "culinux: block 9 thread 0 sum=0\n";
-        assert!(problems(&foreign, 2, 3).iter().any(|p| p.contains("unexpected")));
+        assert!(
+            problems(&foreign, 2, 3)
+                .iter()
+                .any(|p| p.contains("unexpected"))
+        );
         let no_file = full.replace("culinux: file round-trip ok (41 bytes)\n", "");
-        assert!(problems(&no_file, 2, 3).iter().any(|p| p.contains("round-trip")));
-        assert_eq!(problems(&full, 2, 4).len(), 2 + 1, "thread 3 missing in both blocks, and the summary");
+        assert!(
+            problems(&no_file, 2, 3)
+                .iter()
+                .any(|p| p.contains("round-trip"))
+        );
+        assert_eq!(
+            problems(&full, 2, 4).len(),
+            2 + 1,
+            "thread 3 missing in both blocks, and the summary"
+        );
     }
 
     #[test]
     fn ping_reports_are_checked_per_thread() {
         let ok = "ping: 0 0 100\nping: 1 0 120\n";
         assert!(ping_problems(ok, 2).is_empty());
-        assert_eq!(ping_problems("ping: 0 0 100\n", 2), ["1 threads did not report exactly once"]);
+        assert_eq!(
+            ping_problems("ping: 0 0 100\n", 2),
+            ["1 threads did not report exactly once"]
+        );
         let bad = "ping: MISMATCH thread 1 iteration 3: got thread 0 iteration 3\nping: 0 0 1\nping: 1 1 1\n";
         assert_eq!(ping_problems(bad, 2).len(), 2);
     }

@@ -124,7 +124,11 @@ fn verdict(a: &Args, dir: &std::path::Path, report: &RunReport) -> u8 {
     let code = report.outcome.exit_code().clamp(0, 255) as u8;
     match (&report.outcome, a.mode) {
         (Outcome::Completed, Mode::Normal) => {
-            let mut problems = check::problems(&String::from_utf8_lossy(&report.stdout), a.blocks, a.threads);
+            let mut problems = check::problems(
+                &String::from_utf8_lossy(&report.stdout),
+                a.blocks,
+                a.threads,
+            );
             let file = dir.join("culinux.txt");
             match std::fs::read_to_string(&file) {
                 Ok(s) if s == "written by a GPU thread through std::fs\n" => {}
@@ -145,17 +149,23 @@ fn verdict(a: &Args, dir: &std::path::Path, report: &RunReport) -> u8 {
             }
         }
         (Outcome::Completed, Mode::Ping) => {
-            let problems = check::ping_problems(&String::from_utf8_lossy(&report.stdout), launch_threads(a));
+            let problems =
+                check::ping_problems(&String::from_utf8_lossy(&report.stdout), launch_threads(a));
             for p in &problems {
                 eprintln!("hostcalls_bin: FAILED: {p}");
             }
             if problems.is_empty() {
-                eprintln!("hostcalls_bin: OK: every thread's {} pings came back to it", check::PINGS);
+                eprintln!(
+                    "hostcalls_bin: OK: every thread's {} pings came back to it",
+                    check::PINGS
+                );
             }
             u8::from(!problems.is_empty())
         }
         (Outcome::Aborted { block, thread }, _) => {
-            eprintln!("hostcalls_bin: GPU thread (block {block}, thread {thread}) panicked; run ends with {code}");
+            eprintln!(
+                "hostcalls_bin: GPU thread (block {block}, thread {thread}) panicked; run ends with {code}"
+            );
             code
         }
         (Outcome::Exited(c), _) => {

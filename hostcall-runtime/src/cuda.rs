@@ -17,6 +17,12 @@ use crate::{Error, Result};
 /// CUDA's 1 KiB default. The driver reserves it for every resident thread.
 pub const DEFAULT_STACK_BYTES: usize = 64 << 10;
 
+/// Whether the CUDA driver library can be loaded on this machine (tests use it to skip).
+pub fn driver_present() -> bool {
+    // SAFETY: only probes whether the driver library can be opened.
+    unsafe { sys::is_culib_present() }
+}
+
 /// A GPU module image as a build embeds it.
 #[derive(Clone, Copy, Debug)]
 pub struct ModuleImage<'a> {
@@ -99,10 +105,10 @@ fn check(what: &'static str, r: sys::CUresult) -> Result<()> {
 impl CudaModule {
     /// Loads `image` on the device `options` names.
     pub fn load(image: &ModuleImage<'_>, options: &CudaOptions) -> Result<CudaModule> {
-        // SAFETY: only probes whether the driver library can be opened.
-        if !unsafe { sys::is_culib_present() } {
+        if !driver_present() {
             return Err(Error::NoDevice(
-                "the CUDA driver library (libcuda.so) was not found; install the NVIDIA driver".into(),
+                "the CUDA driver library (libcuda.so) was not found; install the NVIDIA driver"
+                    .into(),
             ));
         }
         cu::init().map_err(|e| Error::NoDevice(format!("the CUDA driver did not start: {e:?}")))?;
@@ -113,14 +119,21 @@ impl CudaModule {
                 options.device
             )));
         }
-        let device = cu::device::get(options.device as i32).map_err(|e| Error::cuda("cuDeviceGet", e))?;
+        let device =
+            cu::device::get(options.device as i32).map_err(|e| Error::cuda("cuDeviceGet", e))?;
         let name = cu::device::get_name(device).map_err(|e| Error::cuda("cuDeviceGetName", e))?;
         // SAFETY: `device` is a valid device handle from cuDeviceGet.
         let (major, minor, ctx) = unsafe {
-            let attr = |a| cu::device::get_attribute(device, a).map_err(|e| Error::cuda("cuDeviceGetAttribute", e));
-            let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
-            let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
-            let ctx = cu::primary_ctx::retain(device).map_err(|e| Error::cuda("cuDevicePrimaryCtxRetain", e))?;
+            let attr = |a| {
+                cu::device::get_attribute(device, a)
+                    .map_err(|e| Error::cuda("cuDeviceGetAttribute", e))
+            };
+            let major =
+                attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+            let minor =
+                attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+            let ctx = cu::primary_ctx::retain(device)
+                .map_err(|e| Error::cuda("cuDevicePrimaryCtxRetain", e))?;
             cu::ctx::set_current(ctx).map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
             (major as u32, minor as u32, ctx)
         };
@@ -130,7 +143,11 @@ impl CudaModule {
             .map_err(|e| Error::cuda("cuCtxSetLimit(STACK_SIZE)", e))?;
 
         let started = Instant::now();
-        let cubin = image.cubins.iter().find(|(s, _)| *s == sm).filter(|_| !options.force_jit);
+        let cubin = image
+            .cubins
+            .iter()
+            .find(|(s, _)| *s == sm)
+            .filter(|_| !options.force_jit);
         let (module, loaded_from) = match cubin {
             Some((s, bytes)) => {
                 // SAFETY: a cubin image is read by the driver during the call only.
@@ -185,7 +202,8 @@ impl CudaModule {
     fn global(&self, name: &str) -> Result<(sys::CUdeviceptr, usize)> {
         let c = CString::new(name).map_err(|_| Error::MissingSymbol(name.into()))?;
         // SAFETY: `self.module` is loaded until drop.
-        unsafe { cu::module::get_global(self.module, c) }.map_err(|_| Error::MissingSymbol(name.into()))
+        unsafe { cu::module::get_global(self.module, c) }
+            .map_err(|_| Error::MissingSymbol(name.into()))
     }
 }
 
@@ -197,18 +215,22 @@ impl GpuModule for CudaModule {
     fn abi_version(&mut self) -> Result<u32> {
         let (ptr, size) = self.global(VERSION_SYMBOL)?;
         if size != 4 {
-            return Err(Error::MissingSymbol(format!("{VERSION_SYMBOL} of 4 bytes ({size} found)")));
+            return Err(Error::MissingSymbol(format!(
+                "{VERSION_SYMBOL} of 4 bytes ({size} found)"
+            )));
         }
         let mut v = [0u32];
         // SAFETY: `ptr` addresses the 4-byte global just looked up.
-        unsafe { cu::memcpy_dtoh_sync(&mut v, ptr) }.map_err(|e| Error::cuda("reading the ABI version", e))?;
+        unsafe { cu::memcpy_dtoh_sync(&mut v, ptr) }
+            .map_err(|e| Error::cuda("reading the ABI version", e))?;
         Ok(v[0])
     }
 
     fn alloc_host_mapped(&mut self, len: usize) -> Result<HostMemory> {
         let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
         // SAFETY: a plain allocation; freed in drop.
-        let host = unsafe { cu::malloc_host(len, flags) }.map_err(|e| Error::cuda("cuMemHostAlloc", e))?;
+        let host =
+            unsafe { cu::malloc_host(len, flags) }.map_err(|e| Error::cuda("cuMemHostAlloc", e))?;
         self.host_allocs.push(host);
         // SAFETY: `host` has `len` writable bytes.
         unsafe { std::ptr::write_bytes(host.cast::<u8>(), 0, len) };
@@ -248,7 +270,8 @@ impl GpuModule for CudaModule {
     }
 
     fn launch(&mut self, launch: &Launch) -> Result<()> {
-        let name = CString::new(launch.kernel.as_str()).map_err(|_| Error::MissingSymbol(launch.kernel.clone()))?;
+        let name = CString::new(launch.kernel.as_str())
+            .map_err(|_| Error::MissingSymbol(launch.kernel.clone()))?;
         // SAFETY: `self.module` is loaded until drop.
         let f = unsafe { cu::module::get_function(self.module, name) }
             .map_err(|_| Error::MissingSymbol(launch.kernel.clone()))?;
@@ -262,7 +285,8 @@ impl GpuModule for CudaModule {
             .collect();
         // Each pointer addresses a parameter's value; a u32 parameter reads the low 4
         // bytes of its u64 cell, which on this little-endian host hold the value.
-        let mut params: Vec<*mut c_void> = values.iter_mut().map(|v| (v as *mut u64).cast()).collect();
+        let mut params: Vec<*mut c_void> =
+            values.iter_mut().map(|v| (v as *mut u64).cast()).collect();
         let [gx, gy, gz] = launch.grid;
         let [bx, by, bz] = launch.block;
         // SAFETY: `params` matches the kernel's parameters (the caller's launch), and the

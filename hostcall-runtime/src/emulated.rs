@@ -77,7 +77,11 @@ thread_local! {
 }
 
 fn with_lane<R>(f: impl FnOnce(&LaneCtx) -> R) -> R {
-    LANE.with(|l| f(l.borrow().as_ref().expect("Emu platform used outside an emulated launch")))
+    LANE.with(|l| {
+        f(l.borrow()
+            .as_ref()
+            .expect("Emu platform used outside an emulated launch"))
+    })
 }
 
 /// The [`Platform`] of emulated GPU threads.
@@ -85,7 +89,13 @@ pub struct Emu;
 
 impl Platform for Emu {
     fn lane_id() -> u32 {
-        with_lane(|l| if l.warp.is_some() { l.thread % WARP_SIZE as u32 } else { 0 })
+        with_lane(|l| {
+            if l.warp.is_some() {
+                l.thread % WARP_SIZE as u32
+            } else {
+                0
+            }
+        })
     }
 
     fn active_mask() -> u32 {
@@ -175,7 +185,9 @@ impl EmulatedModule {
         // SAFETY: the layout has a non-zero size.
         let p = unsafe { std::alloc::alloc_zeroed(layout) };
         if p.is_null() {
-            return Err(Error::InvalidLaunch(format!("out of host memory for {len} bytes")));
+            return Err(Error::InvalidLaunch(format!(
+                "out of host memory for {len} bytes"
+            )));
         }
         self.allocations.push((p, layout));
         Ok(p)
@@ -227,7 +239,7 @@ impl GpuModule for EmulatedModule {
             .ok_or_else(|| Error::InvalidLaunch("launch before write_config".into()))?;
         let blocks: u32 = launch.grid.iter().product();
         let per_block: u32 = launch.block.iter().product();
-        if self.warp_mode == WarpMode::Lockstep && per_block % WARP_SIZE as u32 != 0 {
+        if self.warp_mode == WarpMode::Lockstep && !per_block.is_multiple_of(WARP_SIZE as u32) {
             return Err(Error::InvalidLaunch(format!(
                 "lockstep warps need a block size divisible by {WARP_SIZE}, not {per_block}"
             )));
@@ -236,7 +248,7 @@ impl GpuModule for EmulatedModule {
         for block in 0..blocks {
             let mut warp = None;
             for thread in 0..per_block {
-                if self.warp_mode == WarpMode::Lockstep && thread % WARP_SIZE as u32 == 0 {
+                if self.warp_mode == WarpMode::Lockstep && thread.is_multiple_of(WARP_SIZE as u32) {
                     warp = Some(Arc::new(WarpSync {
                         barrier: Barrier::new(WARP_SIZE),
                         value: AtomicU32::new(0),
@@ -255,12 +267,21 @@ impl GpuModule for EmulatedModule {
                 let t = std::thread::Builder::new()
                     .stack_size(256 << 10)
                     .spawn(move || {
-                        LANE.with(|l| *l.borrow_mut() = Some(LaneCtx { block, thread, warp }));
+                        LANE.with(|l| {
+                            *l.borrow_mut() = Some(LaneCtx {
+                                block,
+                                thread,
+                                warp,
+                            })
+                        });
                         std::panic::catch_unwind(AssertUnwindSafe(|| kernel(&ctx))).map_err(|p| {
                             if p.is::<Trap>() {
                                 format!("trap in block {block} thread {thread}")
                             } else {
-                                format!("block {block} thread {thread} panicked: {}", panic_text(&*p))
+                                format!(
+                                    "block {block} thread {thread} panicked: {}",
+                                    panic_text(&*p)
+                                )
                             }
                         })
                     })?;

@@ -28,7 +28,9 @@ pub enum Error {
         host: u32,
     },
     /// The module lacks a symbol the runtime needs.
-    #[error("the GPU module has no `{0}`: was it linked with libc-hostcall and built by ptx-builder?")]
+    #[error(
+        "the GPU module has no `{0}`: was it linked with libc-hostcall and built by ptx-builder?"
+    )]
     MissingSymbol(String),
     /// The launch would not fit what the runtime or device allows.
     #[error("invalid launch: {0}")]

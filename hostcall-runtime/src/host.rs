@@ -5,11 +5,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hostcall_abi::{ABI_VERSION, DeviceConfig, FLAG_SINGLE_LANE, HEAP_RESERVED, Port, PortState, ThreadArea};
+use hostcall_abi::{
+    ABI_VERSION, DeviceConfig, FLAG_SINGLE_LANE, HEAP_RESERVED, Port, PortState, ThreadArea,
+};
 
 use crate::module::{GpuModule, Launch, LaunchEnd};
 use crate::server::{Ports, Server};
-use crate::services::{EnvPolicy, FdTable, Files, Handler, Process, ServiceTable, Stdio, Termination};
+use crate::services::{
+    EnvPolicy, FdTable, Files, Handler, Process, ServiceTable, Stdio, Termination,
+};
 use crate::{Error, Result};
 
 /// Ports in the channel unless set: enough for 128 warps in flight at once.
@@ -100,7 +104,9 @@ impl HostBuilder {
 
     /// Sets an environment variable for the GPU program.
     pub fn env(mut self, name: &str, value: &str) -> Self {
-        self.env.vars.insert(name.as_bytes().to_vec(), value.as_bytes().to_vec());
+        self.env
+            .vars
+            .insert(name.as_bytes().to_vec(), value.as_bytes().to_vec());
         self
     }
 
@@ -159,14 +165,20 @@ impl HostBuilder {
             return Err(Error::InvalidLaunch(format!("{} ports", self.ports)));
         }
         if self.heap_bytes < 2 * HEAP_RESERVED as u64 {
-            return Err(Error::InvalidLaunch(format!("a {}-byte heap is too small", self.heap_bytes)));
+            return Err(Error::InvalidLaunch(format!(
+                "a {}-byte heap is too small",
+                self.heap_bytes
+            )));
         }
         let roots = self
             .roots
             .iter()
             .map(|r| {
                 r.canonicalize().map_err(|e| {
-                    Error::Io(std::io::Error::new(e.kind(), format!("pre-opened dir {}: {e}", r.display())))
+                    Error::Io(std::io::Error::new(
+                        e.kind(),
+                        format!("pre-opened dir {}: {e}", r.display()),
+                    ))
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -251,7 +263,9 @@ impl Host {
         }
         let threads = launch.threads();
         if threads == 0 {
-            return Err(Error::InvalidLaunch("a launch needs at least one thread".into()));
+            return Err(Error::InvalidLaunch(
+                "a launch needs at least one thread".into(),
+            ));
         }
 
         let ports = module.alloc_host_mapped(self.b.ports * size_of::<Port>())?;
@@ -264,7 +278,11 @@ impl Host {
             heap_size: self.b.heap_bytes,
             thread_area: module.alloc_device_zeroed(threads as usize * size_of::<ThreadArea>())?,
             thread_capacity: threads,
-            flags: if self.b.single_lane { FLAG_SINGLE_LANE } else { 0 },
+            flags: if self.b.single_lane {
+                FLAG_SINGLE_LANE
+            } else {
+                0
+            },
             reserved: 0,
         };
         module.write_config(&config)?;
@@ -290,7 +308,9 @@ impl Host {
         let server = Server::start(ports, Arc::new(services), self.b.consumers, self.b.trace)?;
 
         let started = Instant::now();
-        let ended = module.launch(launch).and_then(|()| self.wait(module, started));
+        let ended = module
+            .launch(launch)
+            .and_then(|()| self.wait(module, started));
         let calls = server.stop();
         let ended = ended?;
         let elapsed = started.elapsed();
@@ -343,8 +363,14 @@ mod tests {
 
     #[test]
     fn build_rejects_bad_settings_with_a_reason() {
-        assert!(matches!(Host::builder().ports(0).build(), Err(Error::InvalidLaunch(_))));
-        assert!(matches!(Host::builder().heap_bytes(100).build(), Err(Error::InvalidLaunch(_))));
+        assert!(matches!(
+            Host::builder().ports(0).build(),
+            Err(Error::InvalidLaunch(_))
+        ));
+        assert!(matches!(
+            Host::builder().heap_bytes(100).build(),
+            Err(Error::InvalidLaunch(_))
+        ));
         let missing = Host::builder().preopen_dir("/no/such/dir/anywhere").build();
         assert!(matches!(missing, Err(Error::Io(e)) if e.to_string().contains("/no/such/dir")));
     }

@@ -27,7 +27,11 @@ pub use module::{GpuModule, HostMemory, KernelArg, Launch, LaunchEnd};
 /// is set (`RUST_LOG` still overrides both).
 pub fn init_logging() {
     let trace = std::env::var_os("HOSTCALL_DEBUG").is_some_and(|v| v != "0");
-    let default = if trace { "warn,hostcall=info,hostcall_runtime=info" } else { "warn" };
+    let default = if trace {
+        "warn,hostcall=info,hostcall_runtime=info"
+    } else {
+        "warn"
+    };
     let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default))
         .format_timestamp_micros()
         .try_init();

@@ -40,7 +40,11 @@ impl Launch {
 
     /// Threads in the whole launch.
     pub fn threads(&self) -> u64 {
-        self.grid.iter().chain(&self.block).map(|&d| d as u64).product()
+        self.grid
+            .iter()
+            .chain(&self.block)
+            .map(|&d| d as u64)
+            .product()
     }
 }
 

@@ -131,7 +131,9 @@ fn serve_port(ports: Ports, p: usize, services: &ServiceTable, trace: bool) -> u
         let (slot, bulk) = unsafe {
             (
                 &mut *(&raw mut (*port).lanes).cast::<LaneSlot>().add(lane),
-                &mut *(&raw mut (*port).bulk).cast::<[u8; BULK_PER_LANE]>().add(lane),
+                &mut *(&raw mut (*port).bulk)
+                    .cast::<[u8; BULK_PER_LANE]>()
+                    .add(lane),
             )
         };
         serve_lane(slot, bulk, services, trace);
@@ -141,7 +143,12 @@ fn serve_port(ports: Ports, p: usize, services: &ServiceTable, trace: bool) -> u
     served
 }
 
-fn serve_lane(slot: &mut LaneSlot, bulk: &mut [u8; BULK_PER_LANE], services: &ServiceTable, trace: bool) {
+fn serve_lane(
+    slot: &mut LaneSlot,
+    bulk: &mut [u8; BULK_PER_LANE],
+    services: &ServiceTable,
+    trace: bool,
+) {
     let started = trace.then(Instant::now);
     let mut call = Call {
         service: slot.service,

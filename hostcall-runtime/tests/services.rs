@@ -19,7 +19,10 @@ const O_TRUNC: i32 = 0o1000;
 const O_CLOEXEC: i32 = 0o2000000;
 
 fn quiet() -> HostBuilder {
-    Host::builder().echo_output(false).capture_output(true).timeout(Duration::from_secs(60))
+    Host::builder()
+        .echo_output(false)
+        .capture_output(true)
+        .timeout(Duration::from_secs(60))
 }
 
 /// Runs `body` on one emulated GPU thread and returns what it produced with the report.
@@ -33,7 +36,11 @@ fn run_one<T: Send + 'static>(
         let v = body(t.channel(), t);
         *o.lock().unwrap() = Some(v);
     });
-    let report = host.build().unwrap().run(&mut m, &Launch::linear("k", 1, 1, vec![])).unwrap();
+    let report = host
+        .build()
+        .unwrap()
+        .run(&mut m, &Launch::linear("k", 1, 1, vec![]))
+        .unwrap();
     let v = out.lock().unwrap().take().expect("the kernel finished");
     (v, report)
 }
@@ -89,7 +96,20 @@ fn files_round_trip_inside_a_preopened_dir() {
         let again = calls::open::<Emu>(ch, &p, O_WRONLY | O_CREAT | O_EXCL, 0o644);
         calls::close::<Emu>(ch, fd2);
         let closed_twice = calls::close::<Emu>(ch, fd2);
-        (fd, wrote, closed, end, start, buf[..n as usize].to_vec(), fs, st, ps, st2, again, closed_twice)
+        (
+            fd,
+            wrote,
+            closed,
+            end,
+            start,
+            buf[..n as usize].to_vec(),
+            fs,
+            st,
+            ps,
+            st2,
+            again,
+            closed_twice,
+        )
     });
     let (fd, wrote, closed, end, start, read, fs, st, ps, st2, again, closed_twice) = r;
     assert!(fd >= 3, "GPU fds start after stdio, got {fd}");
@@ -110,7 +130,11 @@ fn paths_outside_preopened_dirs_are_denied_whether_or_not_they_exist() {
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret"), "x").unwrap();
     let inside_missing = format!("{}/missing", dir.path().display());
-    let escaped = format!("{}/../{}/secret", dir.path().display(), outside.path().file_name().unwrap().to_str().unwrap());
+    let escaped = format!(
+        "{}/../{}/secret",
+        dir.path().display(),
+        outside.path().file_name().unwrap().to_str().unwrap()
+    );
     let secret = format!("{}/secret", outside.path().display());
     let nowhere = format!("{}/nodir/secret", outside.path().display());
     let (r, _) = run_one(quiet().preopen_dir(dir.path()), move |ch, _| {
@@ -126,7 +150,11 @@ fn paths_outside_preopened_dirs_are_denied_whether_or_not_they_exist() {
         )
     });
     assert_eq!(r.0, neg(EACCES));
-    assert_eq!(r.1, neg(EACCES), "`..` cannot climb out of a pre-opened dir");
+    assert_eq!(
+        r.1,
+        neg(EACCES),
+        "`..` cannot climb out of a pre-opened dir"
+    );
     assert_eq!(r.2, neg(EACCES), "a missing path outside is still denied");
     assert_eq!(r.3, neg(ENOENT));
     assert_eq!(r.4, neg(EACCES));
@@ -136,7 +164,9 @@ fn paths_outside_preopened_dirs_are_denied_whether_or_not_they_exist() {
 
 #[test]
 fn nothing_is_reachable_without_a_preopen() {
-    let (r, _) = run_one(quiet(), |ch, _| calls::open::<Emu>(ch, b"/etc/hostname", O_RDONLY, 0));
+    let (r, _) = run_one(quiet(), |ch, _| {
+        calls::open::<Emu>(ch, b"/etc/hostname", O_RDONLY, 0)
+    });
     assert_eq!(r, neg(EACCES));
 }
 
@@ -177,14 +207,25 @@ fn cwd_realpath_and_readlink() {
 fn environment_is_granted_per_variable() {
     // SAFETY: no other thread of this test binary reads or writes this variable.
     unsafe { std::env::set_var("HOSTCALL_TEST_INHERITED", "from-host") };
-    let host = quiet().env("GIVEN", "value").inherit_env("HOSTCALL_TEST_INHERITED");
+    let host = quiet()
+        .env("GIVEN", "value")
+        .inherit_env("HOSTCALL_TEST_INHERITED");
     let (r, _) = run_one(host, |ch, _| {
         let get = |name: &[u8]| {
             let mut out = [0u8; 64];
             let n = calls::getenv::<Emu>(ch, name, &mut out);
-            if n < 0 { Err(n) } else { Ok(String::from_utf8(out[..n as usize].to_vec()).unwrap()) }
+            if n < 0 {
+                Err(n)
+            } else {
+                Ok(String::from_utf8(out[..n as usize].to_vec()).unwrap())
+            }
         };
-        (get(b"GIVEN"), get(b"HOSTCALL_TEST_INHERITED"), get(b"PATH"), get(b"UNSET_ANYWHERE"))
+        (
+            get(b"GIVEN"),
+            get(b"HOSTCALL_TEST_INHERITED"),
+            get(b"PATH"),
+            get(b"UNSET_ANYWHERE"),
+        )
     });
     assert_eq!(r.0.as_deref(), Ok("value"));
     assert_eq!(r.1.as_deref(), Ok("from-host"));
@@ -197,10 +238,23 @@ fn realtime_clock_and_randomness_come_from_the_host() {
     let (r, _) = run_one(quiet(), |ch, _| {
         let mut a = [0u8; 32];
         let mut b = [0u8; 32];
-        (calls::clock_realtime::<Emu>(ch), calls::getrandom::<Emu>(ch, &mut a), calls::getrandom::<Emu>(ch, &mut b), a, b)
+        (
+            calls::clock_realtime::<Emu>(ch),
+            calls::getrandom::<Emu>(ch, &mut a),
+            calls::getrandom::<Emu>(ch, &mut b),
+            a,
+            b,
+        )
     });
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as i64;
-    assert!((now - r.0).abs() < 10_000_000_000, "GPU realtime {} vs host {now}", r.0);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as i64;
+    assert!(
+        (now - r.0).abs() < 10_000_000_000,
+        "GPU realtime {} vs host {now}",
+        r.0
+    );
     assert_eq!((r.1, r.2), (32, 32));
     assert_ne!(r.3, r.4, "two draws of 32 random bytes differ");
 }
@@ -213,7 +267,11 @@ fn exit_ends_the_run_with_its_code() {
             t.trap();
         }
     });
-    let r = quiet().build().unwrap().run(&mut m, &Launch::linear("k", 1, 8, vec![])).unwrap();
+    let r = quiet()
+        .build()
+        .unwrap()
+        .run(&mut m, &Launch::linear("k", 1, 8, vec![]))
+        .unwrap();
     assert_eq!(r.outcome, Outcome::Exited(3));
     assert_eq!(r.outcome.exit_code(), 3);
 }
@@ -227,26 +285,50 @@ fn abort_reports_the_thread_and_its_message() {
             t.trap();
         }
     });
-    let r = quiet().build().unwrap().run(&mut m, &Launch::linear("k", 2, 4, vec![])).unwrap();
-    assert_eq!(r.outcome, Outcome::Aborted { block: 1, thread: 2 });
+    let r = quiet()
+        .build()
+        .unwrap()
+        .run(&mut m, &Launch::linear("k", 2, 4, vec![]))
+        .unwrap();
+    assert_eq!(
+        r.outcome,
+        Outcome::Aborted {
+            block: 1,
+            thread: 2
+        }
+    );
     assert_ne!(r.outcome.exit_code(), 0);
     assert_eq!(r.stderr, b"thread panicked: boom\n");
 }
 
 #[test]
 fn a_fault_without_exit_or_abort_is_reported_as_such() {
-    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", |_: &EmuThread| panic!("illegal address"));
-    let r = quiet().build().unwrap().run(&mut m, &Launch::linear("k", 1, 1, vec![])).unwrap();
-    assert!(matches!(&r.outcome, Outcome::Faulted(m) if m.contains("illegal address")), "{:?}", r.outcome);
+    let mut m = EmulatedModule::new(WarpMode::Independent)
+        .kernel("k", |_: &EmuThread| panic!("illegal address"));
+    let r = quiet()
+        .build()
+        .unwrap()
+        .run(&mut m, &Launch::linear("k", 1, 1, vec![]))
+        .unwrap();
+    assert!(
+        matches!(&r.outcome, Outcome::Faulted(m) if m.contains("illegal address")),
+        "{:?}",
+        r.outcome
+    );
 }
 
 #[test]
 fn open_file_limit_gives_emfile() {
     let dir = tempfile::tempdir().unwrap();
     let p = format!("{}/f", dir.path().display());
-    let (r, _) = run_one(quiet().preopen_dir(dir.path()).max_open_files(2), move |ch, _| {
-        (0..3).map(|_| calls::open::<Emu>(ch, p.as_bytes(), O_RDWR | O_CREAT, 0o600)).collect::<Vec<_>>()
-    });
+    let (r, _) = run_one(
+        quiet().preopen_dir(dir.path()).max_open_files(2),
+        move |ch, _| {
+            (0..3)
+                .map(|_| calls::open::<Emu>(ch, p.as_bytes(), O_RDWR | O_CREAT, 0o600))
+                .collect::<Vec<_>>()
+        },
+    );
     assert!(r[0] >= 3 && r[1] >= 3 && r[0] != r[1]);
     assert_eq!(r[2], neg(EMFILE));
 }

@@ -18,7 +18,10 @@ fn token(t: &EmuThread, i: u64) -> u64 {
 }
 
 fn quiet() -> hostcall_runtime::HostBuilder {
-    Host::builder().echo_output(false).capture_output(true).timeout(Duration::from_secs(120))
+    Host::builder()
+        .echo_output(false)
+        .capture_output(true)
+        .timeout(Duration::from_secs(120))
 }
 
 fn ping_kernel(iterations: u64, errors: Arc<AtomicU64>) -> impl Fn(&EmuThread) + Send + Sync {
@@ -35,9 +38,12 @@ fn ping_kernel(iterations: u64, errors: Arc<AtomicU64>) -> impl Fn(&EmuThread) +
 #[test]
 fn thousands_of_concurrent_callers_get_their_own_results() {
     let errors = Arc::new(AtomicU64::new(0));
-    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", ping_kernel(8, errors.clone()));
+    let mut m =
+        EmulatedModule::new(WarpMode::Independent).kernel("k", ping_kernel(8, errors.clone()));
     let host = quiet().ports(64).consumers(2).build().unwrap();
-    let r = host.run(&mut m, &Launch::linear("k", 32, 64, vec![])).unwrap();
+    let r = host
+        .run(&mut m, &Launch::linear("k", 32, 64, vec![]))
+        .unwrap();
     assert_eq!(r.outcome, Outcome::Completed);
     assert_eq!(errors.load(Ordering::Relaxed), 0, "replies lost or crossed");
     assert_eq!(r.calls, 32 * 64 * 8, "every call served exactly once");
@@ -62,20 +68,28 @@ fn lockstep_warps_share_packets_and_keep_lanes_apart() {
         }
     });
     let host = quiet().ports(4).build().unwrap();
-    let r = host.run(&mut m, &Launch::linear("k", 4, 64, vec![])).unwrap();
+    let r = host
+        .run(&mut m, &Launch::linear("k", 4, 64, vec![]))
+        .unwrap();
     assert_eq!(r.outcome, Outcome::Completed);
     assert_eq!(errors.load(Ordering::Relaxed), 0);
-    let expected: usize = (0..64u32).map(|t| (t as usize * 131) % BULK_PER_LANE).sum::<usize>() * 4;
+    let expected: usize = (0..64u32)
+        .map(|t| (t as usize * 131) % BULK_PER_LANE)
+        .sum::<usize>()
+        * 4;
     assert_eq!(r.stdout.len(), expected, "every lane's bytes arrived once");
 }
 
 #[test]
 fn full_channel_makes_callers_wait_and_loses_nothing() {
     let errors = Arc::new(AtomicU64::new(0));
-    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", ping_kernel(20, errors.clone()));
+    let mut m =
+        EmulatedModule::new(WarpMode::Independent).kernel("k", ping_kernel(20, errors.clone()));
     // 2 ports for 256 callers: nearly every call first finds the channel full.
     let host = quiet().ports(2).build().unwrap();
-    let r = host.run(&mut m, &Launch::linear("k", 4, 64, vec![])).unwrap();
+    let r = host
+        .run(&mut m, &Launch::linear("k", 4, 64, vec![]))
+        .unwrap();
     assert_eq!(r.outcome, Outcome::Completed);
     assert_eq!(errors.load(Ordering::Relaxed), 0);
     assert_eq!(r.calls, 4 * 64 * 20);
@@ -86,18 +100,29 @@ fn unknown_service_is_an_error_for_the_caller_and_the_server_carries_on() {
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let s = seen.clone();
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
-        let reply = t.channel().call::<Emu>(4242, [1, 2, 3, 0, 0, 0], &[], &mut []);
+        let reply = t
+            .channel()
+            .call::<Emu>(4242, [1, 2, 3, 0, 0, 0], &[], &mut []);
         let after = calls::ping::<Emu>(t.channel(), 7);
-        s.lock().unwrap().push((reply.status, reply.result(), after));
+        s.lock()
+            .unwrap()
+            .push((reply.status, reply.result(), after));
     });
-    let r = quiet().build().unwrap().run(&mut m, &Launch::linear("k", 1, 3, vec![])).unwrap();
+    let r = quiet()
+        .build()
+        .unwrap()
+        .run(&mut m, &Launch::linear("k", 1, 3, vec![]))
+        .unwrap();
     assert_eq!(r.outcome, Outcome::Completed);
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 3);
     for &(status, result, after) in seen.iter() {
         assert_eq!(status, Status::UnknownService);
         assert_eq!(result, -(hostcall_abi::errno::ENOSYS as i64));
-        assert_eq!(after, 7, "the server still answers after an unknown service");
+        assert_eq!(
+            after, 7,
+            "the server still answers after an unknown service"
+        );
     }
 }
 
@@ -108,17 +133,26 @@ fn malformed_request_is_rejected_and_the_server_carries_on() {
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
         // A write claiming more bytes than a bulk buffer holds.
         let args = [1, BULK_PER_LANE as u64 + 1, 0, 0, 0, 0];
-        let bad = t.channel().call::<Emu>(Service::Write as u32, args, b"x", &mut []);
+        let bad = t
+            .channel()
+            .call::<Emu>(Service::Write as u32, args, b"x", &mut []);
         let good = calls::write::<Emu>(t.channel(), 1, b"still here\n");
         s.lock().unwrap().push((bad.status, bad.result(), good));
     });
-    let r = quiet().build().unwrap().run(&mut m, &Launch::linear("k", 1, 1, vec![])).unwrap();
+    let r = quiet()
+        .build()
+        .unwrap()
+        .run(&mut m, &Launch::linear("k", 1, 1, vec![]))
+        .unwrap();
     assert_eq!(r.outcome, Outcome::Completed);
     let seen = seen.lock().unwrap();
     assert_eq!(seen[0].0, Status::Malformed);
     assert_eq!(seen[0].1, -(hostcall_abi::errno::EINVAL as i64));
     assert_eq!(seen[0].2, 11);
-    assert_eq!(r.stdout, b"still here\n", "nothing of the malformed write reached stdout");
+    assert_eq!(
+        r.stdout, b"still here\n",
+        "nothing of the malformed write reached stdout"
+    );
 }
 
 #[test]
@@ -132,34 +166,50 @@ fn embedder_services_are_reached_by_id() {
     let got = Arc::new(AtomicU64::new(0));
     let g = got.clone();
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
-        let r = t.channel().call::<Emu>(1000, [21, 0, 0, 0, 0, 0], &[], &mut []);
+        let r = t
+            .channel()
+            .call::<Emu>(1000, [21, 0, 0, 0, 0, 0], &[], &mut []);
         g.store(r.result() as u64, Ordering::Relaxed);
     });
     let host = quiet().service(1000, Arc::new(Double)).build().unwrap();
-    host.run(&mut m, &Launch::linear("k", 1, 1, vec![])).unwrap();
+    host.run(&mut m, &Launch::linear("k", 1, 1, vec![]))
+        .unwrap();
     assert_eq!(got.load(Ordering::Relaxed), 42);
 }
 
 #[test]
 fn a_module_of_another_abi_version_is_refused() {
-    let mut m = EmulatedModule::new(WarpMode::Independent).with_abi_version(999).kernel("k", |_: &EmuThread| {});
-    let err = quiet().build().unwrap().run(&mut m, &Launch::linear("k", 1, 1, vec![])).unwrap_err();
+    let mut m = EmulatedModule::new(WarpMode::Independent)
+        .with_abi_version(999)
+        .kernel("k", |_: &EmuThread| {});
+    let err = quiet()
+        .build()
+        .unwrap()
+        .run(&mut m, &Launch::linear("k", 1, 1, vec![]))
+        .unwrap_err();
     assert!(matches!(err, Error::AbiMismatch { module: 999, .. }));
     assert!(err.to_string().contains("ABI 999"), "{err}");
 }
 
 #[test]
 fn a_kernel_that_never_ends_times_out_instead_of_hanging() {
-    let mut m = EmulatedModule::new(WarpMode::Independent)
-        .kernel("k", |_: &EmuThread| std::thread::sleep(Duration::from_secs(3)));
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", |_: &EmuThread| {
+        std::thread::sleep(Duration::from_secs(3))
+    });
     let host = quiet().timeout(Duration::from_millis(200)).build().unwrap();
-    let err = host.run(&mut m, &Launch::linear("k", 1, 1, vec![])).unwrap_err();
+    let err = host
+        .run(&mut m, &Launch::linear("k", 1, 1, vec![]))
+        .unwrap_err();
     assert!(matches!(err, Error::Timeout(_)), "{err}");
 }
 
 #[test]
 fn a_missing_kernel_is_named() {
     let mut m = EmulatedModule::new(WarpMode::Independent);
-    let err = quiet().build().unwrap().run(&mut m, &Launch::linear("nope", 1, 1, vec![])).unwrap_err();
+    let err = quiet()
+        .build()
+        .unwrap()
+        .run(&mut m, &Launch::linear("nope", 1, 1, vec![]))
+        .unwrap_err();
     assert!(err.to_string().contains("nope"), "{err}");
 }

@@ -9,7 +9,10 @@
 
 use core::ffi::{c_int, c_void};
 use core::ptr::null_mut;
-use core::sync::atomic::{AtomicU64, Ordering::{AcqRel, Acquire, Relaxed}};
+use core::sync::atomic::{
+    AtomicU64,
+    Ordering::{AcqRel, Acquire, Relaxed},
+};
 
 use hostcall_abi::HEAP_RESERVED;
 use hostcall_abi::errno::{EINVAL, ENOMEM, ENOSYS};

@@ -82,8 +82,9 @@ pub unsafe extern "C" fn fstat64(fd: c_int, out: *mut c_void) -> c_int {
 /// `path` must be a C string and `out` valid for writing an x86_64 `struct stat`.
 unsafe fn stat_common(path: *const c_char, out: *mut c_void, follow: bool) -> c_int {
     // SAFETY: the caller's contract.
-    let (Some(path), out) = (unsafe { cstr(path) }, unsafe { &mut *out.cast::<[u8; STAT_SIZE]>() })
-    else {
+    let (Some(path), out) = (unsafe { cstr(path) }, unsafe {
+        &mut *out.cast::<[u8; STAT_SIZE]>()
+    }) else {
         set_errno(EFAULT);
         return -1;
     };

@@ -102,7 +102,9 @@ fn key_slot(key: c_uint) -> Option<(*mut u64, *mut u32)> {
 pub extern "C" fn pthread_getspecific(key: c_uint) -> *mut c_void {
     match key_slot(key) {
         // SAFETY: this thread's own slots.
-        Some((value, generation)) if unsafe { generation.read() } == KEY_GENS[key as usize].load(Ordering::Acquire) => {
+        Some((value, generation))
+            if unsafe { generation.read() } == KEY_GENS[key as usize].load(Ordering::Acquire) =>
+        {
             // SAFETY: as above.
             unsafe { value.read() as *mut c_void }
         }

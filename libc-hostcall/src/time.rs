@@ -50,8 +50,12 @@ fn realtime_offset() -> i64 {
 pub(crate) fn now_ns(clock: c_int) -> Option<i64> {
     let mono = Nvptx::globaltimer_ns() as i64;
     match clock {
-        CLOCK_MONOTONIC | CLOCK_MONOTONIC_RAW | CLOCK_MONOTONIC_COARSE | CLOCK_BOOTTIME
-        | CLOCK_PROCESS_CPUTIME_ID | CLOCK_THREAD_CPUTIME_ID => Some(mono),
+        CLOCK_MONOTONIC
+        | CLOCK_MONOTONIC_RAW
+        | CLOCK_MONOTONIC_COARSE
+        | CLOCK_BOOTTIME
+        | CLOCK_PROCESS_CPUTIME_ID
+        | CLOCK_THREAD_CPUTIME_ID => Some(mono),
         CLOCK_REALTIME | CLOCK_REALTIME_COARSE => Some(mono + realtime_offset()),
         _ => None,
     }

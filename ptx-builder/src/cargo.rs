@@ -17,9 +17,20 @@ fn leaks(var: &str) -> bool {
     (var.starts_with("CARGO_") && var != "CARGO_HOME")
         || matches!(
             var,
-            "RUSTFLAGS" | "RUSTDOCFLAGS" | "RUSTC_WRAPPER" | "RUSTC_WORKSPACE_WRAPPER" | "TARGET" | "HOST"
-                | "OUT_DIR" | "OPT_LEVEL" | "PROFILE" | "DEBUG" | "NUM_JOBS" | "RUSTC_LINKER"
-                | "__CARGO_FIX_PLZ" | "RUSTC_BOOTSTRAP"
+            "RUSTFLAGS"
+                | "RUSTDOCFLAGS"
+                | "RUSTC_WRAPPER"
+                | "RUSTC_WORKSPACE_WRAPPER"
+                | "TARGET"
+                | "HOST"
+                | "OUT_DIR"
+                | "OPT_LEVEL"
+                | "PROFILE"
+                | "DEBUG"
+                | "NUM_JOBS"
+                | "RUSTC_LINKER"
+                | "__CARGO_FIX_PLZ"
+                | "RUSTC_BOOTSTRAP"
         )
 }
 
@@ -49,7 +60,8 @@ pub(crate) fn build(
 ) -> Result<Built> {
     let spec = out.join("nvptx64-linux-gnu.json");
     if std::fs::read_to_string(&spec).ok().as_deref() != Some(TARGET_SPEC) {
-        std::fs::write(&spec, TARGET_SPEC).map_err(BuildError::io(format!("writing {}", spec.display())))?;
+        std::fs::write(&spec, TARGET_SPEC)
+            .map_err(BuildError::io(format!("writing {}", spec.display())))?;
     }
     let manifest = krate.join("Cargo.toml");
     let mut cmd = Command::new(&tc.cargo);
@@ -68,7 +80,11 @@ pub(crate) fn build(
         .arg(&spec)
         .arg("--target-dir")
         .arg(target_dir)
-        .args(["-Zbuild-std=std,panic_abort", "-Zjson-target-spec", "-Zprofile-rustflags"])
+        .args([
+            "-Zbuild-std=std,panic_abort",
+            "-Zjson-target-spec",
+            "-Zprofile-rustflags",
+        ])
         .arg("--message-format=json-render-diagnostics")
         // Built for size: half the PTX of O2/O3 and half the JIT time (DESIGN.md §2);
         // `opt` then runs default<O2> over the linked module.
@@ -77,11 +93,20 @@ pub(crate) fn build(
         .args(["--config", "profile.release.codegen-units=1"]);
     let flags = toml_list(&libc_rustflags());
     for c in X86_64_CFG_CRATES {
-        cmd.args(["--config", &format!("profile.release.package.{c}.rustflags={flags}")]);
+        cmd.args([
+            "--config",
+            &format!("profile.release.package.{c}.rustflags={flags}"),
+        ]);
     }
-    cmd.stdout(Stdio::piped()).stderr(if quiet { Stdio::piped() } else { Stdio::inherit() });
+    cmd.stdout(Stdio::piped()).stderr(if quiet {
+        Stdio::piped()
+    } else {
+        Stdio::inherit()
+    });
 
-    let mut child = cmd.spawn().map_err(BuildError::io(format!("running {}", tc.cargo.display())))?;
+    let mut child = cmd
+        .spawn()
+        .map_err(BuildError::io(format!("running {}", tc.cargo.display())))?;
     let stdout = child.stdout.take().expect("stdout is piped");
     let manifest_canon = manifest.canonicalize().ok();
     let mut staticlib = None;
@@ -105,11 +130,17 @@ pub(crate) fn build(
             name = msg["target"]["name"].as_str().map(|s| s.replace('-', "_"));
             staticlib = msg["filenames"]
                 .as_array()
-                .and_then(|f| f.iter().filter_map(|x| x.as_str()).find(|x| x.ends_with(".a")))
+                .and_then(|f| {
+                    f.iter()
+                        .filter_map(|x| x.as_str())
+                        .find(|x| x.ends_with(".a"))
+                })
                 .map(PathBuf::from);
         }
     }
-    let output = child.wait_with_output().map_err(BuildError::io("waiting for cargo"))?;
+    let output = child
+        .wait_with_output()
+        .map_err(BuildError::io("waiting for cargo"))?;
     if !output.status.success() {
         if quiet {
             eprintln!("{}", String::from_utf8_lossy(&output.stderr));
@@ -179,6 +210,9 @@ mod tests {
         let d = dir.path().join("x.d");
         std::fs::write(&d, "/t/libk.a: /src/a\\ b.rs /lib/std/x.rs /src/c.rs\n").unwrap();
         let got = dep_info(&d, Path::new("/lib"));
-        assert_eq!(got, [PathBuf::from("/src/a b.rs"), PathBuf::from("/src/c.rs")]);
+        assert_eq!(
+            got,
+            [PathBuf::from("/src/a b.rs"), PathBuf::from("/src/c.rs")]
+        );
     }
 }

@@ -17,7 +17,9 @@ pub enum BuildError {
         source: std::io::Error,
     },
     /// A fixup no longer applies to this toolchain's rust-src.
-    #[error("fixup {patch} does not apply to {file}: {why} (was the toolchain changed? see fixups/)")]
+    #[error(
+        "fixup {patch} does not apply to {file}: {why} (was the toolchain changed? see fixups/)"
+    )]
     Fixup {
         /// The patch file name.
         patch: String,
@@ -27,7 +29,9 @@ pub enum BuildError {
         why: String,
     },
     /// The nested cargo build of the kernel crate failed; its diagnostics were printed.
-    #[error("building the kernel crate {krate} for the GPU failed ({status}); see the errors above")]
+    #[error(
+        "building the kernel crate {krate} for the GPU failed ({status}); see the errors above"
+    )]
     Cargo {
         /// The kernel crate's manifest.
         krate: PathBuf,
@@ -51,7 +55,9 @@ pub enum BuildError {
     #[error("the kernel crate defines no `extern \"ptx-kernel\" fn` marked #[unsafe(no_mangle)]")]
     NoKernels,
     /// Cubins were required but no ptxas was found.
-    #[error("no ptxas found (set PTXAS, put a CUDA toolkit on PATH, or `pip install nvidia-cuda-nvcc-cu12`)")]
+    #[error(
+        "no ptxas found (set PTXAS, put a CUDA toolkit on PATH, or `pip install nvidia-cuda-nvcc-cu12`)"
+    )]
     NoPtxas,
 }
 
@@ -60,7 +66,8 @@ pub enum BuildError {
 pub struct Unresolved {
     /// The symbol.
     pub symbol: String,
-    /// Crates whose code references it (empty if it could not be attributed).
+    /// Crates whose bitcode references it before dead-code elimination (so std may be
+    /// listed for code the kernel never reaches); empty if it could not be attributed.
     pub needed_by: Vec<String>,
 }
 

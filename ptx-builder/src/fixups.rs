@@ -15,9 +15,18 @@ use crate::{BuildError, Result};
 
 /// The patches, in application order.
 pub const PATCHES: &[(&str, &str)] = &[
-    ("0001-alloc-min-align.patch", include_str!("../../fixups/0001-alloc-min-align.patch")),
-    ("0002-linux-raw-stat.patch", include_str!("../../fixups/0002-linux-raw-stat.patch")),
-    ("0003-personality-data-reg.patch", include_str!("../../fixups/0003-personality-data-reg.patch")),
+    (
+        "0001-alloc-min-align.patch",
+        include_str!("../../fixups/0001-alloc-min-align.patch"),
+    ),
+    (
+        "0002-linux-raw-stat.patch",
+        include_str!("../../fixups/0002-linux-raw-stat.patch"),
+    ),
+    (
+        "0003-personality-data-reg.patch",
+        include_str!("../../fixups/0003-personality-data-reg.patch"),
+    ),
 ];
 
 /// Extra rustc flags for the crates that need them (libc and unwind), one per line.
@@ -123,10 +132,16 @@ pub(crate) fn target_file(name: &str, text: &str) -> Result<String> {
 
 fn copy_dir(from: &Path, to: &Path) -> Result<()> {
     fs::create_dir_all(to).map_err(BuildError::io(format!("creating {}", to.display())))?;
-    for entry in fs::read_dir(from).map_err(BuildError::io(format!("reading {}", from.display())))? {
+    for entry in
+        fs::read_dir(from).map_err(BuildError::io(format!("reading {}", from.display())))?
+    {
         let entry = entry.map_err(BuildError::io(format!("reading {}", from.display())))?;
         let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        if entry.file_type().map_err(BuildError::io(format!("stat {}", src.display())))?.is_dir() {
+        if entry
+            .file_type()
+            .map_err(BuildError::io(format!("stat {}", src.display())))?
+            .is_dir()
+        {
             copy_dir(&src, &dst)?;
         } else {
             fs::copy(&src, &dst).map_err(BuildError::io(format!("copying {}", src.display())))?;
@@ -144,7 +159,12 @@ pub(crate) fn patched_library(toolchain: &Toolchain, cache_root: &Path) -> Resul
         h.update(name.as_bytes());
         h.update(text.as_bytes());
     }
-    let key: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let key: String = h
+        .finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect();
     let root = cache_root.join(format!("rust-src-{key}"));
     let library = root.join("library");
     if root.join(".complete").exists() {
@@ -155,14 +175,16 @@ pub(crate) fn patched_library(toolchain: &Toolchain, cache_root: &Path) -> Resul
     copy_dir(&toolchain.library(), &staging.join("library"))?;
     for (name, text) in PATCHES {
         let file = staging.join("library").join(target_file(name, text)?);
-        let contents = fs::read_to_string(&file).map_err(BuildError::io(format!("reading {}", file.display())))?;
+        let contents = fs::read_to_string(&file)
+            .map_err(BuildError::io(format!("reading {}", file.display())))?;
         let patched = apply(name, text, &contents)?;
         fs::write(&file, patched).map_err(BuildError::io(format!("writing {}", file.display())))?;
     }
     fs::write(staging.join(".complete"), key.as_bytes())
         .map_err(BuildError::io(format!("writing {}", staging.display())))?;
     let _ = fs::remove_dir_all(&root);
-    fs::rename(&staging, &root).map_err(BuildError::io(format!("renaming {}", staging.display())))?;
+    fs::rename(&staging, &root)
+        .map_err(BuildError::io(format!("renaming {}", staging.display())))?;
     Ok(library)
 }
 
@@ -182,7 +204,10 @@ mod tests {
         let embedded: Vec<String> = PATCHES.iter().map(|(n, _)| n.to_string()).collect();
         assert_eq!(on_disk, embedded, "register new fixups in PATCHES");
         for (name, text) in PATCHES {
-            assert!(text.starts_with("Why: "), "{name} must open with a `Why:` line");
+            assert!(
+                text.starts_with("Why: "),
+                "{name} must open with a `Why:` line"
+            );
         }
     }
 
@@ -190,12 +215,23 @@ mod tests {
     fn patch_applies_once_and_refuses_missing_or_ambiguous_context() {
         let patch = "Why: test\n--- a/x.rs\n+++ b/x.rs\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n";
         assert_eq!(apply("t", patch, "z\na\nb\n").unwrap(), "z\na\nc\n");
-        assert!(matches!(apply("t", patch, "a\nx\n"), Err(BuildError::Fixup { why, .. }) if why.contains("no match")));
-        assert!(matches!(apply("t", patch, "a\nb\na\nb\n"), Err(BuildError::Fixup { why, .. }) if why.contains("2 places")));
+        assert!(
+            matches!(apply("t", patch, "a\nx\n"), Err(BuildError::Fixup { why, .. }) if why.contains("no match"))
+        );
+        assert!(
+            matches!(apply("t", patch, "a\nb\na\nb\n"), Err(BuildError::Fixup { why, .. }) if why.contains("2 places"))
+        );
     }
 
     #[test]
     fn libc_flags_set_the_x86_64_cfg() {
-        assert_eq!(libc_rustflags(), ["--cfg", "target_arch=\"x86_64\"", "-Aexplicit_builtin_cfgs_in_flags"]);
+        assert_eq!(
+            libc_rustflags(),
+            [
+                "--cfg",
+                "target_arch=\"x86_64\"",
+                "-Aexplicit_builtin_cfgs_in_flags"
+            ]
+        );
     }
 }

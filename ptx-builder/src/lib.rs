@@ -93,7 +93,11 @@ impl PtxBuilder {
     /// A builder for the kernel crate at `krate` (its folder or its Cargo.toml).
     pub fn new(krate: impl AsRef<Path>) -> PtxBuilder {
         let p = krate.as_ref();
-        let dir = if p.ends_with("Cargo.toml") { p.parent().unwrap_or(p) } else { p };
+        let dir = if p.ends_with("Cargo.toml") {
+            p.parent().unwrap_or(p)
+        } else {
+            p
+        };
         PtxBuilder {
             krate: dir.to_path_buf(),
             sm: DEFAULT_SM,
@@ -158,17 +162,26 @@ impl PtxBuilder {
     pub fn build(&self) -> Result<PtxModule> {
         let started = Instant::now();
         let toolchain = tools::Toolchain::detect()?;
-        let canonical = |p: &Path| p.canonicalize().map_err(BuildError::io(format!("resolving {}", p.display())));
+        let canonical = |p: &Path| {
+            p.canonicalize()
+                .map_err(BuildError::io(format!("resolving {}", p.display())))
+        };
         let krate = canonical(&self.krate)?;
-        let target = self.target_dir.clone().unwrap_or_else(|| krate.join("target"));
+        let target = self
+            .target_dir
+            .clone()
+            .unwrap_or_else(|| krate.join("target"));
         let out = target.join("ptx-builder");
-        std::fs::create_dir_all(&out).map_err(BuildError::io(format!("creating {}", out.display())))?;
+        std::fs::create_dir_all(&out)
+            .map_err(BuildError::io(format!("creating {}", out.display())))?;
         let (target, out) = (canonical(&target)?, canonical(&out)?);
 
         self.stage("preparing patched rust-src (cached per toolchain and fixup set)");
         let library = fixups::patched_library(&toolchain, &target)?;
 
-        self.stage("building the kernel crate and std for nvptx64 (the first build compiles std: minutes)");
+        self.stage(
+            "building the kernel crate and std for nvptx64 (the first build compiles std: minutes)",
+        );
         let built = cargo::build(&toolchain, &krate, &library, &target, &out, self.quiet)?;
         let name = built.name.clone();
 
@@ -181,14 +194,29 @@ impl PtxBuilder {
         if kernels.is_empty() {
             return Err(BuildError::NoKernels);
         }
-        let public: Vec<&str> = kernels.iter().map(String::as_str).chain(HOST_VISIBLE).collect();
-        let ptx = link::optimize_and_emit(&toolchain, &linked, &out, &name, &public, self.sm, self.ptx_version)?;
+        let public: Vec<&str> = kernels
+            .iter()
+            .map(String::as_str)
+            .chain(HOST_VISIBLE)
+            .collect();
+        let ptx = link::optimize_and_emit(
+            &toolchain,
+            &linked,
+            &out,
+            &name,
+            &public,
+            self.sm,
+            self.ptx_version,
+        )?;
 
         self.stage("checking for unresolved functions");
-        let text = std::fs::read_to_string(&ptx).map_err(BuildError::io(format!("reading {}", ptx.display())))?;
+        let text = std::fs::read_to_string(&ptx)
+            .map_err(BuildError::io(format!("reading {}", ptx.display())))?;
         let missing = link::unresolved_in_ptx(&text);
         if !missing.is_empty() {
-            return Err(BuildError::Unresolved(link::attribute(&toolchain, &out, &missing)));
+            return Err(BuildError::Unresolved(link::attribute(
+                &toolchain, &out, &name, &missing,
+            )));
         }
 
         let mut cubins = Vec::new();
@@ -196,12 +224,16 @@ impl PtxBuilder {
             match ptxas::find() {
                 Some(bin) => {
                     for &sm in &self.cubin_sms {
-                        self.stage(&format!("ptxas: compiling sm_{sm} cubin with {}", bin.display()));
+                        self.stage(&format!(
+                            "ptxas: compiling sm_{sm} cubin with {}",
+                            bin.display()
+                        ));
                         cubins.push((sm, ptxas::compile(&bin, &ptx, sm)?));
                     }
                 }
                 None if self.cubins == Cubins::Required => return Err(BuildError::NoPtxas),
-                None => self.stage("no ptxas found: the module will carry PTX only (JIT-compiled at load)"),
+                None => self
+                    .stage("no ptxas found: the module will carry PTX only (JIT-compiled at load)"),
             }
         }
 
@@ -209,7 +241,10 @@ impl PtxBuilder {
         h.update(text.as_bytes());
         for (sm, path) in &cubins {
             h.update(sm.to_le_bytes());
-            h.update(std::fs::read(path).map_err(BuildError::io(format!("reading {}", path.display())))?);
+            h.update(
+                std::fs::read(path)
+                    .map_err(BuildError::io(format!("reading {}", path.display())))?,
+            );
         }
         let sha256: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
         self.stage(&format!(

@@ -8,16 +8,19 @@ use std::process::Command;
 use crate::tools::{Toolchain, run};
 use crate::{BuildError, Result, Unresolved};
 
-fn members_dir(out: &Path) -> PathBuf {
-    out.join("bitcode")
+fn members_dir(out: &Path, name: &str) -> PathBuf {
+    out.join(format!("bitcode-{name}"))
 }
 
 /// Extracts the archive's members and links them into one bitcode module.
 pub(crate) fn link(tc: &Toolchain, staticlib: &Path, out: &Path, name: &str) -> Result<PathBuf> {
-    let dir = members_dir(out);
+    let dir = members_dir(out, name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(BuildError::io(format!("creating {}", dir.display())))?;
-    run(Command::new(tc.llvm("llvm-ar")).arg("x").arg(staticlib).current_dir(&dir))?;
+    run(Command::new(tc.llvm("llvm-ar"))
+        .arg("x")
+        .arg(staticlib)
+        .current_dir(&dir))?;
     let mut members: Vec<PathBuf> = std::fs::read_dir(&dir)
         .map_err(BuildError::io(format!("reading {}", dir.display())))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -25,13 +28,18 @@ pub(crate) fn link(tc: &Toolchain, staticlib: &Path, out: &Path, name: &str) -> 
         .collect();
     members.sort();
     let linked = out.join(format!("{name}.linked.bc"));
-    run(Command::new(tc.llvm("llvm-link")).args(&members).arg("-o").arg(&linked))?;
+    run(Command::new(tc.llvm("llvm-link"))
+        .args(&members)
+        .arg("-o")
+        .arg(&linked))?;
     Ok(linked)
 }
 
 /// Names of the `ptx_kernel` functions the module defines.
 pub(crate) fn find_kernels(tc: &Toolchain, linked: &Path) -> Result<Vec<String>> {
-    let out = run(Command::new(tc.llvm("llvm-dis")).arg(linked).args(["-o", "-"]))?;
+    let out = run(Command::new(tc.llvm("llvm-dis"))
+        .arg(linked)
+        .args(["-o", "-"]))?;
     let text = String::from_utf8_lossy(&out.stdout);
     Ok(text
         .lines()
@@ -57,7 +65,10 @@ pub(crate) fn optimize_and_emit(
     let optimized = out.join(format!("{name}.opt.bc"));
     run(Command::new(tc.llvm("opt"))
         .arg("--passes=internalize,globaldce,default<O2>,globaldce")
-        .arg(format!("--internalize-public-api-list={}", public.join(",")))
+        .arg(format!(
+            "--internalize-public-api-list={}",
+            public.join(",")
+        ))
         .arg(linked)
         .arg("-o")
         .arg(&optimized))?;
@@ -77,7 +88,10 @@ pub(crate) fn optimize_and_emit(
 pub fn unresolved_in_ptx(ptx: &str) -> Vec<String> {
     let mut found = BTreeSet::new();
     for line in ptx.lines() {
-        let Some(rest) = line.strip_prefix(".extern .func").or_else(|| line.strip_prefix(".weak .func")) else {
+        let Some(rest) = line
+            .strip_prefix(".extern .func")
+            .or_else(|| line.strip_prefix(".weak .func"))
+        else {
             continue;
         };
         // A declaration ends with `;` (possibly lines later); a definition has a body.
@@ -97,16 +111,16 @@ pub fn unresolved_in_ptx(ptx: &str) -> Vec<String> {
         }
     }
     // `.weak .func` lines that open a definition also match; drop names defined anywhere.
-    found
-        .into_iter()
-        .filter(|n| !defines(ptx, n))
-        .collect()
+    found.into_iter().filter(|n| !defines(ptx, n)).collect()
 }
 
 fn defines(ptx: &str, name: &str) -> bool {
     let mut lines = ptx.lines().peekable();
     while let Some(l) = lines.next() {
-        let is_decl = l.starts_with(".extern") || l.starts_with(".weak") || l.starts_with(".visible") || l.starts_with(".func");
+        let is_decl = l.starts_with(".extern")
+            || l.starts_with(".weak")
+            || l.starts_with(".visible")
+            || l.starts_with(".func");
         if !is_decl || !l.contains(".func") || !l.contains(name) {
             continue;
         }
@@ -124,8 +138,13 @@ fn defines(ptx: &str, name: &str) -> bool {
 }
 
 /// Which crates' bitcode references each missing symbol.
-pub(crate) fn attribute(tc: &Toolchain, out: &Path, missing: &[String]) -> Vec<Unresolved> {
-    let dir = members_dir(out);
+pub(crate) fn attribute(
+    tc: &Toolchain,
+    out: &Path,
+    name: &str,
+    missing: &[String],
+) -> Vec<Unresolved> {
+    let dir = members_dir(out, name);
     let mut list: Vec<Unresolved> = missing
         .iter()
         .map(|s| Unresolved {
@@ -137,14 +156,22 @@ pub(crate) fn attribute(tc: &Toolchain, out: &Path, missing: &[String]) -> Vec<U
         return list;
     };
     for member in entries.filter_map(|e| e.ok().map(|e| e.path())) {
-        let Ok(out) = run(Command::new(tc.llvm("llvm-nm")).args(["-u", "--no-sort"]).arg(&member)) else {
+        let Ok(out) = run(Command::new(tc.llvm("llvm-nm"))
+            .args(["-u", "--no-sort"])
+            .arg(&member))
+        else {
             continue;
         };
         let undefined = String::from_utf8_lossy(&out.stdout);
-        let file = member.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        let file = member
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let krate = file.split('-').next().unwrap_or(&file).to_owned();
         for u in &mut list {
-            if undefined.lines().any(|l| l.split_whitespace().last() == Some(u.symbol.as_str()))
+            if undefined
+                .lines()
+                .any(|l| l.split_whitespace().last() == Some(u.symbol.as_str()))
                 && !u.needed_by.contains(&krate)
             {
                 u.needed_by.push(krate.clone());

@@ -32,7 +32,12 @@ fn main() -> ExitCode {
         (_, true) => Cubins::Off,
         _ => Cubins::IfPtxasFound,
     };
-    match PtxBuilder::new(&a.krate).sm(a.sm).cubin_sms(&a.cubin_sms).cubins(cubins).build() {
+    match PtxBuilder::new(&a.krate)
+        .sm(a.sm)
+        .cubin_sms(&a.cubin_sms)
+        .cubins(cubins)
+        .build()
+    {
         Ok(m) => {
             println!("ptx     {}", m.ptx.display());
             for (sm, c) in &m.cubins {

@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::tools::{is_executable, run};
 use crate::Result;
+use crate::tools::{is_executable, run};
 
 /// A ptxas, looked for in this order: `$PTXAS`, `PATH`, `$CUDA_HOME`/`$CUDA_PATH`,
 /// `/usr/local/cuda`, then the PyPI wheel `nvidia-cuda-nvcc-cu12` of `python3`.
@@ -13,7 +13,11 @@ pub fn find() -> Option<PathBuf> {
         return is_executable(&p).then_some(p);
     }
     let on_path = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).map(|d| d.join("ptxas")).collect::<Vec<_>>())
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("ptxas"))
+                .collect::<Vec<_>>()
+        })
         .unwrap_or_default();
     let cuda_homes = ["CUDA_HOME", "CUDA_PATH"]
         .iter()
@@ -29,7 +33,10 @@ pub fn find() -> Option<PathBuf> {
 
 fn from_python_wheel() -> Option<PathBuf> {
     let out = Command::new("python3")
-        .args(["-c", "import nvidia.cuda_nvcc as m; print(list(m.__path__)[0])"])
+        .args([
+            "-c",
+            "import nvidia.cuda_nvcc as m; print(list(m.__path__)[0])",
+        ])
         .output()
         .ok()?;
     let dir = String::from_utf8(out.stdout).ok()?;

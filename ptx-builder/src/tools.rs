@@ -8,7 +8,9 @@ use crate::{BuildError, Result};
 /// Runs `cmd` to completion, turning a failure into [`BuildError::Tool`].
 pub(crate) fn run(cmd: &mut Command) -> Result<Output> {
     let tool = cmd.get_program().to_string_lossy().into_owned();
-    let out = cmd.output().map_err(BuildError::io(format!("running {tool}")))?;
+    let out = cmd
+        .output()
+        .map_err(BuildError::io(format!("running {tool}")))?;
     if !out.status.success() {
         return Err(BuildError::Tool {
             tool,
@@ -45,7 +47,9 @@ impl Toolchain {
         let host = version
             .lines()
             .find_map(|l| l.strip_prefix("host: "))
-            .ok_or_else(|| BuildError::Toolchain(format!("no host triple in `rustc -vV`:\n{version}")))?;
+            .ok_or_else(|| {
+                BuildError::Toolchain(format!("no host triple in `rustc -vV`:\n{version}"))
+            })?;
         let llvm_bin = sysroot.join("lib/rustlib").join(host).join("bin");
         if !llvm_bin.join("llvm-link").exists() {
             return Err(BuildError::Toolchain(format!(
@@ -81,5 +85,6 @@ impl Toolchain {
 /// Whether `p` is an executable file.
 pub(crate) fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    p.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }

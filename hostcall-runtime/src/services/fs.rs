@@ -138,13 +138,16 @@ impl Files {
         let abs = if named.is_absolute() {
             named.to_path_buf()
         } else {
-            std::env::current_dir().map_err(|e| errno_of(&e))?.join(named)
+            std::env::current_dir()
+                .map_err(|e| errno_of(&e))?
+                .join(named)
         };
         let inside = |p: &Path| self.roots.iter().any(|r| p.starts_with(r));
         if follow_last && let Ok(c) = abs.canonicalize() {
             return if inside(&c) { Ok(c) } else { Err(EACCES) };
         }
-        let (Some(parent), Some(Component::Normal(name))) = (abs.parent(), abs.components().next_back())
+        let (Some(parent), Some(Component::Normal(name))) =
+            (abs.parent(), abs.components().next_back())
         else {
             return Err(EACCES);
         };
@@ -190,7 +193,11 @@ impl Files {
                 }
             }
             let f = o.open(&path).map_err(|e| errno_of(&e))?;
-            let fd = self.table.lock().unwrap_or_else(|p| p.into_inner()).insert(f)?;
+            let fd = self
+                .table
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(f)?;
             Ok(Reply::value(fd as i64))
         })())
     }
@@ -205,7 +212,9 @@ impl Files {
         let r = match fd {
             1 | 2 => self.stdio.write(fd, data).map_err(|e| errno_of(&e)),
             0 => Err(EBADF),
-            _ => self.file(fd).and_then(|f| (&*f).write(data).map_err(|e| errno_of(&e))),
+            _ => self
+                .file(fd)
+                .and_then(|f| (&*f).write(data).map_err(|e| errno_of(&e))),
         };
         Ok(to_reply(r.map(|w| Reply::value(w as i64))))
     }
@@ -216,7 +225,9 @@ impl Files {
         let r = match fd {
             0 => self.stdio.read(buf).map_err(|e| errno_of(&e)),
             1 | 2 => Err(EBADF),
-            _ => self.file(fd).and_then(|f| (&*f).read(buf).map_err(|e| errno_of(&e))),
+            _ => self
+                .file(fd)
+                .and_then(|f| (&*f).read(buf).map_err(|e| errno_of(&e))),
         };
         Ok(to_reply(r.map(Reply::bytes)))
     }
@@ -233,7 +244,10 @@ impl Files {
             _ => return Reply::errno(EINVAL),
         };
         to_reply(self.file(fd).and_then(|f| {
-            (&*f).seek(pos).map(|p| Reply::value(p as i64)).map_err(|e| errno_of(&e))
+            (&*f)
+                .seek(pos)
+                .map(|p| Reply::value(p as i64))
+                .map_err(|e| errno_of(&e))
         }))
     }
 
@@ -249,7 +263,10 @@ impl Files {
             };
             return put_stat(call, s);
         }
-        match self.file(fd).and_then(|f| f.metadata().map_err(|e| errno_of(&e))) {
+        match self
+            .file(fd)
+            .and_then(|f| f.metadata().map_err(|e| errno_of(&e)))
+        {
             Ok(m) => put_stat(call, stat_of(&m)),
             Err(e) => Reply::errno(e),
         }
@@ -257,10 +274,16 @@ impl Files {
 
     fn stat(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
         let (n, follow) = (call.len_arg(0)?, call.args[1] != 0);
-        let r = self.authorize(&call.bulk[..n], follow, false).and_then(|p| {
-            let m = if follow { p.metadata() } else { p.symlink_metadata() };
-            m.map_err(|e| errno_of(&e))
-        });
+        let r = self
+            .authorize(&call.bulk[..n], follow, false)
+            .and_then(|p| {
+                let m = if follow {
+                    p.metadata()
+                } else {
+                    p.symlink_metadata()
+                };
+                m.map_err(|e| errno_of(&e))
+            });
         Ok(match r {
             Ok(m) => put_stat(call, stat_of(&m)),
             Err(e) => Reply::errno(e),
@@ -276,13 +299,15 @@ impl Files {
         }
         let n = call.len_arg(0)?;
         let follow = service == Service::Realpath;
-        let r = self.authorize(&call.bulk[..n], follow, false).and_then(|p| {
-            if follow {
-                Ok(p)
-            } else {
-                std::fs::read_link(&p).map_err(|e| errno_of(&e))
-            }
-        });
+        let r = self
+            .authorize(&call.bulk[..n], follow, false)
+            .and_then(|p| {
+                if follow {
+                    Ok(p)
+                } else {
+                    std::fs::read_link(&p).map_err(|e| errno_of(&e))
+                }
+            });
         Ok(match r {
             Ok(p) => put_path(call, &p),
             Err(e) => Reply::errno(e),
@@ -293,7 +318,10 @@ impl Files {
 impl Handler for Files {
     fn call(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
         let Some(service) = Service::from_id(call.service) else {
-            return Err(Malformed(format!("service {} is not a file service", call.service)));
+            return Err(Malformed(format!(
+                "service {} is not a file service",
+                call.service
+            )));
         };
         match service {
             Service::Write => self.write(call),
@@ -304,14 +332,20 @@ impl Handler for Files {
                 Ok(if is_stdio(fd) {
                     Reply::value(0)
                 } else {
-                    let r = self.table.lock().unwrap_or_else(|p| p.into_inner()).remove(fd);
+                    let r = self
+                        .table
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(fd);
                     to_reply(r.map(|()| Reply::value(0)))
                 })
             }
             Service::Lseek => Ok(self.lseek(call)),
             Service::Fstat => Ok(self.fstat(call)),
             Service::Stat => self.stat(call),
-            Service::Getcwd | Service::Realpath | Service::Readlink => self.path_service(call, service),
+            Service::Getcwd | Service::Realpath | Service::Readlink => {
+                self.path_service(call, service)
+            }
             other => Err(Malformed(format!("{} is not a file service", other.name()))),
         }
     }

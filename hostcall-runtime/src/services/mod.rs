@@ -14,8 +14,8 @@ use hostcall_abi::{BULK_PER_LANE, Service};
 
 pub(crate) use env::EnvPolicy;
 pub(crate) use fs::{FdTable, Files};
-pub use process::Termination;
 pub(crate) use process::Process;
+pub use process::Termination;
 pub(crate) use stdio::Stdio;
 
 /// One lane's request as a service sees it.
@@ -62,7 +62,10 @@ pub struct Reply {
 impl Reply {
     /// A result with no bulk output.
     pub fn value(result: i64) -> Reply {
-        Reply { result, bulk_out: 0 }
+        Reply {
+            result,
+            bulk_out: 0,
+        }
     }
 
     /// A failure with this errno.

@@ -66,12 +66,15 @@ impl Handler for Process {
                 Reply::value(0)
             }
             Some(Service::ClockRealtime) => {
-                let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap_or_default();
                 Reply::value(now.as_nanos() as i64)
             }
             Some(Service::Getrandom) => {
                 let n = call.len_arg(0)?;
-                match File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut call.bulk[..n])) {
+                match File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut call.bulk[..n]))
+                {
                     Ok(()) => Reply::bytes(n),
                     Err(e) => Reply::errno(errno_of(&e)),
                 }

@@ -19,7 +19,10 @@ impl Stdio {
     pub fn write(&self, fd: i32, data: &[u8]) -> std::io::Result<usize> {
         let i = (fd - 1) as usize;
         if let Some(cap) = &self.captured {
-            cap[i].lock().unwrap_or_else(|p| p.into_inner()).extend_from_slice(data);
+            cap[i]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend_from_slice(data);
         }
         if self.echo {
             if fd == 1 {
@@ -34,7 +37,9 @@ impl Stdio {
     /// Reads from fd 0, if granted.
     pub fn read(&self, buf: &mut [u8]) -> std::io::Result<usize> {
         if !self.stdin {
-            return Err(std::io::Error::from_raw_os_error(hostcall_abi::errno::EBADF));
+            return Err(std::io::Error::from_raw_os_error(
+                hostcall_abi::errno::EBADF,
+            ));
         }
         std::io::stdin().lock().read(buf)
     }

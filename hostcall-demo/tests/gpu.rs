@@ -1,0 +1,170 @@
+//! End-to-end runs of `hostcalls_bin`. On a machine with an NVIDIA GPU they run the demo
+//! (small and full-device launches, the ping stress, panic, exit, trace, PTX JIT); on one
+//! without, they check the one-sentence refusal and say the GPU cases were SKIPPED.
+//!
+//! `HOSTCALLS_BIN` overrides the binary (to run this test binary on another machine).
+
+use std::process::{Command, Output};
+
+fn bin() -> String {
+    std::env::var("HOSTCALLS_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_hostcalls_bin").to_owned())
+}
+
+fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(bin());
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("hostcalls_bin runs")
+}
+
+struct Case {
+    name: &'static str,
+    check: fn() -> Result<(), String>,
+}
+
+fn expect(out: &Output, code: i32, stderr_has: &[&str]) -> Result<(), String> {
+    let err = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() != Some(code) {
+        return Err(format!(
+            "exit {:?}, expected {code}; stderr tail:\n{}",
+            out.status.code(),
+            tail(&err)
+        ));
+    }
+    for s in stderr_has {
+        if !err.contains(s) {
+            return Err(format!("stderr lacks {s:?}; tail:\n{}", tail(&err)));
+        }
+    }
+    Ok(())
+}
+
+fn tail(s: &str) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(8)..].join("\n")
+}
+
+const GPU_CASES: &[Case] = &[
+    Case {
+        name: "demo_4x64",
+        check: || expect(&run(&[], &[]), 0, &["OK: 256 lines", "loaded from Cubin"]),
+    },
+    Case {
+        name: "demo_full_device_132x256",
+        check: || {
+            expect(
+                &run(&["--blocks", "132", "--threads", "256"], &[]),
+                0,
+                &["OK: 33792 lines"],
+            )
+        },
+    },
+    Case {
+        name: "ping_stress_132x256",
+        check: || {
+            expect(
+                &run(
+                    &["--mode", "ping", "--blocks", "132", "--threads", "256"],
+                    &[],
+                ),
+                0,
+                &["OK: every thread"],
+            )
+        },
+    },
+    Case {
+        name: "panic_reports_message_and_thread",
+        check: || {
+            let out = run(
+                &["--mode", "panic", "--blocks", "2", "--threads", "32"],
+                &[],
+            );
+            expect(
+                &out,
+                134,
+                &["deliberate panic", "GPU thread (block 1, thread 3)"],
+            )
+        },
+    },
+    Case {
+        name: "exit_code_passes_through",
+        check: || {
+            expect(
+                &run(&["--mode", "exit", "--blocks", "2", "--threads", "32"], &[]),
+                3,
+                &["exit(3)"],
+            )
+        },
+    },
+    Case {
+        name: "debug_trace_shows_each_call",
+        check: || {
+            let out = run(
+                &["--blocks", "1", "--threads", "4"],
+                &[("HOSTCALL_DEBUG", "1")],
+            );
+            expect(
+                &out,
+                0,
+                &["block 0 thread 0 open#3", "write#1(0x1", "getrandom#15"],
+            )
+        },
+    },
+    Case {
+        name: "ptx_jit_fallback",
+        check: || {
+            expect(
+                &run(&["--jit", "--blocks", "1", "--threads", "32"], &[]),
+                0,
+                &["loaded from PtxJit", "OK: 32 lines"],
+            )
+        },
+    },
+];
+
+fn main() {
+    let (mut passed, mut failed) = (0, 0);
+    let mut report = |name: &str, r: Result<(), String>| match r {
+        Ok(()) => {
+            println!("test {name} ... ok");
+            passed += 1;
+        }
+        Err(e) => {
+            println!("test {name} ... FAILED\n{e}");
+            failed += 1;
+        }
+    };
+    let skipped = if hostcall_runtime::cuda::driver_present() {
+        for c in GPU_CASES {
+            report(c.name, (c.check)());
+        }
+        0
+    } else {
+        report("no_gpu_is_one_clear_sentence", {
+            let out = run(&[], &[]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            if out.status.code() == Some(2)
+                && err.lines().count() == 1
+                && err.contains("no NVIDIA GPU is usable here")
+            {
+                Ok(())
+            } else {
+                Err(format!("exit {:?}, stderr {err:?}", out.status.code()))
+            }
+        });
+        for c in GPU_CASES {
+            println!(
+                "test {} ... SKIPPED (no NVIDIA driver: libcuda.so not found)",
+                c.name
+            );
+        }
+        GPU_CASES.len()
+    };
+    println!("{passed} passed, {failed} failed, {skipped} skipped");
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}
