@@ -13,6 +13,16 @@ fn main() {
 
 fn embed() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-env-changed=PTXAS");
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map_or_else(
+            || "unknown".to_owned(),
+            |o| String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+        );
+    println!("cargo:rustc-env=HOSTCALL_COMMIT={commit}");
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?);
     let module = ptx_builder::PtxBuilder::new(manifest.join("../culinux")).build()?;
     module.emit_rerun_if_changed();

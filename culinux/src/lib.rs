@@ -16,6 +16,20 @@ use libc_hostcall::gpu;
 const MODE_PANIC: u32 = 1;
 const MODE_EXIT: u32 = 2;
 const MODE_PING: u32 = 3;
+const MODE_LATENCY: u32 = 4;
+const MODE_PRINTLN: u32 = 5;
+const MODE_BULK_WRITE: u32 = 6;
+const MODE_MALLOC: u32 = 7;
+
+/// Round trips timed by thread 0 in `MODE_LATENCY`.
+const LATENCY_PINGS: u64 = 2000;
+/// Lines each thread prints in `MODE_PRINTLN`.
+const LINES_PER_THREAD: u64 = 16;
+/// Bytes thread 0 writes in `MODE_BULK_WRITE`, in `BULK_CHUNK` pieces.
+const BULK_BYTES: usize = 256 << 20;
+const BULK_CHUNK: usize = 8 << 20;
+/// Allocation/free pairs per thread in `MODE_MALLOC`.
+const ALLOCS_PER_THREAD: u64 = 256;
 
 /// Round trips each thread makes in `MODE_PING`.
 const PINGS: u64 = 64;
@@ -33,12 +47,15 @@ pub extern "ptx-kernel" fn kmain(mode: u32) {
     let (block, thread) = (gpu::block(), gpu::thread());
 
     if mode == MODE_PANIC && block == 1 && thread == 3 {
-        let empty: Vec<u32> = Vec::new();
-        panic!("culinux: deliberate panic, {} items", empty[0]);
+        panic!("culinux: deliberate panic in block {block} thread {thread}");
     }
-    if mode == MODE_PING {
-        ping_check();
-        return;
+    match mode {
+        MODE_PING => return ping_check(),
+        MODE_LATENCY => return latency(),
+        MODE_PRINTLN => return println_flood(),
+        MODE_BULK_WRITE => return bulk_write(),
+        MODE_MALLOC => return malloc_pairs(),
+        _ => {}
     }
     if mode == MODE_EXIT && block == 0 && thread == 0 {
         println!("culinux: exiting with code 3");
@@ -117,4 +134,59 @@ fn ping_check() {
         }
     }
     println!("ping: {me} {bad} {}", gpu::now_ns() - started);
+}
+
+/// Thread 0 times `LATENCY_PINGS` round trips alone: `latency: <pings> <ns>`.
+fn latency() {
+    if gpu::global_thread() != 0 {
+        return;
+    }
+    gpu::ping(0);
+    let started = gpu::now_ns();
+    for i in 0..LATENCY_PINGS {
+        gpu::ping(i);
+    }
+    println!("latency: {LATENCY_PINGS} {}", gpu::now_ns() - started);
+}
+
+/// Every thread prints `LINES_PER_THREAD` short lines.
+fn println_flood() {
+    let me = gpu::global_thread();
+    for i in 0..LINES_PER_THREAD {
+        println!("line {me} {i}");
+    }
+}
+
+/// Thread 0 writes `BULK_BYTES` to `$CULINUX_DIR/bulk.bin` with `std::fs`:
+/// `bulk: <bytes> <ns>`.
+fn bulk_write() {
+    if gpu::global_thread() != 0 {
+        return;
+    }
+    let path = format!(
+        "{}/bulk.bin",
+        std::env::var("CULINUX_DIR").unwrap_or_else(|_| ".".into())
+    );
+    let chunk: Vec<u8> = (0..BULK_CHUNK).map(|i| i as u8).collect();
+    let started = gpu::now_ns();
+    let result = File::create(&path).and_then(|mut f| {
+        for _ in 0..BULK_BYTES / BULK_CHUNK {
+            f.write_all(&chunk)?;
+        }
+        Ok(())
+    });
+    match result {
+        Ok(()) => println!("bulk: {BULK_BYTES} {}", gpu::now_ns() - started),
+        Err(e) => println!("bulk: FAILED {e}"),
+    }
+}
+
+/// Every thread allocates and frees 64-byte boxes `ALLOCS_PER_THREAD` times.
+fn malloc_pairs() {
+    let mut sum = 0u64;
+    for i in 0..ALLOCS_PER_THREAD {
+        let b = std::hint::black_box(Box::new([i as u8; 64]));
+        sum += b[63] as u64;
+    }
+    CHECKSUM.fetch_add(sum, Ordering::Relaxed);
 }

@@ -19,7 +19,7 @@ pub const VERSION_SYMBOL: &str = "__hostcall_abi_version";
 
 /// Bytes at the start of the device heap reserved for the allocator's own state; the host
 /// zeroes them before a launch.
-pub const HEAP_RESERVED: usize = 4096;
+pub const HEAP_RESERVED: usize = 64 << 10;
 
 /// pthread keys available to each GPU thread (std needs a handful).
 pub const MAX_KEYS: usize = 31;

@@ -1,8 +1,9 @@
 //! The device heap: `malloc` and friends without any hostcall.
 //!
-//! Blocks come in power-of-two size classes (16 B .. 2^39 B). Each class has a lock-free
-//! free list (a Treiber stack whose head carries a 32-bit tag against ABA); new blocks are
-//! cut from the heap with one atomic add. A 16-byte header before each user pointer
+//! Blocks come in power-of-two size classes (16 B .. 2^39 B). Each class has `SHARDS`
+//! lock-free free lists (Treiber stacks whose heads carry a 32-bit tag against ABA); a
+//! thread uses the shard of its warp, so thousands of threads do not all contend for one
+//! head. New blocks are cut from the heap with one atomic add. A 16-byte header before each user pointer
 //! records the block's class and where the block starts (so `posix_memalign` can hand out
 //! a pointer past the block's start). Memory never leaves the heap, so a racing reader of
 //! a stale list link reads heap bytes, and the tag makes its compare-exchange fail.
@@ -22,14 +23,22 @@ use crate::{config, thread::set_errno};
 const UNIT: usize = 16;
 const CLASSES: usize = 36;
 const HEADER: usize = 16;
+/// Free-list shards per class (a block freed by one warp is reused by warps of its shard).
+const SHARDS: usize = 192;
 
 /// The allocator's state, at the start of the heap (zeroed by the host).
 #[repr(C)]
 struct Control {
     /// Bytes handed out from the data region (which starts after `HEAP_RESERVED`).
     bump: AtomicU64,
-    /// Per class: `(tag << 32) | (block unit index + 1)`, or `tag << 32` when empty.
-    free: [AtomicU64; CLASSES],
+    /// Per shard and class: `(tag << 32) | (block unit index + 1)`, or `tag << 32` when
+    /// empty.
+    free: [[AtomicU64; CLASSES]; SHARDS],
+}
+
+/// The calling thread's shard: by warp, so the lanes of a warp share one.
+fn shard() -> usize {
+    (crate::Nvptx::global_thread() / 32) as usize % SHARDS
 }
 
 const _: () = assert!(size_of::<Control>() <= HEAP_RESERVED);
@@ -65,7 +74,7 @@ impl Heap {
     }
 
     fn pop(&self, class: usize) -> Option<*mut u8> {
-        let head = &self.control.free[class];
+        let head = &self.control.free[shard()][class];
         let mut cur = head.load(Acquire);
         loop {
             let unit = (cur & 0xffff_ffff).checked_sub(1)?;
@@ -81,7 +90,7 @@ impl Heap {
 
     fn push(&self, class: usize, block: *mut u8) {
         let unit = (block as usize - self.data as usize) / UNIT;
-        let head = &self.control.free[class];
+        let head = &self.control.free[shard()][class];
         let mut cur = head.load(Relaxed);
         loop {
             self.link(unit as u64).store(cur & 0xffff_ffff, Relaxed);

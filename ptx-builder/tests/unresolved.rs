@@ -20,7 +20,10 @@ fn a_kernel_calling_an_undefined_libc_function_fails_naming_it() {
     };
     assert_eq!(list.len(), 1, "only fork is missing: {err}");
     assert_eq!(list[0].symbol, "fork");
-    assert!(list[0].needed_by.contains(&"calls_fork".to_owned()), "{err}");
+    assert!(
+        list[0].needed_by.contains(&"calls_fork".to_owned()),
+        "{err}"
+    );
     let msg = err.to_string();
     assert!(
         msg.contains("fork") && msg.contains("needed by calls_fork"),

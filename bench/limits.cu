@@ -1,0 +1,129 @@
+// Physical limits of the GPU<->host path and the CUDA C peers, measured on the machine
+// that runs hostcall_bench, in the same run. Built there with nvcc (the build box has no
+// CUDA). Usage: limits OUT.json   (stdout takes the printf flood: send it to /dev/null)
+//
+//  - roundtrip_us: one GPU thread flips a flag in host-pinned mapped memory, one host
+//    thread spins and answers; the floor under any hostcall's latency.
+//  - cuda_printf_lines_per_s: 132 x 256 threads x 16 printf lines, FIFO 512 MiB.
+//  - cuda_malloc_pairs_per_s: 132 x 256 threads x 256 malloc(64)/free pairs.
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <cuda_runtime.h>
+
+#define CK(x)                                                                          \
+  do {                                                                                 \
+    cudaError_t e_ = (x);                                                              \
+    if (e_ != cudaSuccess) {                                                           \
+      fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                         \
+      exit(1);                                                                         \
+    }                                                                                  \
+  } while (0)
+
+__device__ unsigned long long now_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void roundtrip(volatile unsigned *req, volatile unsigned *resp, int n,
+                          unsigned long long *ns) {
+  unsigned long long t0 = now_ns();
+  for (int i = 1; i <= n; i++) {
+    *req = i;
+    __threadfence_system();
+    while (*resp != (unsigned)i) {
+    }
+  }
+  *ns = now_ns() - t0;
+}
+
+__global__ void printer(int lines) {
+  int me = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int i = 0; i < lines; i++) printf("line %d %d\n", me, i);
+}
+
+__global__ void mallocs(int n, unsigned *failed) {
+  for (int i = 0; i < n; i++) {
+    volatile char *p = (volatile char *)malloc(64);
+    if (!p) {
+      atomicAdd(failed, 1);
+      continue;
+    }
+    p[0] = (char)i;
+    free((void *)p);
+  }
+}
+
+static float time_kernel(void (*launch)()) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  CK(cudaEventRecord(a));
+  launch();
+  CK(cudaGetLastError());
+  CK(cudaEventRecord(b));
+  CK(cudaEventSynchronize(b));
+  float ms;
+  CK(cudaEventElapsedTime(&ms, a, b));
+  return ms;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: limits OUT.json\n");
+    return 2;
+  }
+  const int iters = 20000;
+  unsigned *flags;
+  CK(cudaHostAlloc(&flags, 2 * sizeof(unsigned), cudaHostAllocMapped));
+  flags[0] = flags[1] = 0;
+  unsigned long long *ns;
+  CK(cudaMallocManaged(&ns, sizeof *ns));
+  std::atomic<bool> stop{false};
+  std::thread server([&] {
+    volatile unsigned *req = flags, *resp = flags + 1;
+    while (!stop.load(std::memory_order_relaxed)) {
+      unsigned r = *req;
+      if (r != *resp) *resp = r;
+    }
+  });
+  roundtrip<<<1, 1>>>(flags, flags + 1, iters, ns);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  stop = true;
+  server.join();
+  double roundtrip_us = *ns / 1e3 / iters;
+
+  const int blocks = 132, threads = 256, lines = 16, pairs = 256;
+  CK(cudaDeviceSetLimit(cudaLimitPrintfFifoSize, 512u << 20));
+  printer<<<1, 32>>>(1);  // warm up the printf path
+  CK(cudaDeviceSynchronize());
+  static int g_lines = lines;
+  float printf_ms = time_kernel([] { printer<<<132, 256>>>(g_lines); });
+  CK(cudaDeviceSynchronize());
+  fflush(stdout);
+
+  CK(cudaDeviceSetLimit(cudaLimitMallocHeapSize, 256u << 20));
+  unsigned *failed;
+  CK(cudaMallocManaged(&failed, sizeof *failed));
+  *failed = 0;
+  static unsigned *g_failed = failed;
+  static int g_pairs = pairs;
+  mallocs<<<1, 32>>>(1, failed);  // warm up the device heap
+  CK(cudaDeviceSynchronize());
+  float malloc_ms = time_kernel([] { mallocs<<<132, 256>>>(g_pairs, g_failed); });
+
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  FILE *f = fopen(argv[1], "w");
+  if (!f) return 1;
+  fprintf(f,
+          "{\"device\": \"%s\", \"roundtrip_us\": %.4f, \"cuda_printf_lines_per_s\": %.1f, "
+          "\"cuda_malloc_pairs_per_s\": %.1f, \"cuda_malloc_failures\": %u}\n",
+          prop.name, roundtrip_us, blocks * threads * lines / (printf_ms / 1e3),
+          blocks * threads * pairs / (malloc_ms / 1e3), *failed);
+  fclose(f);
+  return 0;
+}
