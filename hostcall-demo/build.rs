@@ -1,7 +1,6 @@
 //! Builds culinux for the GPU and generates the code that embeds its PTX, cubins and
 //! SHA-256 into `hostcalls_bin`.
 
-use std::fmt::Write;
 use std::path::PathBuf;
 
 fn main() {
@@ -27,22 +26,7 @@ fn embed() -> Result<(), Box<dyn std::error::Error>> {
     let module = ptx_builder::PtxBuilder::new(manifest.join("../culinux")).build()?;
     module.emit_rerun_if_changed();
 
-    let mut code = String::new();
-    writeln!(code, "/// The culinux module's PTX.")?;
-    writeln!(
-        code,
-        "pub const PTX: &str = include_str!({:?});",
-        module.ptx
-    )?;
-    writeln!(code, "/// Cubins by SM version.")?;
-    writeln!(code, "pub const CUBINS: &[(u32, &[u8])] = &[")?;
-    for (sm, path) in &module.cubins {
-        writeln!(code, "    ({sm}, include_bytes!({path:?})),")?;
-    }
-    writeln!(code, "];")?;
-    writeln!(code, "/// SHA-256 of the module.")?;
-    writeln!(code, "pub const SHA256: &str = {:?};", module.sha256)?;
     let out = PathBuf::from(std::env::var("OUT_DIR")?).join("culinux_module.rs");
-    std::fs::write(out, code)?;
+    std::fs::write(out, module.embed_rs())?;
     Ok(())
 }

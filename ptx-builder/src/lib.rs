@@ -87,6 +87,75 @@ impl PtxModule {
             println!("cargo:rerun-if-changed={}", s.display());
         }
     }
+
+    /// Rust source that embeds this module (`PTX`, `CUBINS`, `SHA256`), for a host crate
+    /// to `include!` (build.rs under Cargo, a genrule under Buck2).
+    pub fn embed_rs(&self) -> String {
+        let mut code = String::from("/// The module's PTX.\n");
+        code += &format!("pub const PTX: &str = include_str!({:?});\n", self.ptx);
+        code += "/// Cubins by SM version.\npub const CUBINS: &[(u32, &[u8])] = &[\n";
+        for (sm, path) in &self.cubins {
+            code += &format!("    ({sm}, include_bytes!({path:?})),\n");
+        }
+        code += "];\n/// SHA-256 of the module.\n";
+        code += &format!("pub const SHA256: &str = {:?};\n", self.sha256);
+        code
+    }
+
+    /// Copies the module into `dir` under stable names (`module.ptx`,
+    /// `module.sm_NN.cubin`, `module.sha256`, `module.kernels`) and returns it there.
+    pub fn copy_to(&self, dir: &Path) -> Result<PtxModule> {
+        let io = |what: &Path| BuildError::io(format!("writing {}", what.display()));
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let ptx = dir.join("module.ptx");
+        std::fs::copy(&self.ptx, &ptx).map_err(io(&ptx))?;
+        let mut cubins = Vec::new();
+        for (sm, c) in &self.cubins {
+            let to = dir.join(format!("module.sm_{sm}.cubin"));
+            std::fs::copy(c, &to).map_err(io(&to))?;
+            cubins.push((*sm, to));
+        }
+        let sha = dir.join("module.sha256");
+        std::fs::write(&sha, &self.sha256).map_err(io(&sha))?;
+        let kernels = dir.join("module.kernels");
+        std::fs::write(&kernels, self.kernels.join("\n")).map_err(io(&kernels))?;
+        Ok(PtxModule {
+            ptx,
+            cubins,
+            sha256: self.sha256.clone(),
+            kernels: self.kernels.clone(),
+            sources: self.sources.clone(),
+        })
+    }
+
+    /// A module that [`PtxModule::copy_to`] wrote into `dir`.
+    pub fn load_dir(dir: &Path) -> Result<PtxModule> {
+        let read = |name: &str| {
+            let p = dir.join(name);
+            std::fs::read_to_string(&p).map_err(BuildError::io(format!("reading {}", p.display())))
+        };
+        let mut cubins: Vec<(u32, PathBuf)> = std::fs::read_dir(dir)
+            .map_err(BuildError::io(format!("reading {}", dir.display())))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter_map(|p| {
+                let name = p.file_name()?.to_str()?;
+                let sm = name
+                    .strip_prefix("module.sm_")?
+                    .strip_suffix(".cubin")?
+                    .parse()
+                    .ok()?;
+                Some((sm, p))
+            })
+            .collect();
+        cubins.sort();
+        Ok(PtxModule {
+            ptx: dir.join("module.ptx"),
+            cubins,
+            sha256: read("module.sha256")?.trim().to_owned(),
+            kernels: read("module.kernels")?.lines().map(str::to_owned).collect(),
+            sources: Vec::new(),
+        })
+    }
 }
 
 impl PtxBuilder {
@@ -261,5 +330,37 @@ impl PtxBuilder {
             kernels,
             sources: built.sources,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_to_then_load_dir_round_trips_and_embeds() {
+        let src = tempfile::tempdir().unwrap();
+        let (ptx, cubin) = (src.path().join("k.ptx"), src.path().join("k.sm_90.cubin"));
+        std::fs::write(&ptx, ".version 8.0\n").unwrap();
+        std::fs::write(&cubin, [1u8, 2, 3]).unwrap();
+        let m = PtxModule {
+            ptx,
+            cubins: vec![(90, cubin)],
+            sha256: "ab".repeat(32),
+            kernels: vec!["kmain".into(), "other".into()],
+            sources: Vec::new(),
+        };
+        let out = tempfile::tempdir().unwrap();
+        let copied = m.copy_to(out.path()).unwrap();
+        let loaded = PtxModule::load_dir(out.path()).unwrap();
+        assert_eq!(loaded.ptx, copied.ptx);
+        assert_eq!(loaded.cubins, copied.cubins);
+        assert_eq!(
+            (loaded.sha256.as_str(), loaded.kernels.as_slice()),
+            (m.sha256.as_str(), m.kernels.as_slice())
+        );
+        let rs = loaded.embed_rs();
+        assert!(rs.contains("pub const PTX: &str = include_str!(") && rs.contains("module.ptx"));
+        assert!(rs.contains("(90, include_bytes!(") && rs.contains(&m.sha256));
     }
 }
