@@ -13,7 +13,7 @@ fn main() {
 fn embed() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-env-changed=PTXAS");
     let commit = std::process::Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
+        .args(["describe", "--always", "--dirty", "--abbrev=12"])
         .output()
         .ok()
         .filter(|o| o.status.success())

@@ -25,16 +25,18 @@
 //!    [`PortState::lock`] with a compare-exchange in device memory; the port index is
 //!    broadcast to the other active lanes.
 //! 2. Each active lane writes its own [`LaneSlot`] (service id, caller coordinates,
-//!    arguments) and its bulk bytes. The lanes meet at a warp barrier, which orders their
-//!    writes before the leader's next step.
-//! 3. The leader writes the lane mask, executes a **system-scope release fence**, then
-//!    stores `request = seq` with release semantics. The payload is therefore visible to
-//!    any host thread that observes the new `request`.
+//!    arguments, `status` = pending) and its bulk bytes. When several lanes share the
+//!    packet, each then executes a **system-scope fence**, and all meet at a warp barrier.
+//! 3. The leader writes the lane mask, then stores `request = seq` with **system-scope
+//!    release** semantics. The payload is therefore visible to any host thread that
+//!    observes the new `request`.
 //! 4. The host polls `request` with acquire loads. On `request != response` it reads the
-//!    mask and the slots, serves each lane, writes each lane's `status` and results, then
-//!    stores `response = request` with release semantics (after its own fence).
+//!    mask and the slots, serves each lane, writes each lane's results and then its
+//!    `status`, then stores `response = request` with release semantics.
 //! 5. The leader polls `response` with system-scope acquire loads until it equals `seq`;
-//!    a warp barrier hands the results to all lanes, which read their own slots.
+//!    a warp barrier (and, for a shared packet, a fence in each lane) hands the results
+//!    to all lanes. Each lane reads its slot with volatile loads and accepts it only once
+//!    `status` is no longer pending and the slot still holds its own coordinates.
 //! 6. A final warp barrier, then the leader releases the lock (release store).
 //!
 //! A result is any `i64`: completion is the `response` counter, never a sentinel value.

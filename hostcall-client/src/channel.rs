@@ -127,17 +127,20 @@ impl Channel {
             });
             copy_to_bulk(bulk, send);
         }
-        // Every lane makes its own writes visible at system scope before the barrier:
-        // the warp barrier orders memory among the lanes, but the leader's release
-        // alone was seen (H100, 33k threads) to let the host read a slot's old request.
-        P::fence_system();
+        // When lanes share the packet, each makes its own writes visible at system scope
+        // before the barrier rather than relying on the leader's release being cumulative
+        // over the barrier. A lone lane is the leader: its release store below orders its
+        // own writes.
+        let shared = mask.count_ones() > 1;
+        if shared {
+            P::fence_system();
+        }
         P::sync_warp(mask);
 
         if is_leader {
             let seq = state.seq.load(Relaxed).wrapping_add(1);
             state.seq.store(seq, Relaxed);
             header.lane_mask.store(mask, Relaxed);
-            P::fence_system();
             header.request.store(seq, Release);
             // Each poll is a read across PCIe (about a microsecond): poll back to back
             // first, then back off so a slow service does not flood the bus.
@@ -152,9 +155,12 @@ impl Channel {
             }
         }
         P::sync_warp(mask);
-        // Each lane's own acquire side: its reads below must not be served from a cache
-        // line filled before the host's answer; they are volatile (strong) loads too.
-        P::fence_system();
+        // The other lanes' acquire side (the leader's is its acquire load): their reads
+        // below must not be served from a cache line filled before the host's answer;
+        // they are volatile (strong) loads too.
+        if shared {
+            P::fence_system();
+        }
 
         // The host answered (the leader saw `response == seq`, and the warp barrier passed
         // that on), so the slot and bulk buffer are this lane's again. Each lane still
