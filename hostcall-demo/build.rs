@@ -22,6 +22,14 @@ fn embed() -> Result<(), Box<dyn std::error::Error>> {
             |o| String::from_utf8_lossy(&o.stdout).trim().to_owned(),
         );
     println!("cargo:rustc-env=HOSTCALL_COMMIT={commit}");
+    // A new commit must refresh the embedded commit: watch HEAD and the branch it names.
+    let git = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../.git");
+    if let Ok(head) = std::fs::read_to_string(git.join("HEAD")) {
+        println!("cargo:rerun-if-changed={}", git.join("HEAD").display());
+        if let Some(r) = head.trim().strip_prefix("ref: ") {
+            println!("cargo:rerun-if-changed={}", git.join(r).display());
+        }
+    }
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?);
     let module = ptx_builder::PtxBuilder::new(manifest.join("../culinux")).build()?;
     module.emit_rerun_if_changed();
