@@ -7,9 +7,13 @@ use core::sync::atomic::AtomicU32;
 /// Lanes in an NVIDIA warp; a port carries one [`LaneSlot`] per lane.
 pub const WARP_SIZE: usize = 32;
 
-/// Bytes of bulk data each lane of a port can send or receive per round trip. Larger
-/// transfers are split by the client into chunks of this size.
+/// Bytes of bulk data each lane of a shared packet can send or receive per round trip.
+/// Larger transfers are split by the client into chunks.
 pub const BULK_PER_LANE: usize = 4096;
+
+/// Bytes of bulk data a lone lane (a packet whose lane mask has one bit) can send or
+/// receive per round trip: the port's whole bulk area, from `bulk[0]`.
+pub const PORT_BULK: usize = BULK_PER_LANE * WARP_SIZE;
 
 /// Name of the module global (a [`DeviceConfig`]) the host fills before each launch.
 pub const CONFIG_SYMBOL: &str = "__hostcall_config";

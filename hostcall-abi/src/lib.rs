@@ -25,7 +25,9 @@
 //!    [`PortState::lock`] with a compare-exchange in device memory; the port index is
 //!    broadcast to the other active lanes.
 //! 2. Each active lane writes its own [`LaneSlot`] (service id, caller coordinates,
-//!    arguments, `status` = pending) and its bulk bytes. When several lanes share the
+//!    arguments, `status` = pending) and its bulk bytes: lane `i` of a shared packet uses
+//!    `bulk[i]` ([`BULK_PER_LANE`] bytes); a lone lane uses the whole bulk area
+//!    ([`PORT_BULK`] bytes from `bulk[0]`), so large transfers take fewer round trips. When several lanes share the
 //!    packet, each then executes a **system-scope fence**, and all meet at a warp barrier.
 //! 3. The leader writes the lane mask, then stores `request = seq` with **system-scope
 //!    release** semantics. The payload is therefore visible to any host thread that
@@ -58,7 +60,7 @@ pub mod stat;
 
 pub use layout::{
     BULK_PER_LANE, CONFIG_SYMBOL, DeviceConfig, FLAG_SINGLE_LANE, HEAP_RESERVED, LaneSlot,
-    MAX_KEYS, Port, PortHeader, PortState, ThreadArea, VERSION_SYMBOL, WARP_SIZE,
+    MAX_KEYS, PORT_BULK, Port, PortHeader, PortState, ThreadArea, VERSION_SYMBOL, WARP_SIZE,
 };
 pub use service::{Service, Status};
 

@@ -104,8 +104,8 @@ pub enum Status {
     Ok = 0,
     /// No service has this id on the host (`args[0]` = `-ENOSYS`).
     UnknownService = 1,
-    /// The request broke the service's argument rules, e.g. a length over
-    /// [`crate::BULK_PER_LANE`] (`args[0]` = `-EINVAL`).
+    /// The request broke the service's argument rules, e.g. a length over the lane's
+    /// bulk buffer (`args[0]` = `-EINVAL`).
     Malformed = 2,
 }
 

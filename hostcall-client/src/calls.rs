@@ -17,46 +17,53 @@ fn outcome(reply: Reply) -> i64 {
 }
 
 fn simple<P: Platform>(ch: &Channel, service: Service, args: [u64; 6]) -> i64 {
-    outcome(ch.call::<P>(service as u32, args, &[], &mut []))
+    outcome(ch.call::<P>(service as u32, args, &[], &mut [], None))
 }
 
-/// A path or name must fit in one bulk buffer.
+/// A path or name must fit in the smallest bulk buffer (a lane's in a shared packet).
 fn too_long(bytes: &[u8]) -> bool {
     bytes.len() > BULK_PER_LANE
 }
 
 /// Echoes `value` (a transport round trip and nothing else).
 pub fn ping<P: Platform>(ch: &Channel, value: u64) -> u64 {
-    ch.call::<P>(Service::Ping as u32, [value, 0, 0, 0, 0, 0], &[], &mut [])
-        .args[0]
+    ch.call::<P>(
+        Service::Ping as u32,
+        [value, 0, 0, 0, 0, 0],
+        &[],
+        &mut [],
+        None,
+    )
+    .args[0]
 }
 
-/// Writes all of `data` to `fd` in bulk-sized chunks. Returns the bytes written, or
-/// `-errno` if the first chunk failed (a later failure returns the count so far).
+/// Writes all of `data` to `fd`, as many round trips as the bulk buffer needs. Returns
+/// the bytes written, or `-errno` if nothing was (a later failure returns the count so
+/// far, as a short write).
 pub fn write<P: Platform>(ch: &Channel, fd: i32, data: &[u8]) -> i64 {
     if data.is_empty() {
         return simple::<P>(ch, Service::Write, [fd as u64, 0, 0, 0, 0, 0]);
     }
     let mut done = 0usize;
-    for chunk in data.chunks(BULK_PER_LANE) {
-        let args = [fd as u64, chunk.len() as u64, 0, 0, 0, 0];
-        let r = outcome(ch.call::<P>(Service::Write as u32, args, chunk, &mut []));
+    while done < data.len() {
+        let args = [fd as u64, 0, 0, 0, 0, 0];
+        let r = outcome(ch.call::<P>(Service::Write as u32, args, &data[done..], &mut [], Some(1)));
         if r < 0 {
             return if done == 0 { r } else { done as i64 };
         }
-        done += r as usize;
-        if (r as usize) < chunk.len() {
+        if r == 0 {
             break;
         }
+        done += r as usize;
     }
     done as i64
 }
 
-/// Reads up to `buf.len()` bytes (at most one bulk buffer: a short read, as POSIX allows).
+/// Reads up to `buf.len()` bytes in one round trip (a short read, as POSIX allows, when
+/// `buf` is larger than the bulk buffer).
 pub fn read<P: Platform>(ch: &Channel, fd: i32, buf: &mut [u8]) -> i64 {
-    let len = buf.len().min(BULK_PER_LANE);
-    let args = [fd as u64, len as u64, 0, 0, 0, 0];
-    outcome(ch.call::<P>(Service::Read as u32, args, &[], &mut buf[..len]))
+    let args = [fd as u64, 0, 0, 0, 0, 0];
+    outcome(ch.call::<P>(Service::Read as u32, args, &[], buf, Some(1)))
 }
 
 /// Opens `path` (no terminating NUL) with Linux `flags` and `mode`; returns a GPU fd.
@@ -65,7 +72,7 @@ pub fn open<P: Platform>(ch: &Channel, path: &[u8], flags: i32, mode: u32) -> i6
         return -(hostcall_abi::errno::ENAMETOOLONG as i64);
     }
     let args = [flags as u64, mode as u64, path.len() as u64, 0, 0, 0];
-    outcome(ch.call::<P>(Service::Open as u32, args, path, &mut []))
+    outcome(ch.call::<P>(Service::Open as u32, args, path, &mut [], None))
 }
 
 /// Closes a GPU fd.
@@ -85,7 +92,7 @@ pub fn lseek<P: Platform>(ch: &Channel, fd: i32, offset: i64, whence: i32) -> i6
 /// Fills `out` with the x86_64 `struct stat` of a GPU fd.
 pub fn fstat<P: Platform>(ch: &Channel, fd: i32, out: &mut [u8; STAT_SIZE]) -> i64 {
     let args = [fd as u64, 0, 0, 0, 0, 0];
-    outcome(ch.call::<P>(Service::Fstat as u32, args, &[], out))
+    outcome(ch.call::<P>(Service::Fstat as u32, args, &[], out, None))
 }
 
 /// Fills `out` with the x86_64 `struct stat` of `path`, following links if `follow`.
@@ -99,7 +106,7 @@ pub fn stat<P: Platform>(
         return -(hostcall_abi::errno::ENAMETOOLONG as i64);
     }
     let args = [path.len() as u64, follow as u64, 0, 0, 0, 0];
-    outcome(ch.call::<P>(Service::Stat as u32, args, path, out))
+    outcome(ch.call::<P>(Service::Stat as u32, args, path, out, None))
 }
 
 /// A service whose reply is a string: copies it into `out` and returns its length, or
@@ -109,7 +116,7 @@ fn string_reply<P: Platform>(ch: &Channel, service: Service, input: &[u8], out: 
         return -(hostcall_abi::errno::ENAMETOOLONG as i64);
     }
     let args = [input.len() as u64, 0, 0, 0, 0, 0];
-    let r = outcome(ch.call::<P>(service as u32, args, input, out));
+    let r = outcome(ch.call::<P>(service as u32, args, input, out, None));
     if r >= 0 && r as usize > out.len() {
         return -(ERANGE as i64);
     }
@@ -151,9 +158,8 @@ pub fn clock_realtime<P: Platform>(ch: &Channel) -> i64 {
     simple::<P>(ch, Service::ClockRealtime, [0; 6])
 }
 
-/// Fills `buf` (up to one bulk buffer) with random bytes from the host's OS.
+/// Fills `buf` (up to one bulk buffer: a short count when larger) with random bytes from
+/// the host's OS.
 pub fn getrandom<P: Platform>(ch: &Channel, buf: &mut [u8]) -> i64 {
-    let len = buf.len().min(BULK_PER_LANE);
-    let args = [len as u64, 0, 0, 0, 0, 0];
-    outcome(ch.call::<P>(Service::Getrandom as u32, args, &[], &mut buf[..len]))
+    outcome(ch.call::<P>(Service::Getrandom as u32, [0; 6], &[], buf, Some(0)))
 }

@@ -4,7 +4,7 @@
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use hostcall_abi::{
-    BULK_PER_LANE, DeviceConfig, FLAG_SINGLE_LANE, LaneSlot, Port, PortState, Status,
+    BULK_PER_LANE, DeviceConfig, FLAG_SINGLE_LANE, LaneSlot, PORT_BULK, Port, PortState, Status,
 };
 
 use crate::Platform;
@@ -70,16 +70,20 @@ impl Channel {
 
     /// One round trip for this lane: `send` goes to the host in the lane's bulk buffer,
     /// the reply's bulk bytes (as many as the host reports in `args[5]`) are copied into
-    /// `recv`. Lanes of the warp that call at the
-    /// same time share a port and one publication. Blocks while every port is busy.
+    /// `recv`. Lanes of the warp that call at the same time share a port and one
+    /// publication. Blocks while every port is busy.
     ///
-    /// `send` and `recv` are cut to [`BULK_PER_LANE`] bytes; [`crate::calls`] chunks.
+    /// The bulk buffer holds [`BULK_PER_LANE`] bytes in a shared packet and [`PORT_BULK`]
+    /// for a lone lane; `send` and `recv` are cut to it, and `args[len_arg]`, if given, is
+    /// set to the bytes that travel (`send`'s if any, else `recv`'s). [`crate::calls`]
+    /// loops over what did not fit.
     pub fn call<P: Platform>(
         &self,
         service: u32,
-        args: [u64; 6],
+        mut args: [u64; 6],
         send: &[u8],
         recv: &mut [u8],
+        len_arg: Option<usize>,
     ) -> Reply {
         let lane = P::lane_id();
         let mask = if self.single_lane {
@@ -100,22 +104,33 @@ impl Channel {
         let state = unsafe { &*self.states.add(index as usize) };
         // SAFETY: `port` is valid; the header is only ever accessed through atomics.
         let header = unsafe { &(*port).header };
-        // SAFETY: `lane < WARP_SIZE`, in bounds of the port's arrays; this lane is their
-        // only GPU-side user while the warp holds the lock, and the host reads them only
-        // between `request` and `response` (protocol steps 3–4).
-        let (slot, bulk) = unsafe {
-            (
-                (&raw mut (*port).lanes)
-                    .cast::<LaneSlot>()
-                    .add(lane as usize),
-                (&raw mut (*port).bulk)
-                    .cast::<[u8; BULK_PER_LANE]>()
-                    .add(lane as usize),
-            )
+        // SAFETY: `lane < WARP_SIZE`, in bounds of the port's arrays; this lane is the only
+        // GPU-side user of its slot and bulk buffer (the whole area when alone) while the
+        // warp holds the lock, and the host reads them only between `request` and
+        // `response` (protocol steps 3–4).
+        let shared = mask.count_ones() > 1;
+        let (slot, bulk, capacity) = unsafe {
+            let slot = (&raw mut (*port).lanes)
+                .cast::<LaneSlot>()
+                .add(lane as usize);
+            let area = (&raw mut (*port).bulk).cast::<u8>();
+            if shared {
+                (slot, area.add(lane as usize * BULK_PER_LANE), BULK_PER_LANE)
+            } else {
+                (slot, area, PORT_BULK)
+            }
         };
 
         let (block, thread) = P::caller();
-        let send = &send[..send.len().min(BULK_PER_LANE)];
+        let send = &send[..send.len().min(capacity)];
+        let recv_len = recv.len().min(capacity);
+        if let Some(i) = len_arg {
+            args[i] = if send.is_empty() {
+                recv_len
+            } else {
+                send.len()
+            } as u64;
+        }
         // SAFETY: see `slot` and `bulk` above.
         unsafe {
             slot.write(LaneSlot {
@@ -131,7 +146,6 @@ impl Channel {
         // before the barrier rather than relying on the leader's release being cumulative
         // over the barrier. A lone lane is the leader: its release store below orders its
         // own writes.
-        let shared = mask.count_ones() > 1;
         if shared {
             P::fence_system();
         }
@@ -178,8 +192,8 @@ impl Channel {
             P::nanosleep(backoff);
             backoff = (backoff * 2).min(MAX_BACKOFF_NS);
         };
-        let take = recv.len().min(slot.args[5] as usize).min(BULK_PER_LANE);
-        // SAFETY: as above.
+        let take = recv_len.min(slot.args[5] as usize);
+        // SAFETY: as above; `take <= capacity`.
         unsafe { copy_from_bulk(&mut recv[..take], bulk) };
         P::sync_warp(mask);
         if is_leader {

@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use hostcall_abi::errno::{EINVAL, ENOSYS};
-use hostcall_abi::{BULK_PER_LANE, LaneSlot, Port, Service, Status, WARP_SIZE};
+use hostcall_abi::{BULK_PER_LANE, LaneSlot, PORT_BULK, Port, Service, Status, WARP_SIZE};
 
 use crate::services::{Call, Reply, ServiceTable};
 
@@ -125,15 +125,21 @@ fn serve_port(ports: Ports, p: usize, services: &ServiceTable, trace: bool) -> u
         log::warn!("malformed packet on port {p}: empty lane mask; answered without serving");
     }
     let mut served = 0;
+    let alone = mask.count_ones() == 1;
     for lane in (0..WARP_SIZE).filter(|l| mask & (1 << l) != 0) {
         // SAFETY: the GPU published the port (request != response, observed with acquire),
-        // so until we store `response` its slots and bulk buffers are ours alone.
+        // so until we store `response` its slots and bulk buffers are ours alone. A lone
+        // lane's buffer is the port's whole bulk area, a shared packet's lane has its own.
         let (slot, bulk) = unsafe {
+            let area = (&raw mut (*port).bulk).cast::<u8>();
+            let bulk = if alone {
+                std::slice::from_raw_parts_mut(area, PORT_BULK)
+            } else {
+                std::slice::from_raw_parts_mut(area.add(lane * BULK_PER_LANE), BULK_PER_LANE)
+            };
             (
                 &mut *(&raw mut (*port).lanes).cast::<LaneSlot>().add(lane),
-                &mut *(&raw mut (*port).bulk)
-                    .cast::<[u8; BULK_PER_LANE]>()
-                    .add(lane),
+                bulk,
             )
         };
         serve_lane(slot, bulk, services, trace);
@@ -143,12 +149,7 @@ fn serve_port(ports: Ports, p: usize, services: &ServiceTable, trace: bool) -> u
     served
 }
 
-fn serve_lane(
-    slot: &mut LaneSlot,
-    bulk: &mut [u8; BULK_PER_LANE],
-    services: &ServiceTable,
-    trace: bool,
-) {
+fn serve_lane(slot: &mut LaneSlot, bulk: &mut [u8], services: &ServiceTable, trace: bool) {
     let started = trace.then(Instant::now);
     let mut call = Call {
         service: slot.service,
@@ -197,7 +198,7 @@ fn serve_lane(
         );
     }
     slot.args[0] = reply.result as u64;
-    slot.args[5] = reply.bulk_out.min(BULK_PER_LANE) as u64;
+    slot.args[5] = reply.bulk_out.min(call.bulk.len()) as u64;
     // The status goes last: a lane that polls its own slot (see hostcall_client) takes
     // a non-pending status as "my results are there". x86-64 keeps stores in order;
     // this fence keeps the compiler from reordering them (the Release store of

@@ -68,11 +68,40 @@ fn stdout_and_stderr_reach_the_host_and_stdin_is_denied_by_default() {
 
 #[test]
 fn large_writes_are_chunked_and_arrive_whole() {
-    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    // 1 MiB from a lone lane: 8 round trips through the port's whole 128 KiB bulk area.
+    let data: Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 251) as u8).collect();
     let d = data.clone();
-    let (r, rep) = run_one(quiet(), move |ch, _| calls::write::<Emu>(ch, 1, &d));
-    assert_eq!(r, data.len() as i64);
-    assert_eq!(rep.stdout, data);
+    let (r, rep) = run_one(quiet(), move |ch, _| calls::write::<Emu>(ch, 1, &d[1..]));
+    assert_eq!(
+        r,
+        data.len() as i64 - 1,
+        "an unaligned source is copied too"
+    );
+    assert_eq!(rep.stdout, data[1..]);
+    assert_eq!(rep.calls, 8);
+}
+
+#[test]
+fn large_reads_are_short_reads_of_one_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big");
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    let p = path.to_str().unwrap().as_bytes().to_vec();
+    let (r, _) = run_one(quiet().preopen_dir(dir.path()), move |ch, _| {
+        let fd = calls::open::<Emu>(ch, &p, O_RDONLY, 0) as i32;
+        let mut all = Vec::new();
+        let mut buf = vec![0u8; 200_000];
+        loop {
+            let n = calls::read::<Emu>(ch, fd, &mut buf);
+            if n <= 0 {
+                break (all, n);
+            }
+            all.extend_from_slice(&buf[..n as usize]);
+        }
+    });
+    assert_eq!(r.1, 0, "reads end at EOF");
+    assert_eq!(r.0, data);
 }
 
 #[test]

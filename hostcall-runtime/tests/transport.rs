@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use hostcall_abi::{BULK_PER_LANE, Service, Status};
+use hostcall_abi::{BULK_PER_LANE, PORT_BULK, Service, Status};
 use hostcall_client::calls;
 use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::services::{Call, Handler, Malformed, Reply};
@@ -102,7 +102,7 @@ fn unknown_service_is_an_error_for_the_caller_and_the_server_carries_on() {
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
         let reply = t
             .channel()
-            .call::<Emu>(4242, [1, 2, 3, 0, 0, 0], &[], &mut []);
+            .call::<Emu>(4242, [1, 2, 3, 0, 0, 0], &[], &mut [], None);
         let after = calls::ping::<Emu>(t.channel(), 7);
         s.lock()
             .unwrap()
@@ -132,10 +132,10 @@ fn malformed_request_is_rejected_and_the_server_carries_on() {
     let s = seen.clone();
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
         // A write claiming more bytes than a bulk buffer holds.
-        let args = [1, BULK_PER_LANE as u64 + 1, 0, 0, 0, 0];
+        let args = [1, PORT_BULK as u64 + 1, 0, 0, 0, 0];
         let bad = t
             .channel()
-            .call::<Emu>(Service::Write as u32, args, b"x", &mut []);
+            .call::<Emu>(Service::Write as u32, args, b"x", &mut [], None);
         let good = calls::write::<Emu>(t.channel(), 1, b"still here\n");
         s.lock().unwrap().push((bad.status, bad.result(), good));
     });
@@ -168,7 +168,7 @@ fn embedder_services_are_reached_by_id() {
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
         let r = t
             .channel()
-            .call::<Emu>(1000, [21, 0, 0, 0, 0, 0], &[], &mut []);
+            .call::<Emu>(1000, [21, 0, 0, 0, 0, 0], &[], &mut [], None);
         g.store(r.result() as u64, Ordering::Relaxed);
     });
     let host = quiet().service(1000, Arc::new(Double)).build().unwrap();

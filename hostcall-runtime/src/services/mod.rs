@@ -10,7 +10,7 @@ mod stdio;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use hostcall_abi::{BULK_PER_LANE, Service};
+use hostcall_abi::Service;
 
 pub(crate) use env::EnvPolicy;
 pub(crate) use fs::{FdTable, Files};
@@ -28,17 +28,18 @@ pub struct Call<'a> {
     pub thread: u32,
     /// The arguments (see `hostcall_abi::service` for each service's convention).
     pub args: [u64; 6],
-    /// The lane's bulk buffer: input bytes on entry, output bytes on return.
-    pub bulk: &'a mut [u8; BULK_PER_LANE],
+    /// The lane's bulk buffer (`BULK_PER_LANE` bytes in a shared packet, `PORT_BULK` for
+    /// a lone lane): input bytes on entry, output bytes on return.
+    pub bulk: &'a mut [u8],
 }
 
 impl Call<'_> {
     /// Argument `i` as a length bounded by the bulk buffer.
     pub fn len_arg(&self, i: usize) -> Result<usize, Malformed> {
-        let n = self.args[i];
-        if n > BULK_PER_LANE as u64 {
+        let (n, cap) = (self.args[i], self.bulk.len());
+        if n > cap as u64 {
             return Err(Malformed(format!(
-                "length argument {i} is {n}, over the {BULK_PER_LANE}-byte bulk buffer"
+                "length argument {i} is {n}, over the {cap}-byte bulk buffer"
             )));
         }
         Ok(n as usize)
