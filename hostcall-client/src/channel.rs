@@ -104,11 +104,11 @@ impl Channel {
         let state = unsafe { &*self.states.add(index as usize) };
         // SAFETY: `port` is valid; the header is only ever accessed through atomics.
         let header = unsafe { &(*port).header };
+        let shared = mask.count_ones() > 1;
         // SAFETY: `lane < WARP_SIZE`, in bounds of the port's arrays; this lane is the only
         // GPU-side user of its slot and bulk buffer (the whole area when alone) while the
         // warp holds the lock, and the host reads them only between `request` and
         // `response` (protocol steps 3–4).
-        let shared = mask.count_ones() > 1;
         let (slot, bulk, capacity) = unsafe {
             let slot = (&raw mut (*port).lanes)
                 .cast::<LaneSlot>()
