@@ -62,7 +62,7 @@ pub use layout::{
     BULK_PER_LANE, CONFIG_SYMBOL, DeviceConfig, FLAG_SINGLE_LANE, HEAP_RESERVED, LaneSlot,
     MAX_KEYS, PORT_BULK, Port, PortHeader, PortState, ThreadArea, VERSION_SYMBOL, WARP_SIZE,
 };
-pub use service::{Service, Status};
+pub use service::{DEVICE_WRITE_MAX, Service, Status};
 
 /// The version both halves must agree on; bump it on any change to this crate's layouts,
 /// service ids or argument conventions. The host refuses a module built with another.

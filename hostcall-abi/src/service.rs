@@ -22,6 +22,7 @@
 //! | `Abort` | – | – | 0 (the caller then traps) |
 //! | `ClockRealtime` | – | – | ns since the Unix epoch |
 //! | `Getrandom` | len | out: bytes | bytes written |
+//! | `WriteFromDevice` | fd, device address, len | – | bytes written (the host copies the bytes out of GPU global memory by DMA; at most [`DEVICE_WRITE_MAX`] per call) |
 
 /// A host service, by numeric id.
 #[repr(u32)]
@@ -44,11 +45,15 @@ pub enum Service {
     Abort = 13,
     ClockRealtime = 14,
     Getrandom = 15,
+    WriteFromDevice = 16,
 }
+
+/// Most bytes one `WriteFromDevice` call moves; the client loops over larger writes.
+pub const DEVICE_WRITE_MAX: u64 = 64 << 20;
 
 impl Service {
     /// Every service, in id order.
-    pub const ALL: [Service; 16] = [
+    pub const ALL: [Service; 17] = [
         Service::Ping,
         Service::Write,
         Service::Read,
@@ -65,6 +70,7 @@ impl Service {
         Service::Abort,
         Service::ClockRealtime,
         Service::Getrandom,
+        Service::WriteFromDevice,
     ];
 
     /// The service with this id, if any.
@@ -91,6 +97,7 @@ impl Service {
             Service::Abort => "abort",
             Service::ClockRealtime => "clock_realtime",
             Service::Getrandom => "getrandom",
+            Service::WriteFromDevice => "write_from_device",
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use hostcall_abi::errno::{EINVAL, ENOSYS, ERANGE};
 use hostcall_abi::stat::STAT_SIZE;
-use hostcall_abi::{BULK_PER_LANE, Service, Status};
+use hostcall_abi::{BULK_PER_LANE, DEVICE_WRITE_MAX, Service, Status};
 
 use crate::{Channel, Platform, Reply};
 
@@ -37,10 +37,18 @@ pub fn ping<P: Platform>(ch: &Channel, value: u64) -> u64 {
     .args[0]
 }
 
-/// Writes all of `data` to `fd`, as many round trips as the bulk buffer needs. Returns
-/// the bytes written, or `-errno` if nothing was (a later failure returns the count so
-/// far, as a short write).
+/// Writes of at least this many bytes from global memory go by DMA (`WriteFromDevice`):
+/// below it, copying through the bulk buffer costs less than the host's copy set-up.
+pub const DEVICE_WRITE_MIN: usize = 256 << 10;
+
+/// Writes all of `data` to `fd`. Large buffers in global memory travel by DMA, the host
+/// copying them out of GPU memory; others through the bulk buffer, as many round trips
+/// as it needs. Returns the bytes written, or `-errno` if nothing was (a later failure
+/// returns the count so far, as a short write).
 pub fn write<P: Platform>(ch: &Channel, fd: i32, data: &[u8]) -> i64 {
+    if data.len() >= DEVICE_WRITE_MIN && P::is_global(data.as_ptr()) {
+        return write_from_device::<P>(ch, fd, data);
+    }
     if data.is_empty() {
         return simple::<P>(ch, Service::Write, [fd as u64, 0, 0, 0, 0, 0]);
     }
@@ -55,6 +63,32 @@ pub fn write<P: Platform>(ch: &Channel, fd: i32, data: &[u8]) -> i64 {
             break;
         }
         done += r as usize;
+    }
+    done as i64
+}
+
+/// `write` of a global-memory buffer: one round trip per `DEVICE_WRITE_MAX` bytes. This
+/// thread's writes to `data` precede the request's system-scope release, so the host's
+/// copy sees them.
+fn write_from_device<P: Platform>(ch: &Channel, fd: i32, data: &[u8]) -> i64 {
+    let mut done = 0usize;
+    for chunk in data.chunks(DEVICE_WRITE_MAX as usize) {
+        let args = [
+            fd as u64,
+            chunk.as_ptr() as u64,
+            chunk.len() as u64,
+            0,
+            0,
+            0,
+        ];
+        let r = simple::<P>(ch, Service::WriteFromDevice, args);
+        if r < 0 {
+            return if done == 0 { r } else { done as i64 };
+        }
+        done += r as usize;
+        if (r as usize) < chunk.len() {
+            break;
+        }
     }
     done as i64
 }

@@ -80,6 +80,16 @@ impl Platform for Nvptx {
         unsafe { asm!("nanosleep.u32 {};", in(reg32) ns, options(nomem, nostack)) };
     }
 
+    fn is_global(ptr: *const u8) -> bool {
+        let g: u32;
+        // SAFETY: `isspacep` only inspects the address.
+        unsafe {
+            asm!("{{ .reg .pred p; isspacep.global p, {a}; selp.u32 {g}, 1, 0, p; }}",
+                a = in(reg64) ptr, g = out(reg32) g, options(nomem, nostack, pure))
+        };
+        g != 0
+    }
+
     fn caller() -> (u32, u32) {
         let block = sreg!("%ctaid.x")
             + sreg!("%nctaid.x") * (sreg!("%ctaid.y") + sreg!("%nctaid.y") * sreg!("%ctaid.z"));

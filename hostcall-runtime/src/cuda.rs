@@ -10,7 +10,7 @@ use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 use hostcall_abi::{CONFIG_SYMBOL, DeviceConfig, VERSION_SYMBOL};
 
-use crate::module::{GpuModule, HostMemory, KernelArg, Launch, LaunchEnd};
+use crate::module::{DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd};
 use crate::{Error, Result};
 
 /// Per-thread stack unless set: std's formatting and I/O paths need far more than
@@ -88,6 +88,7 @@ impl CudaOptions {
 /// A module loaded into the primary context of one device.
 pub struct CudaModule {
     device: sys::CUdevice,
+    ctx: sys::CUcontext,
     name: String,
     sm: u32,
     module: sys::CUmodule,
@@ -137,7 +138,6 @@ impl CudaModule {
             cu::ctx::set_current(ctx).map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
             (major as u32, minor as u32, ctx)
         };
-        let _ = ctx;
         let sm = major * 10 + minor;
         cu::ctx::set_limit(sys::CUlimit::CU_LIMIT_STACK_SIZE, options.stack_bytes)
             .map_err(|e| Error::cuda("cuCtxSetLimit(STACK_SIZE)", e))?;
@@ -173,6 +173,7 @@ impl CudaModule {
         );
         Ok(CudaModule {
             device,
+            ctx,
             name,
             sm,
             module,
@@ -295,6 +296,10 @@ impl GpuModule for CudaModule {
             .map_err(|e| Error::cuda("cuLaunchKernel", e))
     }
 
+    fn device_memory(&self) -> std::sync::Arc<dyn DeviceMemory> {
+        std::sync::Arc::new(CudaReader { ctx: self.ctx })
+    }
+
     fn poll(&mut self) -> Result<Option<LaunchEnd>> {
         // SAFETY: `self.stream` is a live stream of the current context.
         let r = unsafe { sys::cuStreamQuery(self.stream) };
@@ -303,6 +308,28 @@ impl GpuModule for CudaModule {
             sys::CUresult::CUDA_ERROR_NOT_READY => None,
             e => Some(LaunchEnd::Faulted(format!("{:?}", e.result().err()))),
         })
+    }
+}
+
+/// Copies device memory to the host with the copy engine while the kernel runs (the
+/// kernel's stream is non-blocking, so the legacy stream's copy does not wait for it).
+struct CudaReader {
+    ctx: sys::CUcontext,
+}
+
+// SAFETY: a CUDA context handle may be used from any thread once made current there.
+unsafe impl Send for CudaReader {}
+// SAFETY: as for Send; each call makes the context current on its own thread.
+unsafe impl Sync for CudaReader {}
+
+impl DeviceMemory for CudaReader {
+    fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), String> {
+        // SAFETY: the context outlives the launch (the module owns it); the driver checks
+        // that `addr .. addr + len` is device memory and fails the copy otherwise.
+        unsafe {
+            cu::ctx::set_current(self.ctx).map_err(|e| format!("{e:?}"))?;
+            cu::memcpy_dtoh_sync(out, addr).map_err(|e| format!("{e:?}"))
+        }
     }
 }
 

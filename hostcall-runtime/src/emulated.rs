@@ -20,7 +20,7 @@ use std::time::Duration;
 use hostcall_abi::{ABI_VERSION, DeviceConfig, WARP_SIZE};
 use hostcall_client::{Channel, Platform};
 
-use crate::module::{GpuModule, HostMemory, KernelArg, Launch, LaunchEnd};
+use crate::module::{DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd};
 use crate::{Error, Result};
 
 /// A kernel for the emulator: called once per emulated GPU thread.
@@ -136,6 +136,25 @@ impl Platform for Emu {
 
     fn caller() -> (u32, u32) {
         with_lane(|l| (l.block, l.thread))
+    }
+
+    fn is_global(_ptr: *const u8) -> bool {
+        true
+    }
+}
+
+/// Emulated "device memory" is this process's memory: a device address is a pointer.
+struct HostMemoryReader;
+
+impl DeviceMemory for HostMemoryReader {
+    fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), String> {
+        if addr == 0 {
+            return Err("null device address".into());
+        }
+        // SAFETY: emulated kernels are Rust closures of this process passing their own
+        // live buffers (the emulator trusts them as a GPU trusts its kernels' pointers).
+        unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr(), out.len()) };
+        Ok(())
     }
 }
 
@@ -290,6 +309,10 @@ impl GpuModule for EmulatedModule {
         }
         self.running = Some(Running { threads });
         Ok(())
+    }
+
+    fn device_memory(&self) -> Arc<dyn DeviceMemory> {
+        Arc::new(HostMemoryReader)
     }
 
     fn poll(&mut self) -> Result<Option<LaunchEnd>> {

@@ -289,6 +289,7 @@ impl Host {
 
         let files = Arc::new(Files {
             table: Mutex::new(FdTable::new(self.b.max_open_files)),
+            device: module.device_memory(),
             roots: self.roots.clone(),
             stdio: Stdio {
                 echo: self.b.echo,

@@ -68,6 +68,13 @@ pub struct HostMemory {
     pub len: usize,
 }
 
+/// Reads GPU global memory while a kernel runs (for services that take a device address
+/// instead of bulk bytes, such as `WriteFromDevice`).
+pub trait DeviceMemory: Send + Sync {
+    /// Copies `out.len()` bytes from device address `addr`.
+    fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), String>;
+}
+
 /// A loaded GPU module that can run kernels. Allocations live as long as the module.
 pub trait GpuModule {
     /// The device, for messages and reports.
@@ -82,6 +89,8 @@ pub trait GpuModule {
     fn write_config(&mut self, config: &DeviceConfig) -> Result<()>;
     /// Starts the kernel; returns at once.
     fn launch(&mut self, launch: &Launch) -> Result<()>;
+    /// A handle the server threads use to read device memory during a launch.
+    fn device_memory(&self) -> std::sync::Arc<dyn DeviceMemory>;
     /// Whether the last launch has ended; never blocks.
     fn poll(&mut self) -> Result<Option<LaunchEnd>>;
 }

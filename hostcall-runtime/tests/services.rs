@@ -68,17 +68,58 @@ fn stdout_and_stderr_reach_the_host_and_stdin_is_denied_by_default() {
 
 #[test]
 fn large_writes_are_chunked_and_arrive_whole() {
-    // 1 MiB from a lone lane: 8 round trips through the port's whole 128 KiB bulk area.
-    let data: Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 251) as u8).collect();
+    // 200 kB from a lone lane: under the DMA threshold, 2 round trips through the port's
+    // whole 128 KiB bulk area (from an unaligned source).
+    let data: Vec<u8> = (0..200_001u32).map(|i| (i % 251) as u8).collect();
     let d = data.clone();
     let (r, rep) = run_one(quiet(), move |ch, _| calls::write::<Emu>(ch, 1, &d[1..]));
-    assert_eq!(
-        r,
-        data.len() as i64 - 1,
-        "an unaligned source is copied too"
-    );
+    assert_eq!(r, data.len() as i64 - 1);
     assert_eq!(rep.stdout, data[1..]);
-    assert_eq!(rep.calls, 8);
+    assert_eq!(rep.calls, 2);
+}
+
+#[test]
+fn very_large_writes_go_by_dma_in_one_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dma.bin");
+    let p = path.to_str().unwrap().as_bytes().to_vec();
+    let data: Vec<u8> = (0..(3u32 << 20)).map(|i| (i % 241) as u8).collect();
+    let d = data.clone();
+    let (r, rep) = run_one(quiet().preopen_dir(dir.path()), move |ch, _| {
+        let fd = calls::open::<Emu>(ch, &p, O_WRONLY | O_CREAT | O_TRUNC, 0o600) as i32;
+        let wrote = calls::write::<Emu>(ch, fd, &d);
+        calls::close::<Emu>(ch, fd);
+        wrote
+    });
+    assert_eq!(r, data.len() as i64);
+    assert_eq!(rep.calls, 3, "open, one WriteFromDevice, close");
+    assert_eq!(std::fs::read(&path).unwrap(), data);
+}
+
+#[test]
+fn write_from_device_errors_are_reported() {
+    use hostcall_abi::{DEVICE_WRITE_MAX, Service, Status};
+    let (r, _) = run_one(quiet(), |ch, _| {
+        let buf = [1u8; 64];
+        let call = |args: [u64; 6]| {
+            let reply = ch.call::<Emu>(Service::WriteFromDevice as u32, args, &[], &mut [], None);
+            (reply.status, reply.result())
+        };
+        (
+            call([9, buf.as_ptr() as u64, 64, 0, 0, 0]),
+            call([0, buf.as_ptr() as u64, 64, 0, 0, 0]),
+            call([1, 0, 64, 0, 0, 0]),
+            call([1, buf.as_ptr() as u64, DEVICE_WRITE_MAX + 1, 0, 0, 0]),
+        )
+    });
+    assert_eq!(r.0, (Status::Ok, neg(EBADF)), "an fd that is not open");
+    assert_eq!(r.1, (Status::Ok, neg(EBADF)), "stdin is not writable");
+    assert_eq!(
+        r.2,
+        (Status::Ok, neg(EFAULT)),
+        "an address the host cannot copy from"
+    );
+    assert_eq!(r.3.0, Status::Malformed, "over the per-call limit");
 }
 
 #[test]

@@ -11,11 +11,12 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use hostcall_abi::Service;
-use hostcall_abi::errno::{EACCES, EBADF, EINVAL, EMFILE, ENAMETOOLONG, ENOENT, ESPIPE};
+use hostcall_abi::errno::{EACCES, EBADF, EFAULT, EINVAL, EMFILE, ENAMETOOLONG, ENOENT, ESPIPE};
 use hostcall_abi::stat::{FileStat, STAT_SIZE};
+use hostcall_abi::{DEVICE_WRITE_MAX, Service};
 
 use super::{Call, Handler, Malformed, Reply, Stdio, errno_of};
+use crate::module::DeviceMemory;
 
 /// Linux open(2) flags, as the GPU's libc passes them.
 mod flags {
@@ -77,6 +78,8 @@ impl FdTable {
 /// The file services and the capabilities they check.
 pub(crate) struct Files {
     pub table: Mutex<FdTable>,
+    /// Where `WriteFromDevice` reads the GPU's buffers.
+    pub device: Arc<dyn DeviceMemory>,
     /// Canonical pre-opened directories: the only places paths may resolve to.
     pub roots: Vec<PathBuf>,
     pub stdio: Stdio,
@@ -219,6 +222,55 @@ impl Files {
         Ok(to_reply(r.map(|w| Reply::value(w as i64))))
     }
 
+    /// `WriteFromDevice`: the bytes are in GPU global memory; copy them out by DMA in
+    /// `STAGING` pieces and write each.
+    fn write_from_device(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
+        const STAGING: usize = 8 << 20;
+        let (fd, addr, len) = (call.fd_arg(0), call.args[1], call.args[2]);
+        if len > DEVICE_WRITE_MAX {
+            return Err(Malformed(format!(
+                "{len} bytes, over the {DEVICE_WRITE_MAX}-byte limit"
+            )));
+        }
+        if fd == 0 {
+            return Ok(Reply::errno(EBADF));
+        }
+        let file = if is_stdio(fd) {
+            None
+        } else {
+            match self.file(fd) {
+                Ok(f) => Some(f),
+                Err(e) => return Ok(Reply::errno(e)),
+            }
+        };
+        let mut staging = vec![0u8; STAGING.min(len as usize)];
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(STAGING as u64) as usize;
+            if let Err(e) = self.device.read(addr + done, &mut staging[..n]) {
+                log::warn!(
+                    "WriteFromDevice: copying {n} bytes at {:#x}: {e}",
+                    addr + done
+                );
+                return Ok(if done == 0 {
+                    Reply::errno(EFAULT)
+                } else {
+                    Reply::value(done as i64)
+                });
+            }
+            let wrote = match &file {
+                None => self.stdio.write(fd, &staging[..n]),
+                Some(f) => (&**f).write_all(&staging[..n]).map(|()| n),
+            };
+            match wrote {
+                Ok(w) => done += w as u64,
+                Err(e) if done == 0 => return Ok(Reply::errno(errno_of(&e))),
+                Err(_) => break,
+            }
+        }
+        Ok(Reply::value(done as i64))
+    }
+
     fn read(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
         let (fd, n) = (call.fd_arg(0), call.len_arg(1)?);
         let buf = &mut call.bulk[..n];
@@ -325,6 +377,7 @@ impl Handler for Files {
         };
         match service {
             Service::Write => self.write(call),
+            Service::WriteFromDevice => self.write_from_device(call),
             Service::Read => self.read(call),
             Service::Open => Ok(to_reply(self.open(call)?)),
             Service::Close => {
