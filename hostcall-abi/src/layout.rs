@@ -54,18 +54,40 @@ pub struct DeviceConfig {
     pub flags: u32,
     /// Zero.
     pub reserved: u32,
+    /// Device address of this launch's [`LaunchState`] (device memory, zeroed).
+    pub launch_state: u64,
+}
+
+/// Device-wide state of one launch that the GPU's libc keeps (zeroed by the host).
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct LaunchState {
+    /// Next ticket of posted writes to fd 0, 1, 2: the host writes posted data of one fd
+    /// in ticket order, whatever order the ports are served in.
+    pub stdio_tickets: [core::sync::atomic::AtomicU64; 3],
+    /// Room to grow without changing the allocation.
+    pub reserved: [u64; 5],
 }
 
 /// `DeviceConfig::flags`: every lane calls alone (one-lane packets) instead of sharing a
 /// packet with the lanes of its warp that call at the same time.
 pub const FLAG_SINGLE_LANE: u32 = 1;
 
+/// `PortState::lock`: free.
+pub const PORT_FREE: u32 = 0;
+/// `PortState::lock`: held by a warp.
+pub const PORT_HELD: u32 = 1;
+/// `PortState::lock`: free, but its last request was posted (nobody waited for the
+/// answer), so the next owner waits until `response == seq` before using the slots.
+pub const PORT_FREE_POSTED: u32 = 2;
+
 /// Per-port state that only GPU threads touch, in device memory so that the lock's
 /// compare-exchange never crosses PCIe.
 #[repr(C)]
 #[derive(Debug, Default)]
 pub struct PortState {
-    /// 0 = free, 1 = held by a warp.
+    /// [`PORT_FREE`], [`PORT_HELD`] by a warp, or [`PORT_FREE_POSTED`]: free, but the
+    /// last request was posted and may still be unanswered.
     pub lock: AtomicU32,
     /// The last `request` value published on this port (read and written under the lock).
     pub seq: AtomicU32,
@@ -129,7 +151,8 @@ pub struct ThreadArea {
 }
 
 const _: () = {
-    assert!(size_of::<DeviceConfig>() == 64);
+    assert!(size_of::<DeviceConfig>() == 72);
+    assert!(size_of::<LaunchState>() == 64);
     assert!(size_of::<PortState>() == 8);
     assert!(size_of::<PortHeader>() == 64);
     assert!(size_of::<LaneSlot>() == 64);

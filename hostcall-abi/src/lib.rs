@@ -41,6 +41,12 @@
 //!    `status` is no longer pending and the slot still holds its own coordinates.
 //! 6. A final warp barrier, then the leader releases the lock (release store).
 //!
+//! A **posted** request (stdout/stderr writes) stops after step 3: the leader releases
+//! the lock as [`PORT_FREE_POSTED`] without waiting, and whoever takes the port next
+//! first waits for `response == seq`. Posted writes carry a ticket from
+//! [`LaunchState::stdio_tickets`]; the host writes them in ticket order, and serves every
+//! port once more after the launch ends so none is lost.
+//!
 //! A result is any `i64`: completion is the `response` counter, never a sentinel value.
 //! When every port is locked the caller backs off and retries: back-pressure, no loss.
 //!
@@ -60,7 +66,8 @@ pub mod stat;
 
 pub use layout::{
     BULK_PER_LANE, CONFIG_SYMBOL, DeviceConfig, FLAG_SINGLE_LANE, HEAP_RESERVED, LaneSlot,
-    MAX_KEYS, PORT_BULK, Port, PortHeader, PortState, ThreadArea, VERSION_SYMBOL, WARP_SIZE,
+    LaunchState, MAX_KEYS, PORT_BULK, PORT_FREE, PORT_FREE_POSTED, PORT_HELD, Port, PortHeader,
+    PortState, ThreadArea, VERSION_SYMBOL, WARP_SIZE,
 };
 pub use service::{DEVICE_WRITE_MAX, Service, Status};
 

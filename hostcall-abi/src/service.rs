@@ -22,6 +22,7 @@
 //! | `Abort` | – | – | 0 (the caller then traps) |
 //! | `ClockRealtime` | – | – | ns since the Unix epoch |
 //! | `Getrandom` | len | out: bytes | bytes written |
+//! | `WritePosted` | fd (1 or 2), len, ticket | in: data | none: posted, nobody waits |
 //! | `WriteFromDevice` | fd, device address, len | – | bytes written (the host copies the bytes out of GPU global memory by DMA; at most [`DEVICE_WRITE_MAX`] per call) |
 
 /// A host service, by numeric id.
@@ -46,6 +47,7 @@ pub enum Service {
     ClockRealtime = 14,
     Getrandom = 15,
     WriteFromDevice = 16,
+    WritePosted = 17,
 }
 
 /// Most bytes one `WriteFromDevice` call moves; the client loops over larger writes.
@@ -53,7 +55,7 @@ pub const DEVICE_WRITE_MAX: u64 = 64 << 20;
 
 impl Service {
     /// Every service, in id order.
-    pub const ALL: [Service; 17] = [
+    pub const ALL: [Service; 18] = [
         Service::Ping,
         Service::Write,
         Service::Read,
@@ -71,6 +73,7 @@ impl Service {
         Service::ClockRealtime,
         Service::Getrandom,
         Service::WriteFromDevice,
+        Service::WritePosted,
     ];
 
     /// The service with this id, if any.
@@ -98,6 +101,7 @@ impl Service {
             Service::ClockRealtime => "clock_realtime",
             Service::Getrandom => "getrandom",
             Service::WriteFromDevice => "write_from_device",
+            Service::WritePosted => "write_posted",
         }
     }
 }

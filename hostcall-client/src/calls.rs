@@ -2,6 +2,9 @@
 //! `hostcall_abi::service`. Results are `i64`: a value, or `-errno` on failure. Transport
 //! errors (unknown service, malformed request) arrive as `-ENOSYS` / `-EINVAL`.
 
+use core::sync::atomic::AtomicU64;
+use core::sync::atomic::Ordering::Relaxed;
+
 use hostcall_abi::errno::{EINVAL, ENOSYS, ERANGE};
 use hostcall_abi::stat::STAT_SIZE;
 use hostcall_abi::{BULK_PER_LANE, DEVICE_WRITE_MAX, Service, Status};
@@ -91,6 +94,20 @@ fn write_from_device<P: Platform>(ch: &Channel, fd: i32, data: &[u8]) -> i64 {
         }
     }
     done as i64
+}
+
+/// Writes `data` to stdout or stderr (`fd` 1 or 2) without waiting for the host: each
+/// bulk-sized piece is posted with the next ticket of `tickets`, and the host writes the
+/// pieces of an fd in ticket order. Returns `data.len()`: stdio errors are not reported
+/// back, as with CUDA's `printf`.
+pub fn write_posted<P: Platform>(ch: &Channel, fd: i32, data: &[u8], tickets: &AtomicU64) -> i64 {
+    let mut done = 0usize;
+    while done < data.len() {
+        let ticket = tickets.fetch_add(1, Relaxed);
+        let args = [fd as u64, 0, ticket, 0, 0, 0];
+        done += ch.post::<P>(Service::WritePosted as u32, args, &data[done..], Some(1));
+    }
+    data.len() as i64
 }
 
 /// Reads up to `buf.len()` bytes in one round trip (a short read, as POSIX allows, when

@@ -4,7 +4,8 @@
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use hostcall_abi::{
-    BULK_PER_LANE, DeviceConfig, FLAG_SINGLE_LANE, LaneSlot, PORT_BULK, Port, PortState, Status,
+    BULK_PER_LANE, DeviceConfig, FLAG_SINGLE_LANE, LaneSlot, PORT_BULK, PORT_FREE,
+    PORT_FREE_POSTED, PORT_HELD, Port, PortState, Status,
 };
 
 use crate::Platform;
@@ -80,10 +81,37 @@ impl Channel {
     pub fn call<P: Platform>(
         &self,
         service: u32,
+        args: [u64; 6],
+        send: &[u8],
+        recv: &mut [u8],
+        len_arg: Option<usize>,
+    ) -> Reply {
+        self.exchange::<P>(service, args, send, recv, len_arg, false)
+    }
+
+    /// Publishes a request without waiting for its answer (a *posted* request: the host
+    /// serves it later; the next owner of the port waits until it has). `send` is cut to
+    /// the bulk buffer as in [`Channel::call`]; returns the bytes that went.
+    pub fn post<P: Platform>(
+        &self,
+        service: u32,
+        args: [u64; 6],
+        send: &[u8],
+        len_arg: Option<usize>,
+    ) -> usize {
+        self.exchange::<P>(service, args, send, &mut [], len_arg, true)
+            .args[0] as usize
+    }
+
+    /// `call` (`posted` false) or `post` (true): protocol steps 1–6, or 1–3 when posted.
+    fn exchange<P: Platform>(
+        &self,
+        service: u32,
         mut args: [u64; 6],
         send: &[u8],
         recv: &mut [u8],
         len_arg: Option<usize>,
+        posted: bool,
     ) -> Reply {
         let lane = P::lane_id();
         let mask = if self.single_lane {
@@ -151,6 +179,19 @@ impl Channel {
         }
         P::sync_warp(mask);
 
+        if posted {
+            if is_leader {
+                let seq = state.seq.load(Relaxed).wrapping_add(1);
+                state.seq.store(seq, Relaxed);
+                header.lane_mask.store(mask, Relaxed);
+                header.request.store(seq, Release);
+                state.lock.store(PORT_FREE_POSTED, Release);
+            }
+            return Reply {
+                status: Status::Ok,
+                args: [send.len() as u64, 0, 0, 0, 0, 0],
+            };
+        }
         if is_leader {
             let seq = state.seq.load(Relaxed).wrapping_add(1);
             state.seq.store(seq, Relaxed);
@@ -197,7 +238,7 @@ impl Channel {
         unsafe { copy_from_bulk(&mut recv[..take], bulk) };
         P::sync_warp(mask);
         if is_leader {
-            state.lock.store(0, Release);
+            state.lock.store(PORT_FREE, Release);
         }
         Reply {
             status: Status::from_code(slot.status),
@@ -206,7 +247,8 @@ impl Channel {
     }
 
     /// Takes a free port's lock, starting at a place spread by the caller's coordinates
-    /// so that warps do not all contend for port 0. Backs off while all are held.
+    /// so that warps do not all contend for port 0. Backs off while all are held. A port
+    /// whose last request was posted is used only once the host has answered it.
     fn acquire<P: Platform>(&self) -> u32 {
         let (block, thread) = P::caller();
         let n = self.num_ports;
@@ -216,11 +258,27 @@ impl Channel {
             for i in 0..n {
                 let p = (start + i) % n;
                 // SAFETY: `p < num_ports`, the length of the state array (`new`'s contract).
-                let lock = unsafe { &(*self.states.add(p as usize)).lock };
-                if lock.load(Relaxed) == 0 && lock.compare_exchange(0, 1, Acquire, Relaxed).is_ok()
+                let state = unsafe { &*self.states.add(p as usize) };
+                let was = state.lock.load(Relaxed);
+                if was == PORT_HELD
+                    || state
+                        .lock
+                        .compare_exchange(was, PORT_HELD, Acquire, Relaxed)
+                        .is_err()
                 {
-                    return p;
+                    continue;
                 }
+                if was == PORT_FREE_POSTED {
+                    // SAFETY: `p < num_ports` (`new`'s contract); the header is atomics only.
+                    let header = unsafe { &(*self.ports.add(p as usize)).header };
+                    let seq = state.seq.load(Relaxed);
+                    let mut wait = 32;
+                    while header.response.load(Acquire) != seq {
+                        P::nanosleep(wait);
+                        wait = (wait * 2).min(MAX_BACKOFF_NS);
+                    }
+                }
+                return p;
             }
             P::nanosleep(backoff);
             backoff = (backoff * 2).min(MAX_BACKOFF_NS);

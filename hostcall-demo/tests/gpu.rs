@@ -109,7 +109,12 @@ const GPU_CASES: &[Case] = &[
             expect(
                 &out,
                 0,
-                &["block 0 thread 0 open#3", "write#1(0x1", "getrandom#15"],
+                &[
+                    "block 0 thread 0 open#3",
+                    "write_posted#17(0x1",
+                    "write#1(0x3",
+                    "getrandom#15",
+                ],
             )
         },
     },

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hostcall_abi::{
-    ABI_VERSION, DeviceConfig, FLAG_SINGLE_LANE, HEAP_RESERVED, Port, PortState, ThreadArea,
+    ABI_VERSION, DeviceConfig, FLAG_SINGLE_LANE, HEAP_RESERVED, LaunchState, Port, PortState,
+    ThreadArea,
 };
 
 use crate::module::{GpuModule, Launch, LaunchEnd};
@@ -284,6 +285,7 @@ impl Host {
                 0
             },
             reserved: 0,
+            launch_state: module.alloc_device_zeroed(size_of::<LaunchState>())?,
         };
         module.write_config(&config)?;
 
@@ -295,6 +297,7 @@ impl Host {
                 echo: self.b.echo,
                 stdin: self.b.stdin,
                 captured: self.b.capture.then(Default::default),
+                posted: Default::default(),
             },
         });
         let process = Arc::new(Process::default());
@@ -312,7 +315,18 @@ impl Host {
         let ended = module
             .launch(launch)
             .and_then(|()| self.wait(module, started));
-        let calls = server.stop();
+        let services = server.services();
+        let mut calls = server.stop();
+        // Posted requests published just before the launch ended (or trapped) may not
+        // have been served yet: serve every port once more, then write what waits.
+        calls += crate::server::drain(ports, &services, self.b.trace);
+        match files.stdio.flush_posted() {
+            Ok(0) => {}
+            Ok(n) => log::warn!(
+                "{n} posted stdout/stderr writes never arrived (the launch stopped mid-write)"
+            ),
+            Err(e) => log::warn!("writing posted stdout/stderr: {e}"),
+        }
         let ended = ended?;
         let elapsed = started.elapsed();
 

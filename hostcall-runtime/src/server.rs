@@ -54,6 +54,7 @@ impl Backoff {
 
 /// Running consumer threads.
 pub(crate) struct Server {
+    services: Arc<ServiceTable>,
     stop: Arc<AtomicBool>,
     calls: Arc<AtomicU64>,
     threads: Vec<JoinHandle<()>>,
@@ -93,10 +94,16 @@ impl Server {
             })
             .collect::<std::io::Result<Vec<_>>>()?;
         Ok(Server {
+            services,
             stop,
             calls,
             threads,
         })
+    }
+
+    /// The services the consumers dispatch to.
+    pub fn services(&self) -> Arc<ServiceTable> {
+        self.services.clone()
     }
 
     /// Stops the consumers and returns how many lane calls they served.
@@ -108,6 +115,14 @@ impl Server {
         }
         self.calls.load(Relaxed)
     }
+}
+
+/// One pass over every port after the consumers stopped (the launch has ended, so no
+/// new request can appear); returns the lane calls served.
+pub(crate) fn drain(ports: Ports, services: &ServiceTable, trace: bool) -> u64 {
+    (0..ports.len)
+        .map(|p| serve_port(ports, p, services, trace))
+        .sum()
 }
 
 /// Serves port `p` if the GPU published a request on it; returns the lanes served.

@@ -17,7 +17,7 @@ mod process;
 mod thread;
 mod time;
 
-use hostcall_abi::{ABI_VERSION, DeviceConfig};
+use hostcall_abi::{ABI_VERSION, DeviceConfig, LaunchState};
 use hostcall_client::Channel;
 pub use hostcall_client::nvptx::Nvptx;
 
@@ -35,6 +35,7 @@ pub static mut __hostcall_config: DeviceConfig = DeviceConfig {
     thread_capacity: 0,
     flags: 0,
     reserved: 0,
+    launch_state: 0,
 };
 
 /// The ABI this module speaks; the host refuses to launch on a mismatch.
@@ -59,6 +60,16 @@ fn channel() -> Channel {
     // SAFETY: the host runtime filled the config with a channel it serves for the whole
     // launch (checked above that it did fill it).
     unsafe { Channel::new(&c) }
+}
+
+/// This launch's device-wide libc state.
+fn launch_state() -> &'static LaunchState {
+    let c = config();
+    if c.launch_state == 0 {
+        Nvptx::trap();
+    }
+    // SAFETY: the host allocated and zeroed a LaunchState (atomics only) for this launch.
+    unsafe { &*(c.launch_state as *const LaunchState) }
 }
 
 /// Sets this thread's errno from a `-errno` result and returns -1; passes values through.

@@ -378,6 +378,18 @@ impl Handler for Files {
         match service {
             Service::Write => self.write(call),
             Service::WriteFromDevice => self.write_from_device(call),
+            Service::WritePosted => {
+                let (fd, n, ticket) = (call.fd_arg(0), call.len_arg(1)?, call.args[2]);
+                if fd != 1 && fd != 2 {
+                    return Err(Malformed(format!(
+                        "posted write to fd {fd}: only 1 and 2 take them"
+                    )));
+                }
+                if let Err(e) = self.stdio.write_posted(fd, ticket, &call.bulk[..n]) {
+                    log::warn!("posted write to fd {fd}: {e}");
+                }
+                Ok(Reply::value(n as i64))
+            }
             Service::Read => self.read(call),
             Service::Open => Ok(to_reply(self.open(call)?)),
             Service::Close => {
