@@ -139,8 +139,8 @@ pub struct Port {
 pub struct ThreadArea {
     /// The thread's `errno`.
     pub errno: i32,
-    /// How long this thread's next `FUTEX_WAIT` sleeps (ns; 0 = the shortest).
-    pub futex_backoff_ns: u32,
+    /// Keeps `keys` 8-byte aligned.
+    pub reserved: u32,
     /// Values of pthread keys `1..=MAX_KEYS` (key `k` lives at `keys[k - 1]`).
     pub keys: [u64; MAX_KEYS],
     /// The generation of key `k` when `keys[k - 1]` was set: keys are recycled, and a

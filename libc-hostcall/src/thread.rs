@@ -147,30 +147,10 @@ const FUTEX_WAKE_BITSET: c_int = 10;
 /// Drops FUTEX_PRIVATE_FLAG and FUTEX_CLOCK_REALTIME.
 const FUTEX_CMD_MASK: c_int = 0x7f;
 
-/// Shortest and longest sleep of one `FUTEX_WAIT` before it returns (a spurious
-/// wake-up, which every futex user tolerates): waiters poll instead of being woken, so
-/// `FUTEX_WAKE` has nothing to do. Each thread's sleep doubles while the word does not
-/// change and starts again short once it does: thousands of threads waiting on one lock
-/// (std's stdout) would otherwise flood its word with reads and slow every hand-over.
-const WAIT_MIN_NS: u32 = 256;
-const WAIT_MAX_NS: u32 = 1_000_000;
-
-/// Sleeps for this thread's current futex back-off and doubles it.
-fn futex_sleep() {
-    // SAFETY: a thread's area is touched only by that thread.
-    let slot = unsafe { &raw mut (*area()).futex_backoff_ns };
-    // SAFETY: as above.
-    let ns = unsafe { slot.read() }.max(WAIT_MIN_NS);
-    Nvptx::nanosleep(ns);
-    // SAFETY: as above.
-    unsafe { slot.write(ns.saturating_mul(2).min(WAIT_MAX_NS)) };
-}
-
-/// Starts this thread's futex back-off again from the shortest sleep.
-fn futex_reset() {
-    // SAFETY: a thread's area is touched only by that thread.
-    unsafe { (*area()).futex_backoff_ns = 0 };
-}
+/// How long one `FUTEX_WAIT` sleeps before returning (a spurious wake-up, which every
+/// futex user must tolerate): waiters poll instead of being woken, so `FUTEX_WAKE` has
+/// nothing to do.
+const WAIT_SLICE_NS: u32 = 500;
 
 /// Only `SYS_futex` is served; any other number fails with `ENOSYS`.
 ///
@@ -195,11 +175,10 @@ pub unsafe extern "C" fn syscall(num: c_long, mut args: ...) -> c_long {
         FUTEX_WAIT | FUTEX_WAIT_BITSET => {
             // SAFETY: the caller passes a valid futex word.
             if unsafe { (*uaddr).load(Ordering::Acquire) } != val {
-                futex_reset();
                 set_errno(EAGAIN);
                 return -1;
             }
-            futex_sleep();
+            Nvptx::nanosleep(WAIT_SLICE_NS);
             // An absolute (WAIT_BITSET) or relative (WAIT) deadline: report expiry only
             // for the absolute form, where it is cheap to tell; early return is allowed.
             if op & FUTEX_CMD_MASK == FUTEX_WAIT_BITSET
