@@ -84,6 +84,9 @@ fn with_lane<R>(f: impl FnOnce(&LaneCtx) -> R) -> R {
     })
 }
 
+/// Shortest sleep of an emulated thread (see `Emu::nanosleep`).
+const EMU_MIN_SLEEP: Duration = Duration::from_micros(20);
+
 /// The [`Platform`] of emulated GPU threads.
 pub struct Emu;
 
@@ -131,7 +134,10 @@ impl Platform for Emu {
     }
 
     fn nanosleep(ns: u32) {
-        std::thread::sleep(Duration::from_nanos(ns as u64));
+        // An OS sleep costs a system call and a timer whatever its length: with thousands
+        // of emulated threads, sub-microsecond sleeps would keep the host's cores busy in
+        // the kernel. Emulated threads therefore sleep at least EMU_MIN_SLEEP.
+        std::thread::sleep(Duration::from_nanos(ns as u64).max(EMU_MIN_SLEEP));
     }
 
     fn caller() -> (u32, u32) {

@@ -71,7 +71,7 @@ impl Server {
         let stop = Arc::new(AtomicBool::new(false));
         let calls = Arc::new(AtomicU64::new(0));
         let consumers = consumers.clamp(1, ports.len.max(1));
-        let threads = (0..consumers)
+        let spawned = (0..consumers)
             .map(|k| {
                 let (stop, calls, services) = (stop.clone(), calls.clone(), services.clone());
                 std::thread::Builder::new()
@@ -92,13 +92,23 @@ impl Server {
                         }
                     })
             })
-            .collect::<std::io::Result<Vec<_>>>()?;
-        Ok(Server {
+            .collect::<Vec<_>>();
+        let mut server = Server {
             services,
             stop,
             calls,
-            threads,
-        })
+            threads: Vec::new(),
+        };
+        for t in spawned {
+            match t {
+                Ok(t) => server.threads.push(t),
+                Err(e) => {
+                    server.stop(); // ends the consumers already started
+                    return Err(e);
+                }
+            }
+        }
+        Ok(server)
     }
 
     /// The services the consumers dispatch to.
