@@ -43,11 +43,14 @@ pub static mut __hostcall_config: DeviceConfig = DeviceConfig {
 #[used]
 pub static __hostcall_abi_version: u32 = ABI_VERSION;
 
-/// The host's configuration for this launch.
+/// The host's configuration for this launch. A plain (not volatile) read, so each caller
+/// loads only the fields it uses: this runs on every `malloc`, `errno` and hostcall. The
+/// global stays externally visible (ptx-builder keeps it out of internalization), so the
+/// compiler cannot fold it to its zero initializer.
 fn config() -> DeviceConfig {
     // SAFETY: the host writes the config before the launch and nothing writes it during
     // one, so this read races with no write.
-    unsafe { (&raw const __hostcall_config).read_volatile() }
+    unsafe { (&raw const __hostcall_config).read() }
 }
 
 /// The channel to the host.
