@@ -1,0 +1,50 @@
+//! An exhaustive model check of the hostcall port protocol (the one documented in
+//! `hostcall_abi`), under the warp semantics an NVIDIA GPU really has.
+//!
+//! The GPU half of the transport is a few dozen lines, but it runs on lanes that the
+//! hardware schedules independently, that group by `activemask` in ways the program does
+//! not control, and whose warp barriers are matched by mask value rather than by program
+//! location. Tests on a GPU see such races once in millions of calls; this crate
+//! enumerates every interleaving of a small configuration instead.
+//!
+//! # What is modelled
+//!
+//! * Lanes of a **main warp** and of a **foreign warp** whose lane ids collide with it,
+//!   each running a short script of calls; each call is posted or not, chosen per lane
+//!   and per call (every choice is explored).
+//! * **`activemask`** returns any non-empty subset of the lanes of the warp that are
+//!   currently at the entry of a call ([`Op::ActiveMask`]); the lanes of that subset
+//!   receive it together.
+//! * **Warp-synchronous operations** (`shfl.sync`, `bar.warp.sync`, `match.any.sync`)
+//!   block a lane until every lane of the mask is waiting at an operation of the same
+//!   kind with the same mask, *wherever it is in the program*, or has exited: an exited
+//!   lane counts as arrived.
+//! * **One port**: the lock and sequence counter in device memory, the header's
+//!   `request`/`response`/lane mask, one request slot and one answer word per lane id.
+//!   Every step is atomic and memory is sequentially consistent: the model checks the
+//!   protocol's structure (who may touch what, when), while the acquire/release pairs
+//!   that make each step's writes visible are stated in `hostcall_abi`'s docs.
+//! * **The host** serves a published packet lane by lane, interleaved with everything
+//!   else, then answers the header.
+//!
+//! # Invariants ([`Violation`])
+//!
+//! * each lane receives the answer to its own request;
+//! * the host serves only slots written for the packet it was handed;
+//! * a port is released only once every lane of its packet has finished with its slot
+//!   and bulk buffer;
+//! * every request is served exactly once, and the run ends with nothing outstanding;
+//! * no deadlock: some step is always possible until every lane has exited.
+//!
+//! Two protocols are encoded, as sequences of [`Op`]s per lane: [`Protocol::V1`], the
+//! protocol as it landed first (packets of the raw `activemask`, posted and waiting
+//! lanes mixed, the leader polls the header and lanes re-check their slot), and
+//! [`Protocol::V2`], the current one (packets split by `match.any.sync` on the posted
+//! flag, per-lane answer words tagged with the sequence). [`check`] explores one
+//! [`Config`] and reports the shortest trace to each kind of violation.
+
+mod explore;
+mod model;
+
+pub use explore::{Report, Trace, check};
+pub use model::{CallKind, Config, LaneRef, Op, Protocol, Token, Violation};

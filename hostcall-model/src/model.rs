@@ -1,0 +1,904 @@
+//! The modelled state (lanes, one port, the host) and every step it can take.
+
+use std::fmt;
+
+/// Lane ids a warp of the model may use (slots of the port).
+pub const MAX_LANES: usize = 4;
+
+/// The protocol the lanes and the host follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// As first landed: a packet is the raw `activemask`, posted and waiting lanes
+    /// together; the leader polls the header's `response`, then every lane reads its
+    /// slot. With `recheck`, a lane waits until its slot holds an answer carrying its
+    /// own coordinates (the landed band-aid); without, it reads the slot once.
+    V1 {
+        /// Whether lanes wait for an answer bearing their own coordinates.
+        recheck: bool,
+    },
+    /// The current protocol: `match.any.sync` splits the active lanes by the posted
+    /// flag, every lane reads the sequence it will be answered under, and polls its own
+    /// answer word, which the host writes last, tagged with that sequence.
+    V2,
+}
+
+/// One step of the GPU half, in program order. Leader-only steps are skipped by the
+/// other lanes; warp-synchronous steps ([`Op::is_sync`]) complete for all lanes of a
+/// mask at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// `activemask`: some lanes at the entry of a call become a packet's candidates.
+    ActiveMask,
+    /// `match.any.sync` on the posted flag (V2): the packet is the lanes that agree.
+    MatchPosted,
+    /// Leader: take the port's lock (a compare-exchange in device memory).
+    LeaderAcquire,
+    /// Leader: if the port's last packet was posted, wait until the host answered it.
+    LeaderWaitPosted,
+    /// `shfl.sync` of the port index from the leader.
+    Broadcast,
+    /// Every lane writes its request slot (V2: and sets its answer word pending).
+    WriteSlot,
+    /// `bar.warp.sync` over the packet.
+    Barrier,
+    /// Leader: bump the sequence, write the lane mask and `request`; a posted leader
+    /// also releases the lock as "free, answer pending". Posted lanes return here.
+    Publish,
+    /// Leader (V1): wait until `response` equals the sequence.
+    LeaderPollResponse,
+    /// Every lane reads its slot (V1).
+    ReadSlot,
+    /// Every lane waits for its answer word to carry its sequence, then reads it (V2).
+    PollAnswer,
+    /// Leader: release the lock.
+    LeaderRelease,
+    /// The call returns.
+    Return,
+}
+
+use Op::*;
+
+impl Protocol {
+    /// The steps of one call, in program order.
+    pub fn program(self) -> &'static [Op] {
+        match self {
+            Protocol::V1 { .. } => &[
+                ActiveMask,
+                LeaderAcquire,
+                LeaderWaitPosted,
+                Broadcast,
+                WriteSlot,
+                Barrier,
+                Publish,
+                LeaderPollResponse,
+                Barrier,
+                ReadSlot,
+                Barrier,
+                LeaderRelease,
+                Return,
+            ],
+            Protocol::V2 => &[
+                ActiveMask,
+                MatchPosted,
+                LeaderAcquire,
+                LeaderWaitPosted,
+                Broadcast,
+                WriteSlot,
+                Barrier,
+                Publish,
+                PollAnswer,
+                Barrier,
+                LeaderRelease,
+                Return,
+            ],
+        }
+    }
+}
+
+impl Op {
+    /// Whether the step is warp-synchronous (matched by kind and mask).
+    pub fn is_sync(self) -> bool {
+        matches!(self, MatchPosted | Broadcast | Barrier)
+    }
+
+    fn leader_only(self) -> bool {
+        matches!(
+            self,
+            LeaderAcquire | LeaderWaitPosted | LeaderPollResponse | LeaderRelease
+        )
+    }
+}
+
+/// What a lane's call is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallKind {
+    /// A posted write (stdout/stderr): nobody waits for the answer.
+    Posted,
+    /// A call whose caller waits for its answer.
+    Waiting,
+    /// Either: both are explored.
+    Either,
+}
+
+/// A configuration to explore: the protocol, the main warp's lanes (lane ids `0..`)
+/// and the foreign warp's lanes (with the lane ids they use), each with its calls.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The protocol followed.
+    pub protocol: Protocol,
+    /// Calls of lanes 0, 1, ... of the main warp.
+    pub main: Vec<Vec<CallKind>>,
+    /// Lane id and calls of each lane of the foreign warp.
+    pub foreign: Vec<(u8, Vec<CallKind>)>,
+}
+
+impl Config {
+    /// The scope: three lanes of one warp making two calls each, a foreign warp
+    /// whose lane 1 makes one call on the same port, every call posted or not.
+    pub fn standard(protocol: Protocol) -> Config {
+        use CallKind::Either;
+        Config {
+            protocol,
+            main: vec![vec![Either, Either]; 3],
+            foreign: vec![(1, vec![Either])],
+        }
+    }
+}
+
+/// Who a lane is: its warp (0 main, 1 foreign) and lane id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LaneRef {
+    /// 0 for the main warp, 1 for the foreign one.
+    pub warp: u8,
+    /// The lane id (its slot on the port).
+    pub lane: u8,
+}
+
+/// A request: the lane that made it and which of its calls it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Token {
+    /// The caller.
+    pub who: LaneRef,
+    /// The caller's call number, from 0.
+    pub call: u8,
+}
+
+impl fmt::Display for LaneRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let w = if self.warp == 0 { "main" } else { "foreign" };
+        write!(f, "{w} lane {}", self.lane)
+    }
+}
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} call {}", self.who, self.call)
+    }
+}
+
+/// A broken invariant.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Violation {
+    /// A lane accepted an answer that is not the answer to its request.
+    WrongReply {
+        /// Whose request it was.
+        expected: Token,
+        /// Whose answer it read (`None`: a slot nobody had answered).
+        got: Option<Token>,
+    },
+    /// A lane found its answer word tagged with another sequence (the V2 client traps).
+    ForeignAnswer {
+        /// The lane.
+        lane: LaneRef,
+        /// The sequence it waited for.
+        expected: u8,
+        /// The sequence in the word.
+        found: u8,
+    },
+    /// The host served a slot that was not written for the packet it was handed.
+    StaleSlot {
+        /// The slot's lane id.
+        lane: u8,
+    },
+    /// A port was released while a lane of its packet still had to read its answer.
+    EarlyRelease {
+        /// The lane still using the port.
+        waiting: LaneRef,
+    },
+    /// A request was served twice.
+    DoubleServe(Token),
+    /// The run ended with a request never served.
+    Lost(Token),
+    /// No step is possible, yet some lane has not exited.
+    Deadlock,
+}
+
+impl Violation {
+    /// The kind of violation, for reporting one trace per kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Violation::WrongReply { .. } => "wrong reply",
+            Violation::ForeignAnswer { .. } => "foreign answer",
+            Violation::StaleSlot { .. } => "stale slot served",
+            Violation::EarlyRelease { .. } => "early release",
+            Violation::DoubleServe(_) => "served twice",
+            Violation::Lost(_) => "lost request",
+            Violation::Deadlock => "deadlock",
+        }
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Violation::WrongReply { expected, got } => match got {
+                Some(g) => write!(f, "{} accepted the answer to {g}", expected),
+                None => write!(f, "{} accepted a slot nobody had answered", expected),
+            },
+            Violation::ForeignAnswer {
+                lane,
+                expected,
+                found,
+            } => write!(
+                f,
+                "{lane} waited for sequence {expected} and found {found} in its answer word"
+            ),
+            Violation::StaleSlot { lane } => {
+                write!(
+                    f,
+                    "the host served slot {lane}, not written for this packet"
+                )
+            }
+            Violation::EarlyRelease { waiting } => write!(
+                f,
+                "the port was released while {waiting} of its packet had not read its answer"
+            ),
+            Violation::DoubleServe(t) => write!(f, "{t} was served twice"),
+            Violation::Lost(t) => write!(f, "{t} was never served"),
+            Violation::Deadlock => write!(f, "no step is possible and some lane has not exited"),
+        }
+    }
+}
+
+/// The port's lock, in device memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Lock {
+    Free,
+    Held,
+    FreePosted,
+}
+
+/// A lane's request slot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+struct Slot {
+    request: Option<Token>,
+    /// Ghost: the packet (its leader's token) the slot was written for.
+    packet: Option<Token>,
+    /// V1: the status word says answered.
+    answered: bool,
+    /// V1: the answer the host wrote into the slot.
+    reply: Option<Token>,
+}
+
+/// A lane's answer word (V2): pending, or the host's answer tagged with a sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Answer {
+    Pending,
+    Done { seq: u8, reply: Option<Token> },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Port {
+    lock: Lock,
+    seq: u8,
+    request: u8,
+    response: u8,
+    mask: u8,
+    /// Ghost: the packet published as `request`.
+    packet: Option<Token>,
+    slots: [Slot; MAX_LANES],
+    answers: [Answer; MAX_LANES],
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Lane {
+    pc: u8,
+    call: u8,
+    /// Whether this call is posted (`None` until chosen).
+    posted: Option<bool>,
+    /// `activemask`'s result.
+    mask: u8,
+    /// The packet's lanes (V1: the mask; V2: after the match).
+    group: u8,
+    /// The packet's id: its leader's token.
+    packet: Option<Token>,
+    /// The sequence this lane's packet is published under.
+    seq: u8,
+    /// Leader: the lock it took was "free, answer pending".
+    took_posted: bool,
+    /// The lane is done with its slot (answer read, or posted request written).
+    finished: bool,
+    exited: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Host {
+    Idle,
+    Serving {
+        seq: u8,
+        todo: u8,
+        packet: Option<Token>,
+    },
+}
+
+/// A state of the whole configuration.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct State {
+    lanes: Vec<Lane>,
+    port: Port,
+    host: Host,
+    /// Ghost: requests served so far, one bit per token.
+    served: u64,
+}
+
+/// A step taken, for traces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Action {
+    ActiveMask { warp: u8, mask: u8, posted: u8 },
+    Sync { warp: u8, op: Op, mask: u8 },
+    Step { lane: LaneRef, op: Op },
+    HostBegin { seq: u8, mask: u8 },
+    HostServe { lane: u8 },
+    HostAnswer { seq: u8 },
+}
+
+fn outcome(n: State, flagged: Option<Violation>) -> Next {
+    match flagged {
+        Some(v) => Next::Flagged(n, v),
+        None => Next::State(n),
+    }
+}
+
+fn bits(mask: u8) -> impl Iterator<Item = u8> {
+    (0..8).filter(move |i| mask & (1 << i) != 0)
+}
+
+fn mask_text(mask: u8) -> String {
+    let lanes: Vec<String> = bits(mask).map(|b| b.to_string()).collect();
+    format!("{{{}}}", lanes.join(","))
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let warp = |w: u8| if w == 0 { "main" } else { "foreign" };
+        match *self {
+            Action::ActiveMask {
+                warp: w,
+                mask,
+                posted,
+            } => write!(
+                f,
+                "{} warp: activemask = {}; posted calls: {}",
+                warp(w),
+                mask_text(mask),
+                mask_text(posted)
+            ),
+            Action::Sync { warp: w, op, mask } => {
+                write!(
+                    f,
+                    "{} warp: {op:?} over {} completes",
+                    warp(w),
+                    mask_text(mask)
+                )
+            }
+            Action::Step { lane, op } => write!(f, "{lane}: {op:?}"),
+            Action::HostBegin { seq, mask } => {
+                write!(f, "host: sees request {seq} for lanes {}", mask_text(mask))
+            }
+            Action::HostServe { lane } => write!(f, "host: serves slot {lane}"),
+            Action::HostAnswer { seq } => write!(f, "host: response = {seq}"),
+        }
+    }
+}
+
+/// A configuration made ready to explore: who each lane is and what it calls.
+pub(crate) struct Model {
+    protocol: Protocol,
+    program: &'static [Op],
+    who: Vec<LaneRef>,
+    calls: Vec<Vec<CallKind>>,
+}
+
+/// What one step leads to.
+pub(crate) enum Next {
+    /// A state where every invariant holds.
+    State(State),
+    /// A state reached by breaking an invariant that does not stop the run (a port
+    /// released too early): recorded, and explored further to show what follows.
+    Flagged(State, Violation),
+    /// An invariant broken in a way that ends the run (a wrong answer accepted).
+    Broken(Violation),
+}
+
+impl Model {
+    pub fn new(config: &Config) -> Model {
+        let mut who = Vec::new();
+        let mut calls = Vec::new();
+        for (i, c) in config.main.iter().enumerate() {
+            who.push(LaneRef {
+                warp: 0,
+                lane: i as u8,
+            });
+            calls.push(c.clone());
+        }
+        for (lane, c) in &config.foreign {
+            who.push(LaneRef {
+                warp: 1,
+                lane: *lane,
+            });
+            calls.push(c.clone());
+        }
+        assert!(
+            who.iter().all(|w| (w.lane as usize) < MAX_LANES),
+            "lane ids must be below {MAX_LANES}"
+        );
+        assert!(calls.iter().map(Vec::len).max().unwrap_or(0) <= 8 && who.len() <= 8);
+        Model {
+            protocol: config.protocol,
+            program: config.protocol.program(),
+            who,
+            calls,
+        }
+    }
+
+    fn token(&self, i: usize, call: u8) -> Token {
+        Token {
+            who: self.who[i],
+            call,
+        }
+    }
+
+    fn token_bit(&self, t: Token) -> u64 {
+        let i = self.who.iter().position(|w| *w == t.who).expect("a lane");
+        1 << (i * 8 + t.call as usize)
+    }
+
+    fn fixed_kind(&self, i: usize, call: u8) -> Option<bool> {
+        match self.calls[i].get(call as usize) {
+            Some(CallKind::Posted) => Some(true),
+            Some(CallKind::Waiting) => Some(false),
+            _ => None,
+        }
+    }
+
+    pub fn initial(&self) -> State {
+        let lanes = (0..self.who.len())
+            .map(|i| Lane {
+                pc: 0,
+                call: 0,
+                posted: self.fixed_kind(i, 0),
+                mask: 0,
+                group: 0,
+                packet: None,
+                seq: 0,
+                took_posted: false,
+                finished: false,
+                exited: self.calls[i].is_empty(),
+            })
+            .collect();
+        State {
+            lanes,
+            port: Port {
+                lock: Lock::Free,
+                seq: 0,
+                request: 0,
+                response: 0,
+                mask: 0,
+                packet: None,
+                slots: [Slot::default(); MAX_LANES],
+                answers: [Answer::Done {
+                    seq: 0,
+                    reply: None,
+                }; MAX_LANES],
+            },
+            host: Host::Idle,
+            served: 0,
+        }
+    }
+
+    /// Whether `s` is a correct end: every lane exited and nothing is outstanding.
+    pub fn finished(&self, s: &State) -> Result<bool, Violation> {
+        if !s.lanes.iter().all(|l| l.exited) || s.host != Host::Idle {
+            return Ok(false);
+        }
+        if s.port.request != s.port.response {
+            return Ok(false);
+        }
+        for (i, c) in self.calls.iter().enumerate() {
+            for call in 0..c.len() as u8 {
+                let t = self.token(i, call);
+                if s.served & self.token_bit(t) == 0 {
+                    return Err(Violation::Lost(t));
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Every step possible from `s`.
+    pub fn successors(&self, s: &State) -> Vec<(Action, Next)> {
+        let mut out = Vec::new();
+        self.active_masks(s, &mut out);
+        self.syncs(s, &mut out);
+        for i in 0..s.lanes.len() {
+            if let Some(step) = self.lane_step(s, i) {
+                out.push(step);
+            }
+        }
+        self.host_steps(s, &mut out);
+        out
+    }
+
+    fn op(&self, l: &Lane) -> Op {
+        self.program[l.pc as usize]
+    }
+
+    /// `activemask`: any non-empty subset of a warp's lanes waiting at the entry.
+    fn active_masks(&self, s: &State, out: &mut Vec<(Action, Next)>) {
+        for warp in [0u8, 1] {
+            let at_entry: Vec<usize> = (0..s.lanes.len())
+                .filter(|&i| {
+                    let l = &s.lanes[i];
+                    self.who[i].warp == warp && !l.exited && self.op(l) == ActiveMask
+                })
+                .collect();
+            for subset in 1u32..(1 << at_entry.len()) {
+                let members: Vec<usize> = at_entry
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, _)| subset & (1 << k) != 0)
+                    .map(|(_, &i)| i)
+                    .collect();
+                let mask = members.iter().fold(0u8, |m, &i| m | 1 << self.who[i].lane);
+                // Each member's call is posted or not: every choice not fixed by the
+                // configuration is explored (taken here rather than as a step of its own,
+                // which would only multiply interleavings of a lane-private choice).
+                let open: Vec<usize> = members
+                    .iter()
+                    .copied()
+                    .filter(|&i| s.lanes[i].posted.is_none())
+                    .collect();
+                for choice in 0u32..(1 << open.len()) {
+                    let mut n = s.clone();
+                    let mut posted = 0u8;
+                    for (k, &i) in open.iter().enumerate() {
+                        n.lanes[i].posted = Some(choice & (1 << k) != 0);
+                    }
+                    for &i in &members {
+                        n.lanes[i].mask = mask;
+                        n.lanes[i].group = mask;
+                        if n.lanes[i].posted == Some(true) {
+                            posted |= 1 << self.who[i].lane;
+                        }
+                    }
+                    if self.protocol != Protocol::V2 {
+                        self.set_packet(&mut n, &members);
+                    }
+                    for &i in &members {
+                        self.advance(&mut n, i);
+                    }
+                    out.push((Action::ActiveMask { warp, mask, posted }, Next::State(n)));
+                }
+            }
+        }
+    }
+
+    /// The packet id of `members` (one packet): its leader's current call.
+    fn set_packet(&self, n: &mut State, members: &[usize]) {
+        let leader = *members
+            .iter()
+            .min_by_key(|&&i| self.who[i].lane)
+            .expect("a packet has a lane");
+        let packet = self.token(leader, n.lanes[leader].call);
+        for &i in members {
+            n.lanes[i].packet = Some(packet);
+        }
+    }
+
+    /// Warp-synchronous steps: all lanes of a mask waiting at a step of the same kind
+    /// with that mask (wherever in the program) proceed once every other lane of the
+    /// mask has exited.
+    fn syncs(&self, s: &State, out: &mut Vec<(Action, Next)>) {
+        let mut seen: Vec<(u8, Op, u8)> = Vec::new();
+        for (i, l) in s.lanes.iter().enumerate() {
+            if l.exited || !self.op(l).is_sync() {
+                continue;
+            }
+            let op = self.op(l);
+            let mask = if op == MatchPosted { l.mask } else { l.group };
+            let warp = self.who[i].warp;
+            if seen.contains(&(warp, op, mask)) {
+                continue;
+            }
+            seen.push((warp, op, mask));
+            let waiting: Vec<usize> = (0..s.lanes.len())
+                .filter(|&j| {
+                    let m = &s.lanes[j];
+                    self.who[j].warp == warp
+                        && !m.exited
+                        && self.op(m) == op
+                        && (if op == MatchPosted { m.mask } else { m.group }) == mask
+                })
+                .collect();
+            let all_there = bits(mask).all(|lane| {
+                (0..s.lanes.len())
+                    .filter(|&j| self.who[j].warp == warp && self.who[j].lane == lane)
+                    .all(|j| s.lanes[j].exited || waiting.contains(&j))
+            });
+            if !all_there {
+                continue;
+            }
+            let mut n = s.clone();
+            if op == MatchPosted {
+                for posted in [false, true] {
+                    let group: Vec<usize> = waiting
+                        .iter()
+                        .copied()
+                        .filter(|&j| s.lanes[j].posted == Some(posted))
+                        .collect();
+                    let g = group.iter().fold(0u8, |m, &j| m | 1 << self.who[j].lane);
+                    for &j in &group {
+                        n.lanes[j].group = g;
+                    }
+                    if !group.is_empty() {
+                        self.set_packet(&mut n, &group);
+                    }
+                }
+            }
+            for &j in &waiting {
+                // V2: every lane then reads the sequence its packet will be published
+                // under. The counter changes only at the lock holder's publication,
+                // which waits for this lane at the next barrier: the read commutes with
+                // every step in between, so it is taken here, with the broadcast.
+                if op == Broadcast && self.protocol == Protocol::V2 {
+                    n.lanes[j].seq = s.port.seq.wrapping_add(1);
+                }
+                self.advance(&mut n, j);
+            }
+            out.push((Action::Sync { warp, op, mask }, Next::State(n)));
+        }
+    }
+
+    fn is_leader(&self, i: usize, l: &Lane) -> bool {
+        l.group.trailing_zeros() as u8 == self.who[i].lane
+    }
+
+    /// The next non-synchronous step of lane `i`, if it can take one.
+    fn lane_step(&self, s: &State, i: usize) -> Option<(Action, Next)> {
+        let l = s.lanes[i];
+        if l.exited {
+            return None;
+        }
+        let op = self.op(&l);
+        if op == ActiveMask || op.is_sync() {
+            return None;
+        }
+        let who = self.who[i];
+        let action = Action::Step { lane: who, op };
+        let leader = self.is_leader(i, &l);
+        let mut n = s.clone();
+        let me = self.token(i, l.call);
+        let slot = who.lane as usize;
+        let mut flagged = None;
+        debug_assert!(leader || !op.leader_only());
+        match op {
+            LeaderAcquire => {
+                if s.port.lock == Lock::Held {
+                    return None;
+                }
+                n.lanes[i].took_posted = s.port.lock == Lock::FreePosted;
+                n.port.lock = Lock::Held;
+            }
+            LeaderWaitPosted => {
+                if l.took_posted && s.port.response != s.port.seq {
+                    return None;
+                }
+            }
+            WriteSlot => {
+                n.port.slots[slot] = Slot {
+                    request: Some(me),
+                    packet: l.packet,
+                    answered: false,
+                    reply: None,
+                };
+                n.port.answers[slot] = Answer::Pending;
+                n.lanes[i].finished = l.posted == Some(true);
+            }
+            Publish => {
+                if leader {
+                    let seq = s.port.seq.wrapping_add(1);
+                    n.port.seq = seq;
+                    n.port.mask = l.group;
+                    n.port.request = seq;
+                    n.port.packet = l.packet;
+                    n.lanes[i].seq = seq;
+                    if l.posted == Some(true) {
+                        n.port.lock = Lock::FreePosted;
+                        flagged = self.release_check(s, i);
+                    }
+                }
+                if l.posted == Some(true) {
+                    self.end_call(&mut n, i);
+                    return Some((action, outcome(n, flagged)));
+                }
+            }
+            LeaderPollResponse => {
+                if s.port.response != l.seq {
+                    return None;
+                }
+            }
+            ReadSlot => {
+                let recheck = matches!(self.protocol, Protocol::V1 { recheck: true });
+                let sl = s.port.slots[slot];
+                if recheck && !(sl.answered && sl.request == Some(me)) {
+                    return None;
+                }
+                let got = if sl.answered { sl.reply } else { None };
+                if got != Some(me) {
+                    return Some((
+                        action,
+                        Next::Broken(Violation::WrongReply { expected: me, got }),
+                    ));
+                }
+                n.lanes[i].finished = true;
+            }
+            PollAnswer => match s.port.answers[slot] {
+                Answer::Pending => return None,
+                Answer::Done { seq, reply } => {
+                    if seq != l.seq {
+                        return Some((
+                            action,
+                            Next::Broken(Violation::ForeignAnswer {
+                                lane: who,
+                                expected: l.seq,
+                                found: seq,
+                            }),
+                        ));
+                    }
+                    if reply != Some(me) {
+                        return Some((
+                            action,
+                            Next::Broken(Violation::WrongReply {
+                                expected: me,
+                                got: reply,
+                            }),
+                        ));
+                    }
+                    n.lanes[i].finished = true;
+                }
+            },
+            LeaderRelease => {
+                n.port.lock = Lock::Free;
+                flagged = self.release_check(s, i);
+            }
+            Return => unreachable!("`advance` returns on reaching it"),
+            ActiveMask | MatchPosted | Broadcast | Barrier => unreachable!("handled as syncs"),
+        }
+        self.advance(&mut n, i);
+        Some((action, outcome(n, flagged)))
+    }
+
+    /// Moves lane `i` to its next step, past leader-only steps it does not take: they
+    /// touch nothing, so skipping them at once changes no behaviour and saves states.
+    ///
+    /// Likewise a leader that found the lock plainly free skips the wait for a posted
+    /// answer, and a lane reaching `Return` returns at once (both are lane-private), and
+    /// fields no later step reads are cleared, so that equal futures are equal states.
+    fn advance(&self, n: &mut State, i: usize) {
+        let l = &mut n.lanes[i];
+        l.pc += 1;
+        let leader = l.group.trailing_zeros() as u8 == self.who[i].lane;
+        loop {
+            match self.program[l.pc as usize] {
+                op if op.leader_only() && !leader => l.pc += 1,
+                LeaderWaitPosted if !l.took_posted => l.pc += 1,
+                _ => break,
+            }
+        }
+        if self.program[l.pc as usize] != MatchPosted {
+            l.mask = 0;
+        }
+        if self.program[l.pc as usize] == Return {
+            self.end_call(n, i);
+        }
+    }
+
+    /// Lane `i` (a leader) releases the port: every lane of its packet must be done.
+    fn release_check(&self, s: &State, i: usize) -> Option<Violation> {
+        let l = &s.lanes[i];
+        (0..s.lanes.len())
+            .find(|&j| {
+                let m = &s.lanes[j];
+                self.who[j].warp == self.who[i].warp
+                    && l.group & (1 << self.who[j].lane) != 0
+                    && m.packet == l.packet
+                    && !m.exited
+                    && !m.finished
+            })
+            .map(|j| Violation::EarlyRelease {
+                waiting: self.who[j],
+            })
+    }
+
+    fn end_call(&self, n: &mut State, i: usize) {
+        let call = n.lanes[i].call + 1;
+        n.lanes[i] = Lane {
+            pc: 0,
+            call,
+            posted: self.fixed_kind(i, call),
+            mask: 0,
+            group: 0,
+            packet: None,
+            seq: 0,
+            took_posted: false,
+            finished: false,
+            exited: call as usize >= self.calls[i].len(),
+        };
+    }
+
+    fn host_steps(&self, s: &State, out: &mut Vec<(Action, Next)>) {
+        match s.host {
+            Host::Idle => {
+                if s.port.request != s.port.response {
+                    let mut n = s.clone();
+                    n.host = Host::Serving {
+                        seq: s.port.request,
+                        todo: s.port.mask,
+                        packet: s.port.packet,
+                    };
+                    out.push((
+                        Action::HostBegin {
+                            seq: s.port.request,
+                            mask: s.port.mask,
+                        },
+                        Next::State(n),
+                    ));
+                }
+            }
+            Host::Serving { seq, todo: 0, .. } => {
+                let mut n = s.clone();
+                n.port.response = seq;
+                n.host = Host::Idle;
+                out.push((Action::HostAnswer { seq }, Next::State(n)));
+            }
+            Host::Serving { seq, todo, packet } => {
+                let lane = todo.trailing_zeros() as u8;
+                let action = Action::HostServe { lane };
+                let sl = s.port.slots[lane as usize];
+                if sl.packet != packet || packet.is_none() {
+                    out.push((action, Next::Broken(Violation::StaleSlot { lane })));
+                    return;
+                }
+                let t = sl.request.expect("a written slot names its request");
+                if s.served & self.token_bit(t) != 0 {
+                    out.push((action, Next::Broken(Violation::DoubleServe(t))));
+                    return;
+                }
+                let mut n = s.clone();
+                n.served |= self.token_bit(t);
+                n.port.slots[lane as usize].answered = true;
+                n.port.slots[lane as usize].reply = Some(t);
+                n.port.answers[lane as usize] = Answer::Done {
+                    seq,
+                    reply: Some(t),
+                };
+                n.host = Host::Serving {
+                    seq,
+                    todo: todo & !(1 << lane),
+                    packet,
+                };
+                out.push((action, Next::State(n)));
+            }
+        }
+    }
+}
