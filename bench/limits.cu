@@ -4,7 +4,11 @@
 //
 //  - roundtrip_us: one GPU thread flips a flag in host-pinned mapped memory, one host
 //    thread spins and answers; the floor under any hostcall's latency.
-//  - cuda_printf_lines_per_s: 132 x 256 threads x 16 printf lines, FIFO 512 MiB.
+//  - flag_roundtrips_per_s_132_channels: 132 GPU threads (one per block) each flip their
+//    own flag pair, one host thread answers them all: the floor under a consumer
+//    thread's throughput.
+//  - cuda_printf_lines_per_s (132 x 256 threads) and cuda_printf_lines_per_s_1056x256:
+//    16 printf lines per thread, FIFO 512 MiB.
 //  - cuda_malloc_pairs_per_s: 132 x 256 threads x 256 malloc(64)/free pairs.
 #include <atomic>
 #include <cstdio>
@@ -37,6 +41,17 @@ __global__ void roundtrip(volatile unsigned *req, volatile unsigned *resp, int n
     }
   }
   *ns = now_ns() - t0;
+}
+
+// Channel b's request flag is flags[32 b], its response flags[32 b + 16]: own cache lines.
+__global__ void channels(volatile unsigned *flags, int n) {
+  volatile unsigned *req = flags + 32 * blockIdx.x, *resp = req + 16;
+  for (int i = 1; i <= n; i++) {
+    *req = i;
+    __threadfence_system();
+    while (*resp != (unsigned)i) {
+    }
+  }
 }
 
 __global__ void printer(int lines) {
@@ -96,12 +111,33 @@ int main(int argc, char **argv) {
   server.join();
   double roundtrip_us = *ns / 1e3 / iters;
 
+  const int chans = 132, chan_iters = 20000;
+  unsigned *cflags;
+  CK(cudaHostAlloc(&cflags, chans * 32 * sizeof(unsigned), cudaHostAllocMapped));
+  for (int i = 0; i < chans * 32; i++) cflags[i] = 0;
+  std::atomic<bool> cstop{false};
+  std::thread cserver([&] {
+    volatile unsigned *f = cflags;
+    while (!cstop.load(std::memory_order_relaxed))
+      for (int c = 0; c < chans; c++) {
+        unsigned r = f[32 * c];
+        if (r != f[32 * c + 16]) f[32 * c + 16] = r;
+      }
+  });
+  static unsigned *g_cflags = cflags;
+  float chan_ms = time_kernel([] { channels<<<132, 1>>>(g_cflags, 20000); });
+  cstop = true;
+  cserver.join();
+
   const int blocks = 132, threads = 256, lines = 16, pairs = 256;
   CK(cudaDeviceSetLimit(cudaLimitPrintfFifoSize, 512u << 20));
   printer<<<1, 32>>>(1);  // warm up the printf path
   CK(cudaDeviceSynchronize());
   static int g_lines = lines;
   float printf_ms = time_kernel([] { printer<<<132, 256>>>(g_lines); });
+  CK(cudaDeviceSynchronize());
+  fflush(stdout);
+  float printf_big_ms = time_kernel([] { printer<<<1056, 256>>>(g_lines); });
   CK(cudaDeviceSynchronize());
   fflush(stdout);
 
@@ -120,9 +156,13 @@ int main(int argc, char **argv) {
   FILE *f = fopen(argv[1], "w");
   if (!f) return 1;
   fprintf(f,
-          "{\"device\": \"%s\", \"roundtrip_us\": %.4f, \"cuda_printf_lines_per_s\": %.1f, "
+          "{\"device\": \"%s\", \"roundtrip_us\": %.4f, "
+          "\"flag_roundtrips_per_s_132_channels\": %.1f, \"cuda_printf_lines_per_s\": %.1f, "
+          "\"cuda_printf_lines_per_s_1056x256\": %.1f, "
           "\"cuda_malloc_pairs_per_s\": %.1f, \"cuda_malloc_failures\": %u}\n",
-          prop.name, roundtrip_us, blocks * threads * lines / (printf_ms / 1e3),
+          prop.name, roundtrip_us, (double)chans * chan_iters / (chan_ms / 1e3),
+          blocks * threads * lines / (printf_ms / 1e3),
+          1056.0 * threads * lines / (printf_big_ms / 1e3),
           blocks * threads * pairs / (malloc_ms / 1e3), *failed);
   fclose(f);
   return 0;

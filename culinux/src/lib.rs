@@ -20,19 +20,36 @@ const MODE_LATENCY: u32 = 4;
 const MODE_PRINTLN: u32 = 5;
 const MODE_BULK_WRITE: u32 = 6;
 const MODE_MALLOC: u32 = 7;
+const MODE_NULL: u32 = 8;
+const MODE_MIXED: u32 = 9;
+const MODE_SLEEP: u32 = 10;
 
 /// Round trips timed by thread 0 in `MODE_LATENCY`.
 const LATENCY_PINGS: u64 = 2000;
 /// Lines each thread prints in `MODE_PRINTLN`.
 const LINES_PER_THREAD: u64 = 16;
 /// Bytes thread 0 writes in `MODE_BULK_WRITE`, in `BULK_CHUNK` pieces.
-const BULK_BYTES: usize = 256 << 20;
+const BULK_BYTES: usize = 1 << 30;
 const BULK_CHUNK: usize = 8 << 20;
 /// Allocation/free pairs per thread in `MODE_MALLOC`.
 const ALLOCS_PER_THREAD: u64 = 256;
 
 /// Round trips each thread makes in `MODE_PING`.
 const PINGS: u64 = 64;
+/// Verified null round trips each thread makes in `MODE_NULL`.
+const NULL_PINGS: u64 = 64;
+/// Calls lane `l` makes in `MODE_MIXED`: `MIXED_CALLS - l % 3`.
+const MIXED_CALLS: u64 = 24;
+/// How long thread 0 sleeps in `MODE_SLEEP` before timing round trips again.
+const SLEEP_S: u64 = 5;
+
+/// Launch-wide measurement of the throughput modes: the earliest start, the latest end,
+/// the bad replies and the threads done. The last thread reports and resets them (module
+/// globals outlive a launch).
+static FIRST_START: AtomicU64 = AtomicU64::new(u64::MAX);
+static LAST_END: AtomicU64 = AtomicU64::new(0);
+static BAD: AtomicU64 = AtomicU64::new(0);
+static FINISHED: AtomicU64 = AtomicU64::new(0);
 
 /// Threads that have finished their work, shared by every GPU thread.
 static COUNTER: Mutex<u64> = Mutex::new(0);
@@ -55,6 +72,9 @@ pub extern "ptx-kernel" fn kmain(mode: u32) {
         MODE_PRINTLN => return println_flood(),
         MODE_BULK_WRITE => return bulk_write(),
         MODE_MALLOC => return malloc_pairs(),
+        MODE_NULL => return null_calls(),
+        MODE_MIXED => return mixed(),
+        MODE_SLEEP => return sleep_then_latency(),
         _ => {}
     }
     if mode == MODE_EXIT && block == 0 && thread == 0 {
@@ -136,17 +156,83 @@ fn ping_check() {
     println!("ping: {me} {bad} {}", gpu::now_ns() - started);
 }
 
-/// Thread 0 times `LATENCY_PINGS` round trips alone: `latency: <pings> <ns>`.
+/// Thread 0 times `LATENCY_PINGS` round trips alone, each stage apart:
+/// `latency: <pings> <ns> <ns per stage...>` (stages of `hostcall_client::stages`).
 fn latency() {
     if gpu::global_thread() != 0 {
         return;
     }
     gpu::ping(0);
+    let mut stages = [0u64; 6];
     let started = gpu::now_ns();
     for i in 0..LATENCY_PINGS {
-        gpu::ping(i);
+        let (_, spans) = gpu::ping_timed(i);
+        for (sum, s) in stages.iter_mut().zip(spans) {
+            *sum += s;
+        }
     }
-    println!("latency: {LATENCY_PINGS} {}", gpu::now_ns() - started);
+    let total = gpu::now_ns() - started;
+    let stages: Vec<String> = stages.iter().map(u64::to_string).collect();
+    println!("latency: {LATENCY_PINGS} {total} {}", stages.join(" "));
+}
+
+/// Thread 0 sleeps `SLEEP_S` seconds (the host idles), then times round trips as in
+/// `latency`.
+fn sleep_then_latency() {
+    if gpu::global_thread() != 0 {
+        return;
+    }
+    std::thread::sleep(std::time::Duration::from_secs(SLEEP_S));
+    latency();
+}
+
+/// Adds this thread to the launch-wide measurement; the last thread to finish prints
+/// `<label>: <bad replies> <ns from the first start to the last end>`.
+fn finish(label: &str, started: u64, bad: u64) {
+    BAD.fetch_add(bad, Ordering::Relaxed);
+    FIRST_START.fetch_min(started, Ordering::Relaxed);
+    LAST_END.fetch_max(gpu::now_ns(), Ordering::Relaxed);
+    if FINISHED.fetch_add(1, Ordering::AcqRel) + 1 == gpu::launch_threads() {
+        let ns =
+            LAST_END.swap(0, Ordering::Relaxed) - FIRST_START.swap(u64::MAX, Ordering::Relaxed);
+        println!("{label}: {} {ns}", BAD.swap(0, Ordering::Relaxed));
+        FINISHED.store(0, Ordering::Release);
+    }
+}
+
+/// Every thread makes `NULL_PINGS` round trips of tokens unique to (thread, iteration)
+/// and counts the replies that are not its own: `null: <bad> <ns>`.
+fn null_calls() {
+    let me = gpu::global_thread();
+    let started = gpu::now_ns();
+    let mut bad = 0;
+    for i in 0..NULL_PINGS {
+        let token = (me << 20) | i;
+        if gpu::ping(token) != token {
+            bad += 1;
+        }
+    }
+    finish("null", started, bad);
+}
+
+/// Lanes of each warp mix posted stdout lines (`mixed <thread> <i>`) and token-checked
+/// round trips at one call site, the choice varying by lane and iteration; lanes leave
+/// after different numbers of calls. `mixed: <bad> <ns>` at the end.
+fn mixed() {
+    let me = gpu::global_thread();
+    let lane = (gpu::thread() % 32) as u64;
+    let started = gpu::now_ns();
+    let mut bad = 0;
+    for i in 0..MIXED_CALLS - lane % 3 {
+        let posted = (lane * 7 + i).is_multiple_of(3);
+        let line = format!("mixed {me} {i}\n");
+        let token = (me << 20) | i;
+        let got = gpu::ping_or_post(token, posted.then_some(line.as_bytes()));
+        if !posted && got != token {
+            bad += 1;
+        }
+    }
+    finish("mixed", started, bad);
 }
 
 /// Every thread prints `LINES_PER_THREAD` short lines.

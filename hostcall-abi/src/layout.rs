@@ -2,7 +2,7 @@
 //! is asserted at compile time: a change here is a change of [`crate::ABI_VERSION`].
 
 use core::mem::{offset_of, size_of};
-use core::sync::atomic::AtomicU32;
+use core::sync::atomic::{AtomicU32, AtomicU64};
 
 /// Lanes in an NVIDIA warp; a port carries one [`LaneSlot`] per lane.
 pub const WARP_SIZE: usize = 32;
@@ -27,6 +27,10 @@ pub const HEAP_RESERVED: usize = 64 << 10;
 
 /// pthread keys available to each GPU thread (std needs a handful).
 pub const MAX_KEYS: usize = 31;
+
+/// Heap size classes (16 B, 32 B, ...) of which each GPU thread keeps one freed block
+/// for its next allocation ([`ThreadArea::heap_cache`]).
+pub const CACHED_CLASSES: usize = 8;
 
 /// Where the GPU finds everything the host prepared, written into [`CONFIG_SYMBOL`].
 /// Addresses are device virtual addresses.
@@ -56,6 +60,31 @@ pub struct DeviceConfig {
     pub reserved: u32,
     /// Device address of this launch's [`LaunchState`] (device memory, zeroed).
     pub launch_state: u64,
+    /// Longest a GPU thread waits for a port or an answer before it gives up, reports a
+    /// [`FaultRecord`] and traps, in nanoseconds; 0 waits forever.
+    pub wait_limit_ns: u64,
+    /// Device address of the launch's [`FaultRecord`] (host-pinned memory, zeroed).
+    pub fault: u64,
+}
+
+impl DeviceConfig {
+    /// All zero: what a module holds before a host runtime fills it (`num_ports == 0`
+    /// tells the GPU side that nobody serves it).
+    pub const UNSET: DeviceConfig = DeviceConfig {
+        abi_version: 0,
+        num_ports: 0,
+        ports: 0,
+        port_states: 0,
+        heap_base: 0,
+        heap_size: 0,
+        thread_area: 0,
+        thread_capacity: 0,
+        flags: 0,
+        reserved: 0,
+        launch_state: 0,
+        wait_limit_ns: 0,
+        fault: 0,
+    };
 }
 
 /// Device-wide state of one launch that the GPU's libc keeps (zeroed by the host).
@@ -64,9 +93,65 @@ pub struct DeviceConfig {
 pub struct LaunchState {
     /// Next ticket of posted writes to fd 0, 1, 2: the host writes posted data of one fd
     /// in ticket order, whatever order the ports are served in.
-    pub stdio_tickets: [core::sync::atomic::AtomicU64; 3],
+    pub stdio_tickets: [AtomicU64; 3],
+    /// 0 until a GPU thread claims the right to write the [`FaultRecord`] (first one wins).
+    pub fault_claim: AtomicU32,
+    /// Zero.
+    pub reserved0: u32,
     /// Room to grow without changing the allocation.
-    pub reserved: [u64; 5],
+    pub reserved: [u64; 4],
+}
+
+/// Why a GPU thread gave up on the transport (`FaultRecord::kind`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// No port became free within the wait limit.
+    NoPort = 1,
+    /// The host did not answer a request within the wait limit.
+    NoAnswer = 2,
+    /// The host did not finish a posted request within the wait limit.
+    NoPostedAnswer = 3,
+    /// The lane's answer word carried another sequence: the host broke the protocol.
+    ForeignAnswer = 4,
+}
+
+impl FaultKind {
+    /// The kind with this code, if any.
+    pub fn from_code(code: u32) -> Option<FaultKind> {
+        [
+            FaultKind::NoPort,
+            FaultKind::NoAnswer,
+            FaultKind::NoPostedAnswer,
+            FaultKind::ForeignAnswer,
+        ]
+        .into_iter()
+        .find(|k| *k as u32 == code)
+    }
+}
+
+/// The first transport failure of a launch, written by the GPU thread that met it just
+/// before it traps, so that the host can say which thread gave up on what. Lives in
+/// host-pinned memory: a trapped context can no longer be read.
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct FaultRecord {
+    /// Set to 1, with release semantics, once the other fields are written.
+    pub valid: AtomicU32,
+    /// A [`FaultKind`].
+    pub kind: u32,
+    /// The port index.
+    pub port: u32,
+    /// The request's sequence number on that port.
+    pub seq: u32,
+    /// The thread's linear block index.
+    pub block: u32,
+    /// The thread's index within its block.
+    pub thread: u32,
+    /// How long it waited, in nanoseconds.
+    pub waited_ns: u64,
+    /// The answer word found ([`FaultKind::ForeignAnswer`]), else 0.
+    pub detail: u64,
 }
 
 /// `DeviceConfig::flags`: every lane calls alone (one-lane packets) instead of sharing a
@@ -93,40 +178,44 @@ pub struct PortState {
     pub seq: AtomicU32,
 }
 
-/// The two ownership counters of a port, alone on their cache line.
+/// The doorbell of a port, alone on its cache line.
 #[repr(C, align(64))]
 #[derive(Debug, Default)]
 pub struct PortHeader {
-    /// Written only by the GPU: the sequence number of the latest request.
+    /// Written only by the GPU: the sequence number of the latest published packet.
     pub request: AtomicU32,
-    /// Written only by the host: the sequence number of the latest answered request.
+    /// Written only by the host: the sequence number of the latest packet it finished.
     pub response: AtomicU32,
-    /// Lanes that take part in the current request (bit i = lane i), set before `request`.
+    /// Lanes of the packet (bit i = lane i), written before `request`.
     pub lane_mask: AtomicU32,
 }
 
-/// One lane's request and, once answered, its result.
+/// One lane's request. When its answer is not inline (see [`crate::answer`]), the host
+/// writes the result into `args[0]` and the bulk bytes it wrote back into `args[5]`.
 #[repr(C, align(64))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LaneSlot {
-    /// In: a [`crate::Service`] id.
+    /// A [`crate::Service`] id.
     pub service: u32,
-    /// Out: a [`crate::Status`]; anything but `Ok` means the host did not run the service.
-    pub status: u32,
-    /// In: linear block index of the caller, for traces and error reports.
+    /// The sequence number of the packet this request belongs to: the host serves the
+    /// slot only if it equals the `request` it was handed.
+    pub seq: u32,
+    /// Linear block index of the caller, for traces and error reports.
     pub block: u32,
-    /// In: linear thread index of the caller within its block.
+    /// Linear thread index of the caller within its block.
     pub thread: u32,
-    /// In: the service's arguments. Out: `args[0]` is the result (`i64`, `-errno` on
-    /// failure); services that return more say where.
+    /// The service's arguments.
     pub args: [u64; 6],
 }
 
-/// A port: header, a slot per lane and a bulk buffer per lane.
+/// A port: doorbell, an answer word per lane, a request slot per lane, bulk buffers.
 #[repr(C, align(64))]
 pub struct Port {
-    /// Ownership counters and lane mask.
+    /// The doorbell.
     pub header: PortHeader,
+    /// Lane `i`'s answer word (see [`crate::answer`]); the 32 words share four cache
+    /// lines, so a warp polling its answers reads host memory in four transactions.
+    pub answers: [AtomicU64; WARP_SIZE],
     /// Lane `i` uses `lanes[i]`.
     pub lanes: [LaneSlot; WARP_SIZE],
     /// Lane `i` uses `bulk[i]` for data in either direction.
@@ -148,17 +237,22 @@ pub struct ThreadArea {
     pub key_gens: [u32; MAX_KEYS],
     /// Pads the area to a multiple of 16 bytes.
     pub reserved2: u32,
+    /// Per small heap class, a block this thread freed and will allocate next (0: none),
+    /// so that a thread's allocate/free pairs touch no shared free list.
+    pub heap_cache: [u64; CACHED_CLASSES],
 }
 
 const _: () = {
-    assert!(size_of::<DeviceConfig>() == 72);
+    assert!(size_of::<DeviceConfig>() == 88);
     assert!(size_of::<LaunchState>() == 64);
+    assert!(size_of::<FaultRecord>() == 40);
     assert!(size_of::<PortState>() == 8);
     assert!(size_of::<PortHeader>() == 64);
     assert!(size_of::<LaneSlot>() == 64);
     assert!(offset_of!(LaneSlot, args) == 16);
-    assert!(offset_of!(Port, lanes) == 64);
-    assert!(offset_of!(Port, bulk) == 64 + 64 * WARP_SIZE);
-    assert!(size_of::<Port>() == 64 + 64 * WARP_SIZE + BULK_PER_LANE * WARP_SIZE);
-    assert!(size_of::<ThreadArea>() == 384);
+    assert!(offset_of!(Port, answers) == 64);
+    assert!(offset_of!(Port, lanes) == 64 + 8 * WARP_SIZE);
+    assert!(offset_of!(Port, bulk) == 64 + 72 * WARP_SIZE);
+    assert!(size_of::<Port>() == 64 + 72 * WARP_SIZE + BULK_PER_LANE * WARP_SIZE);
+    assert!(size_of::<ThreadArea>() == 448);
 };

@@ -7,9 +7,9 @@
 //! The host allocates three regions before a launch and describes them to the GPU in
 //! [`DeviceConfig`], which it writes into the module's global [`CONFIG_SYMBOL`]:
 //!
-//! * the **channel**: `num_ports` [`Port`]s in host-pinned, device-mapped memory. Only
-//!   plain loads and stores cross PCIe (no read-modify-write on host memory, which PCIe
-//!   atomics would need);
+//! * the **channel**: `num_ports` [`Port`]s in host-pinned, device-mapped memory, and the
+//!   launch's [`FaultRecord`]. Only plain loads and stores cross PCIe (no
+//!   read-modify-write on host memory, which PCIe atomics would need);
 //! * the **port states**: one [`PortState`] per port in device memory, holding the lock
 //!   that GPU warps contend on and the port's next sequence number;
 //! * the **device heap** and the **thread area** (per-thread `errno` and pthread keys)
@@ -17,38 +17,58 @@
 //!
 //! # Protocol (one port)
 //!
-//! A port is owned either by the GPU or by the host; ownership moves by two counters in
-//! the port's [`PortHeader`]: `request` (written only by the GPU) and `response` (written
-//! only by the host). `request == response` means the host owns nothing on it.
+//! A port is owned by one packet of lanes at a time: a GPU warp's lanes that call
+//! together *and take the same path*. The lock and the sequence counter are in device
+//! memory ([`PortState`]); everything the host sees is in the [`Port`]. Steps, with the
+//! ordering that makes each handoff safe:
 //!
-//! 1. A warp's leader lane (lowest lane of the active mask) takes the port's lock in
-//!    [`PortState::lock`] with a compare-exchange in device memory; the port index is
-//!    broadcast to the other active lanes.
-//! 2. Each active lane writes its own [`LaneSlot`] (service id, caller coordinates,
-//!    arguments, `status` = pending) and its bulk bytes: lane `i` of a shared packet uses
-//!    `bulk[i]` ([`BULK_PER_LANE`] bytes); a lone lane uses the whole bulk area
-//!    ([`PORT_BULK`] bytes from `bulk[0]`), so large transfers take fewer round trips. When several lanes share the
-//!    packet, each then executes a **system-scope fence**, and all meet at a warp barrier.
-//! 3. The leader writes the lane mask, then stores `request = seq` with **system-scope
-//!    release** semantics. The payload is therefore visible to any host thread that
-//!    observes the new `request`.
-//! 4. The host polls `request` with acquire loads. On `request != response` it reads the
-//!    mask and the slots, serves each lane, writes each lane's results and then its
-//!    `status`, then stores `response = request` with release semantics.
-//! 5. The leader polls `response` with system-scope acquire loads until it equals `seq`;
-//!    a warp barrier (and, for a shared packet, a fence in each lane) hands the results
-//!    to all lanes. Each lane reads its slot with volatile loads and accepts it only once
-//!    `status` is no longer pending and the slot still holds its own coordinates.
-//! 6. A final warp barrier, then the leader releases the lock (release store).
+//! 1. **Packet.** Each calling lane takes `activemask`, then `match.any.sync` on its
+//!    *posted* flag: the packet is the lanes that agree. Posted and waiting lanes never
+//!    share a packet, so every lane of a packet executes the same sequence of
+//!    warp-synchronous operations with the same mask. That matters because the hardware
+//!    matches warp barriers by mask value, not program location, and counts an exited
+//!    lane as arrived: a lane that left early would release the others.
+//! 2. **Port.** The packet's leader (its lowest lane) takes a port's lock with a
+//!    compare-exchange (acquire) and reads the port's sequence counter; `shfl.sync`
+//!    hands the port index and `seq = counter + 1` to every lane of the packet.
+//!    If the lock was [`PORT_FREE_POSTED`], the leader first waits for
+//!    `response == counter` (acquire): the host has finished reading the posted packet.
+//! 3. **Request.** Each lane writes its [`LaneSlot`] (service, `seq`, coordinates,
+//!    arguments), its bulk bytes, and [`answer::PENDING`] into its answer word. In a
+//!    packet of several lanes each lane then issues a system-scope fence, and all meet
+//!    at `bar.warp.sync(packet)`.
+//! 4. **Publish.** The leader stores the counter, the lane mask (relaxed), then
+//!    `request = seq` with a **system-scope release**. A posted leader then releases the
+//!    lock as [`PORT_FREE_POSTED`]; posted lanes return here.
+//! 5. **Serve.** A host consumer sees `request != response` (acquire load), reads the
+//!    mask, and for each lane of it copies the slot out once, checks that the slot's
+//!    `seq` is `request` (else answers `Malformed`), runs the service, writes the bulk
+//!    bytes and any non-inline result into the slot, and then the lane's answer word with
+//!    **release** (x86-64 stores are ordered; a compiler fence keeps them so). After the
+//!    last lane it stores `response = request` (release).
+//! 6. **Answer.** Each waiting lane polls its own answer word with **acquire** loads until
+//!    it is no longer pending. The word carries `seq` (its low [`answer::SEQ_BITS`]
+//!    bits): a word answered for any other sequence is a protocol violation, reported and
+//!    fatal, never accepted. Because the word is written last and read first, the slot's
+//!    results and bulk bytes read after it are the host's answer to *this* request:
+//!    stale data cannot be read, rather than being detected.
+//! 7. **Release.** The lanes meet at `bar.warp.sync(packet)` once each has read its
+//!    answer and bulk bytes; the leader releases the lock (release store). The host never
+//!    touches a packet's slots after writing its last answer word, so the next owner may
+//!    reuse them at once.
 //!
-//! A **posted** request (stdout/stderr writes) stops after step 3: the leader releases
-//! the lock as [`PORT_FREE_POSTED`] without waiting, and whoever takes the port next
-//! first waits for `response == seq`. Posted writes carry a ticket from
-//! [`LaunchState::stdio_tickets`]; the host writes them in ticket order, and serves every
-//! port once more after the launch ends so none is lost.
+//! A lane gives up only when a wait exceeds [`DeviceConfig::wait_limit_ns`], or when its
+//! answer word carries another sequence: it writes the launch's [`FaultRecord`] (port,
+//! sequence, its coordinates) and traps, and the host reports that record.
 //!
-//! A result is any `i64`: completion is the `response` counter, never a sentinel value.
-//! When every port is locked the caller backs off and retries: back-pressure, no loss.
+//! Posted writes carry a ticket from [`LaunchState::stdio_tickets`]; the host writes them
+//! in ticket order, and serves every port once more after the launch ends so none is
+//! lost. A result is any `i64`: completion is the answer word's `done` bit, never a
+//! sentinel value. When every port is locked the caller backs off and retries:
+//! back-pressure, no loss.
+//!
+//! The `hostcall-model` crate checks these steps exhaustively against the GPU's warp
+//! semantics (any `activemask` subset, mask-matched barriers, exits as arrivals).
 //!
 //! # Errors
 //!
@@ -59,18 +79,20 @@
 
 #![no_std]
 
+pub mod answer;
 pub mod errno;
 pub mod layout;
 pub mod service;
 pub mod stat;
 
 pub use layout::{
-    BULK_PER_LANE, CONFIG_SYMBOL, DeviceConfig, FLAG_SINGLE_LANE, HEAP_RESERVED, LaneSlot,
-    LaunchState, MAX_KEYS, PORT_BULK, PORT_FREE, PORT_FREE_POSTED, PORT_HELD, Port, PortHeader,
-    PortState, ThreadArea, VERSION_SYMBOL, WARP_SIZE,
+    BULK_PER_LANE, CACHED_CLASSES, CONFIG_SYMBOL, DeviceConfig, FLAG_SINGLE_LANE, FaultKind,
+    FaultRecord, HEAP_RESERVED, LaneSlot, LaunchState, MAX_KEYS, PORT_BULK, PORT_FREE,
+    PORT_FREE_POSTED, PORT_HELD, Port, PortHeader, PortState, ThreadArea, VERSION_SYMBOL,
+    WARP_SIZE,
 };
 pub use service::{DEVICE_WRITE_MAX, Service, Status};
 
 /// The version both halves must agree on; bump it on any change to this crate's layouts,
 /// service ids or argument conventions. The host refuses a module built with another.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;

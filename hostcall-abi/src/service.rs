@@ -122,7 +122,7 @@ pub enum Status {
 
 impl Status {
     /// The status with this code; unknown codes read as `Malformed`.
-    pub fn from_code(code: u32) -> Status {
+    pub const fn from_code(code: u32) -> Status {
         match code {
             0 => Status::Ok,
             1 => Status::UnknownService,

@@ -13,7 +13,7 @@ use crate::{Channel, Platform, Reply};
 
 fn outcome(reply: Reply) -> i64 {
     match reply.status {
-        Status::Ok => reply.result(),
+        Status::Ok => reply.result,
         Status::UnknownService => -(ENOSYS as i64),
         Status::Malformed => -(EINVAL as i64),
     }
@@ -37,7 +37,7 @@ pub fn ping<P: Platform>(ch: &Channel, value: u64) -> u64 {
         &mut [],
         None,
     )
-    .args[0]
+    .result as u64
 }
 
 /// Writes of at least this many bytes from global memory go by DMA (`WriteFromDevice`):
@@ -96,16 +96,17 @@ fn write_from_device<P: Platform>(ch: &Channel, fd: i32, data: &[u8]) -> i64 {
     done as i64
 }
 
-/// Writes `data` to stdout or stderr (`fd` 1 or 2) without waiting for the host: each
-/// bulk-sized piece is posted with the next ticket of `tickets`, and the host writes the
-/// pieces of an fd in ticket order. Returns `data.len()`: stdio errors are not reported
-/// back, as with CUDA's `printf`.
+/// Writes `data` to stdout or stderr (`fd` 1 or 2) without waiting for the host: it is
+/// cut into pieces that fit any packet, which take consecutive tickets of `tickets` at
+/// once, and the host writes the pieces of an fd in ticket order. So one write never has
+/// another thread's bytes inside it, and one thread's writes keep their order. Returns
+/// `data.len()`: stdio errors are not reported back, as with CUDA's `printf`.
 pub fn write_posted<P: Platform>(ch: &Channel, fd: i32, data: &[u8], tickets: &AtomicU64) -> i64 {
-    let mut done = 0usize;
-    while done < data.len() {
-        let ticket = tickets.fetch_add(1, Relaxed);
+    let pieces = data.len().div_ceil(BULK_PER_LANE) as u64;
+    let first = tickets.fetch_add(pieces, Relaxed);
+    for (ticket, piece) in (first..).zip(data.chunks(BULK_PER_LANE)) {
         let args = [fd as u64, 0, ticket, 0, 0, 0];
-        done += ch.post::<P>(Service::WritePosted as u32, args, &data[done..], Some(1));
+        ch.post::<P>(Service::WritePosted as u32, args, piece, Some(1));
     }
     data.len() as i64
 }

@@ -1,25 +1,23 @@
-//! Port acquisition, publication and completion: steps 1–6 of the protocol documented
-//! in `hostcall_abi`.
+//! Packets, ports, publication and answers: steps 1–7 of the protocol documented in
+//! `hostcall_abi` (and checked by `hostcall-model`).
 
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
+use hostcall_abi::answer::{self, Answer};
 use hostcall_abi::{
-    BULK_PER_LANE, DeviceConfig, FLAG_SINGLE_LANE, LaneSlot, PORT_BULK, PORT_FREE,
-    PORT_FREE_POSTED, PORT_HELD, Port, PortState, Status,
+    BULK_PER_LANE, DeviceConfig, FLAG_SINGLE_LANE, FaultKind, FaultRecord, LaneSlot, LaunchState,
+    PORT_BULK, PORT_FREE, PORT_FREE_POSTED, PORT_HELD, Port, PortState, Status,
 };
 
 use crate::Platform;
 use crate::copy::{copy_from_bulk, copy_to_bulk};
+use crate::stages::{Marks, Stage, StageClock};
 
 /// Longest sleep between polls of a busy lock or an unanswered port, in nanoseconds.
 const MAX_BACKOFF_NS: u32 = 2048;
 
-/// Polls of `response` before the leader starts sleeping between polls.
+/// Polls of an answer word before the lane starts sleeping between polls.
 const EAGER_POLLS: u32 = 16;
-
-/// `LaneSlot::status` while a request waits for the host (the host always overwrites
-/// it with a `Status`).
-const PENDING: u32 = u32::MAX;
 
 /// The GPU's view of the channel the host prepared (see `hostcall_abi::DeviceConfig`).
 #[derive(Clone, Copy, Debug)]
@@ -28,9 +26,12 @@ pub struct Channel {
     states: *const PortState,
     num_ports: u32,
     single_lane: bool,
+    wait_limit_ns: u64,
+    launch: *const LaunchState,
+    fault: *mut FaultRecord,
 }
 
-// SAFETY: a Channel is two addresses and a count; all shared state it reaches is accessed
+// SAFETY: a Channel is addresses and counts; all shared state it reaches is accessed
 // through atomics or under a port lock, per the protocol.
 unsafe impl Send for Channel {}
 // SAFETY: as for Send.
@@ -41,14 +42,44 @@ unsafe impl Sync for Channel {}
 pub struct Reply {
     /// Whether the service ran.
     pub status: Status,
-    /// The slot's arguments as the host left them: `args[0]` is the result.
-    pub args: [u64; 6],
+    /// The service's result (`-errno` on failure); for a posted request, the bytes sent.
+    pub result: i64,
 }
 
-impl Reply {
-    /// The service's result as a signed value (`-errno` on failure).
-    pub fn result(&self) -> i64 {
-        self.args[0] as i64
+/// A wait that may have to be given up: counts polls, sleeps with a doubling delay
+/// after the eager ones, and reads the clock only once it sleeps.
+struct Wait {
+    polls: u32,
+    backoff: u32,
+    since: u64,
+}
+
+impl Wait {
+    fn new(backoff: u32) -> Wait {
+        Wait {
+            polls: 0,
+            backoff,
+            since: 0,
+        }
+    }
+
+    /// Waits a little; returns the nanoseconds waited so far once over `limit` (0: none).
+    fn pause<P: Platform>(&mut self, eager: u32, limit: u64) -> Option<u64> {
+        self.polls += 1;
+        if self.polls <= eager {
+            return None;
+        }
+        let now = P::now_ns();
+        if self.since == 0 {
+            self.since = now;
+        }
+        let waited = now.wrapping_sub(self.since);
+        if limit != 0 && waited > limit {
+            return Some(waited);
+        }
+        P::nanosleep(self.backoff);
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF_NS);
+        None
     }
 }
 
@@ -58,21 +89,25 @@ impl Channel {
     /// # Safety
     /// `config.ports` must address `config.num_ports` [`Port`]s readable and writable by
     /// this thread and served by a host following the protocol; `config.port_states` must
-    /// address as many [`PortState`]s shared by every caller of this channel. Both must
-    /// stay valid for as long as the channel is used.
+    /// address as many [`PortState`]s shared by every caller of this channel;
+    /// `config.launch_state` a [`LaunchState`] and `config.fault` a [`FaultRecord`] (or be
+    /// 0). All must stay valid for as long as the channel is used.
     pub unsafe fn new(config: &DeviceConfig) -> Channel {
         Channel {
             ports: config.ports as *mut Port,
             states: config.port_states as *const PortState,
             num_ports: config.num_ports,
             single_lane: config.flags & FLAG_SINGLE_LANE != 0,
+            wait_limit_ns: config.wait_limit_ns,
+            launch: config.launch_state as *const LaunchState,
+            fault: config.fault as *mut FaultRecord,
         }
     }
 
     /// One round trip for this lane: `send` goes to the host in the lane's bulk buffer,
-    /// the reply's bulk bytes (as many as the host reports in `args[5]`) are copied into
-    /// `recv`. Lanes of the warp that call at the same time share a port and one
-    /// publication. Blocks while every port is busy.
+    /// the reply's bulk bytes (as many as the host wrote back) are copied into `recv`.
+    /// Lanes of the warp that call at the same time share a port and one publication.
+    /// Blocks while every port is busy.
     ///
     /// The bulk buffer holds [`BULK_PER_LANE`] bytes in a shared packet and [`PORT_BULK`]
     /// for a lone lane; `send` and `recv` are cut to it, and `args[len_arg]`, if given, is
@@ -100,11 +135,32 @@ impl Channel {
         len_arg: Option<usize>,
     ) -> usize {
         self.exchange::<P>(service, args, send, &mut [], len_arg, true)
-            .args[0] as usize
+            .result as usize
     }
 
-    /// `call` (`posted` false) or `post` (true): protocol steps 1–6, or 1–3 when posted.
-    fn exchange<P: Platform>(
+    /// [`Channel::call`] (`posted` false) or [`Channel::post`] (true), chosen per lane:
+    /// lanes of one warp may pass different `posted` values at the same call site.
+    pub fn exchange<P: Platform>(
+        &self,
+        service: u32,
+        args: [u64; 6],
+        send: &[u8],
+        recv: &mut [u8],
+        len_arg: Option<usize>,
+        posted: bool,
+    ) -> Reply {
+        self.exchange_marked::<P, ()>(service, args, send, recv, len_arg, posted, &mut ())
+    }
+
+    /// [`Channel::call`] without bulk data, timing each stage of the round trip.
+    pub fn call_timed<P: Platform>(&self, service: u32, args: [u64; 6]) -> (Reply, StageClock) {
+        let mut clock = StageClock::start::<P>();
+        let r = self.exchange_marked::<P, _>(service, args, &[], &mut [], None, false, &mut clock);
+        (r, clock)
+    }
+
+    #[allow(clippy::too_many_arguments)] // `exchange`'s arguments and the marker
+    fn exchange_marked<P: Platform, M: Marks>(
         &self,
         service: u32,
         mut args: [u64; 6],
@@ -112,31 +168,43 @@ impl Channel {
         recv: &mut [u8],
         len_arg: Option<usize>,
         posted: bool,
+        marks: &mut M,
     ) -> Reply {
+        // Step 1: the packet is the lanes here now that take the same path.
         let lane = P::lane_id();
         let mask = if self.single_lane {
             1 << lane
         } else {
-            P::active_mask()
+            P::match_any(P::active_mask(), posted as u32)
         };
         let leader = mask.trailing_zeros();
         let is_leader = lane == leader;
+        marks.mark::<P>(Stage::Packet);
 
-        let mine = if is_leader { self.acquire::<P>() } else { 0 };
+        // Step 2: the leader takes a port; every lane learns it and the sequence.
+        let (mine, mine_seq) = if is_leader {
+            self.acquire::<P>()
+        } else {
+            (0, 0)
+        };
         let index = P::broadcast(mask, mine, leader);
+        let seq = P::broadcast(mask, mine_seq, leader);
+        marks.mark::<P>(Stage::Port);
         // SAFETY: `index < num_ports` (acquire's result); the port stays valid (`new`).
-        // Lanes touch only their own slot and bulk buffer through raw pointers, and the
-        // header only through atomics, so no reference aliases another lane's access.
+        // Lanes touch only their own slot, answer word and bulk buffer through raw
+        // pointers, and the header only through atomics, so no reference aliases another
+        // lane's access.
         let port = unsafe { self.ports.add(index as usize) };
         // SAFETY: as above, for the device-side state of the same port.
         let state = unsafe { &*self.states.add(index as usize) };
-        // SAFETY: `port` is valid; the header is only ever accessed through atomics.
-        let header = unsafe { &(*port).header };
+        // SAFETY: `port` is valid; the header and answer words are only ever accessed
+        // through atomics.
+        let (header, answer) = unsafe { (&(*port).header, &(*port).answers[lane as usize]) };
         let shared = mask.count_ones() > 1;
         // SAFETY: `lane < WARP_SIZE`, in bounds of the port's arrays; this lane is the only
         // GPU-side user of its slot and bulk buffer (the whole area when alone) while the
-        // warp holds the lock, and the host reads them only between `request` and
-        // `response` (protocol steps 3–4).
+        // packet holds the lock, and the host reads them only between `request` and this
+        // lane's answer word (protocol steps 4–6).
         let (slot, bulk, capacity) = unsafe {
             let slot = (&raw mut (*port).lanes)
                 .cast::<LaneSlot>()
@@ -149,6 +217,7 @@ impl Channel {
             }
         };
 
+        // Step 3: the request.
         let (block, thread) = P::caller();
         let send = &send[..send.len().min(capacity)];
         let recv_len = recv.len().min(capacity);
@@ -163,97 +232,91 @@ impl Channel {
         unsafe {
             slot.write(LaneSlot {
                 service,
-                status: PENDING,
+                seq,
                 block,
                 thread,
                 args,
             });
             copy_to_bulk(bulk, send);
         }
+        if !posted {
+            answer.store(answer::PENDING, Relaxed);
+        }
         // When lanes share the packet, each makes its own writes visible at system scope
         // before the barrier rather than relying on the leader's release being cumulative
-        // over the barrier. A lone lane is the leader: its release store below orders its
-        // own writes.
+        // over the barrier. A lone lane is the leader: its release below orders its writes.
         if shared {
             P::fence_system();
         }
         P::sync_warp(mask);
+        marks.mark::<P>(Stage::Request);
 
-        if posted {
-            if is_leader {
-                let seq = state.seq.load(Relaxed).wrapping_add(1);
-                state.seq.store(seq, Relaxed);
-                header.lane_mask.store(mask, Relaxed);
-                header.request.store(seq, Release);
-                state.lock.store(PORT_FREE_POSTED, Release);
-            }
-            return Reply {
-                status: Status::Ok,
-                args: [send.len() as u64, 0, 0, 0, 0, 0],
-            };
-        }
+        // Step 4: publication.
         if is_leader {
-            let seq = state.seq.load(Relaxed).wrapping_add(1);
             state.seq.store(seq, Relaxed);
             header.lane_mask.store(mask, Relaxed);
             header.request.store(seq, Release);
-            // Each poll is a read across PCIe (about a microsecond): poll back to back
-            // first, then back off so a slow service does not flood the bus.
-            let mut polls = 0u32;
-            let mut backoff = 32;
-            while header.response.load(Acquire) != seq {
-                polls += 1;
-                if polls > EAGER_POLLS {
-                    P::nanosleep(backoff);
-                    backoff = (backoff * 2).min(MAX_BACKOFF_NS);
-                }
+            if posted {
+                state.lock.store(PORT_FREE_POSTED, Release);
             }
         }
-        P::sync_warp(mask);
-        // The other lanes' acquire side (the leader's is its acquire load): their reads
-        // below must not be served from a cache line filled before the host's answer;
-        // they are volatile (strong) loads too.
-        if shared {
-            P::fence_system();
+        marks.mark::<P>(Stage::Published);
+        if posted {
+            return Reply {
+                status: Status::Ok,
+                result: send.len() as i64,
+            };
         }
 
-        // The host answered (the leader saw `response == seq`, and the warp barrier passed
-        // that on), so the slot and bulk buffer are this lane's again. Each lane still
-        // checks that its own slot holds an answer to its own request before trusting it:
-        // a stress run on an H100 once saw a lane read its slot after another warp had
-        // reused the port. Waiting here turns any such case into a stall the host's
-        // timeout reports, never a wrong result.
-        let mut backoff = 32;
-        let slot = loop {
-            // SAFETY: see above; volatile so every poll reads host memory.
-            let s = unsafe { slot.read_volatile() };
-            if s.status != PENDING && s.block == block && s.thread == thread {
-                break s;
+        // Step 6: this lane's answer, tagged with this sequence.
+        let mut wait = Wait::new(32);
+        let got = loop {
+            let word = answer.load(Acquire);
+            if let Some(a) = Answer::decode(word) {
+                if a.seq != answer::seq_tag(seq) {
+                    self.give_up::<P>(FaultKind::ForeignAnswer, index, seq, 0, word);
+                }
+                break a;
             }
-            P::nanosleep(backoff);
-            backoff = (backoff * 2).min(MAX_BACKOFF_NS);
+            if let Some(waited) = wait.pause::<P>(EAGER_POLLS, self.wait_limit_ns) {
+                self.give_up::<P>(FaultKind::NoAnswer, index, seq, waited, 0);
+            }
         };
-        let take = recv_len.min(slot.args[5] as usize);
+        let (result, bulk_out) = match got.inline {
+            Some(r) => (r, 0),
+            // SAFETY: the answer word, read with acquire, was written after the slot's
+            // results; volatile so that every read goes to host memory.
+            None => unsafe {
+                let s = slot.read_volatile();
+                (s.args[0] as i64, s.args[5] as usize)
+            },
+        };
+        let take = recv_len.min(bulk_out);
         // SAFETY: as above; `take <= capacity`.
         unsafe { copy_from_bulk(&mut recv[..take], bulk) };
+        marks.mark::<P>(Stage::Answered);
+
+        // Step 7: every lane is done with the port; the leader releases it.
         P::sync_warp(mask);
         if is_leader {
             state.lock.store(PORT_FREE, Release);
         }
+        marks.mark::<P>(Stage::Released);
         Reply {
-            status: Status::from_code(slot.status),
-            args: slot.args,
+            status: got.status,
+            result,
         }
     }
 
     /// Takes a free port's lock, starting at a place spread by the caller's coordinates
-    /// so that warps do not all contend for port 0. Backs off while all are held. A port
-    /// whose last request was posted is used only once the host has answered it.
-    fn acquire<P: Platform>(&self) -> u32 {
+    /// so that warps do not all contend for port 0, and returns it with the sequence its
+    /// packet will be published under. Backs off while all are held. A port whose last
+    /// request was posted is used only once the host has finished with it.
+    fn acquire<P: Platform>(&self) -> (u32, u32) {
         let (block, thread) = P::caller();
         let n = self.num_ports;
         let start = block.wrapping_mul(0x9E37_79B1).wrapping_add(thread / 32) % n;
-        let mut backoff = 64;
+        let mut wait = Wait::new(64);
         loop {
             for i in 0..n {
                 let p = (start + i) % n;
@@ -268,20 +331,58 @@ impl Channel {
                 {
                     continue;
                 }
+                let last = state.seq.load(Relaxed);
                 if was == PORT_FREE_POSTED {
                     // SAFETY: `p < num_ports` (`new`'s contract); the header is atomics only.
                     let header = unsafe { &(*self.ports.add(p as usize)).header };
-                    let seq = state.seq.load(Relaxed);
-                    let mut wait = 32;
-                    while header.response.load(Acquire) != seq {
-                        P::nanosleep(wait);
-                        wait = (wait * 2).min(MAX_BACKOFF_NS);
+                    let mut posted = Wait::new(32);
+                    while header.response.load(Acquire) != last {
+                        if let Some(waited) = posted.pause::<P>(0, self.wait_limit_ns) {
+                            self.give_up::<P>(FaultKind::NoPostedAnswer, p, last, waited, 0);
+                        }
                     }
                 }
-                return p;
+                return (p, last.wrapping_add(1));
             }
-            P::nanosleep(backoff);
-            backoff = (backoff * 2).min(MAX_BACKOFF_NS);
+            if let Some(waited) = wait.pause::<P>(0, self.wait_limit_ns) {
+                self.give_up::<P>(FaultKind::NoPort, u32::MAX, 0, waited, 0);
+            }
         }
+    }
+
+    /// Records why this thread gives up on the transport (if no thread did before) where
+    /// the host will find it after the launch, then ends the kernel.
+    fn give_up<P: Platform>(
+        &self,
+        kind: FaultKind,
+        port: u32,
+        seq: u32,
+        waited_ns: u64,
+        detail: u64,
+    ) -> ! {
+        if !self.launch.is_null() && !self.fault.is_null() {
+            // SAFETY: both are valid for the launch (`new`'s contract); the claim lets
+            // exactly one thread write the record, whose fields only it touches.
+            unsafe {
+                let launch = &*self.launch;
+                if launch
+                    .fault_claim
+                    .compare_exchange(0, 1, Acquire, Relaxed)
+                    .is_ok()
+                {
+                    let f = self.fault;
+                    let (block, thread) = P::caller();
+                    (&raw mut (*f).kind).write_volatile(kind as u32);
+                    (&raw mut (*f).port).write_volatile(port);
+                    (&raw mut (*f).seq).write_volatile(seq);
+                    (&raw mut (*f).block).write_volatile(block);
+                    (&raw mut (*f).thread).write_volatile(thread);
+                    (&raw mut (*f).waited_ns).write_volatile(waited_ns);
+                    (&raw mut (*f).detail).write_volatile(detail);
+                    (*f).valid.store(1, Release);
+                }
+            }
+        }
+        P::trap()
     }
 }

@@ -9,29 +9,42 @@
 //! wrappers over [`calls`].
 
 #![no_std]
-#![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch))]
+#![cfg_attr(
+    target_arch = "nvptx64",
+    feature(asm_experimental_arch, link_llvm_intrinsics)
+)]
+// The NVVM intrinsics are the only way to reach the convergent warp primitives from Rust
+// (`core::arch::nvptx` has none of them); see `nvptx`.
+#![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
 pub mod calls;
 mod channel;
 mod copy;
 #[cfg(target_arch = "nvptx64")]
 pub mod nvptx;
+pub mod stages;
 
 pub use channel::{Channel, Reply};
 
 /// The hardware primitives the transport needs. All functions act for the calling thread.
 ///
-/// Implementations must make `sync_warp` a memory barrier among the lanes of `mask`
-/// (writes before it by one lane are visible after it to the others), as PTX's
-/// `bar.warp.sync` is.
+/// The warp-synchronous ones (`broadcast`, `match_any`, `sync_warp`) follow the GPU's
+/// rules, which the transport is written for: they are matched by kind and mask value,
+/// not by program location, and a lane that has exited counts as arrived. Implementations
+/// must make `sync_warp` a memory barrier among the lanes of `mask` (writes before it by
+/// one lane are visible after it to the others), as PTX's `bar.warp.sync` is.
 pub trait Platform {
     /// This thread's lane within its warp, `0..32`.
     fn lane_id() -> u32;
-    /// The lanes of this warp executing this call together (bit i = lane i).
+    /// Lanes of this warp executing this call together now (bit i = lane i): some subset
+    /// of the lanes that reach it, always including the caller.
     fn active_mask() -> u32;
     /// `value` as held by lane `src` of `mask`; every lane of `mask` must call it.
     fn broadcast(mask: u32, value: u32, src: u32) -> u32;
-    /// Waits until every lane of `mask` has reached this point.
+    /// The lanes of `mask` whose `value` equals the caller's; every lane of `mask` must
+    /// call it.
+    fn match_any(mask: u32, value: u32) -> u32;
+    /// Waits until every lane of `mask` has reached a `sync_warp(mask)`.
     fn sync_warp(mask: u32);
     /// A system-scope release/acquire fence: orders this thread's (and, through
     /// `sync_warp`, its warp's) memory accesses with respect to the host.
@@ -43,4 +56,8 @@ pub trait Platform {
     /// Whether `ptr` addresses global memory, which the host can copy by DMA while the
     /// kernel runs (a thread's stack, in local memory, it cannot).
     fn is_global(ptr: *const u8) -> bool;
+    /// Nanoseconds from a clock shared by every thread of the launch.
+    fn now_ns() -> u64;
+    /// Ends the kernel (every thread of the launch) as a fault the host sees.
+    fn trap() -> !;
 }

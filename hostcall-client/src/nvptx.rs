@@ -1,8 +1,26 @@
 //! [`Platform`] on NVIDIA GPUs: each primitive is one or two PTX instructions.
+//!
+//! The warp-synchronous primitives are LLVM's NVVM intrinsics, not inline assembly:
+//! LLVM declares those intrinsics `convergent`, so no pass may move them across control
+//! flow that changes which lanes execute them, or merge two of them (inline assembly
+//! carries no such attribute).
 
 use core::arch::asm;
 
 use crate::Platform;
+
+// SAFETY (for every item): these are LLVM's own declarations of the intrinsics, with
+// their exact LLVM types; LLVM supplies their attributes (`convergent` among them).
+unsafe extern "C" {
+    #[link_name = "llvm.nvvm.activemask"]
+    fn nvvm_activemask() -> u32;
+    #[link_name = "llvm.nvvm.shfl.sync.idx.i32"]
+    fn nvvm_shfl_sync_idx(mask: u32, value: u32, src: u32, clamp: u32) -> u32;
+    #[link_name = "llvm.nvvm.match.any.sync.i32"]
+    fn nvvm_match_any_sync(mask: u32, value: u32) -> u32;
+    #[link_name = "llvm.nvvm.bar.warp.sync"]
+    fn nvvm_bar_warp_sync(mask: u32);
+}
 
 /// The calling GPU thread.
 pub struct Nvptx;
@@ -46,28 +64,25 @@ impl Platform for Nvptx {
     }
 
     fn active_mask() -> u32 {
-        let m: u32;
         // SAFETY: `activemask` only reads the warp's state.
-        unsafe { asm!("activemask.b32 {};", out(reg32) m, options(nomem, nostack)) };
-        m
+        unsafe { nvvm_activemask() }
     }
 
     fn broadcast(mask: u32, value: u32, src: u32) -> u32 {
-        let out: u32;
         // SAFETY: every lane of `mask` executes this (the trait's contract), as
-        // `shfl.sync` requires.
-        unsafe {
-            asm!("shfl.sync.idx.b32 {o}, {v}, {s}, 31, {m};",
-                o = out(reg32) out, v = in(reg32) value, s = in(reg32) src, m = in(reg32) mask,
-                options(nostack))
-        };
-        out
+        // `shfl.sync` requires; clamp 31 addresses the whole warp.
+        unsafe { nvvm_shfl_sync_idx(mask, value, src, 31) }
+    }
+
+    fn match_any(mask: u32, value: u32) -> u32 {
+        // SAFETY: every lane of `mask` executes this (the trait's contract).
+        unsafe { nvvm_match_any_sync(mask, value) }
     }
 
     fn sync_warp(mask: u32) {
-        // SAFETY: every lane of `mask` executes this (the trait's contract). Not `nomem`:
-        // the compiler must not move memory accesses across the barrier.
-        unsafe { asm!("bar.warp.sync {};", in(reg32) mask, options(nostack)) };
+        // SAFETY: every lane of `mask` executes this (the trait's contract). The intrinsic
+        // may read and write memory, so no access moves across it.
+        unsafe { nvvm_bar_warp_sync(mask) };
     }
 
     fn fence_system() {
@@ -88,6 +103,14 @@ impl Platform for Nvptx {
                 a = in(reg64) ptr, g = out(reg32) g, options(nomem, nostack, pure))
         };
         g != 0
+    }
+
+    fn now_ns() -> u64 {
+        Self::globaltimer_ns()
+    }
+
+    fn trap() -> ! {
+        Self::trap()
     }
 
     fn caller() -> (u32, u32) {

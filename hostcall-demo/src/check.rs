@@ -86,6 +86,73 @@ pub fn ping_problems(stdout: &str, threads: u64) -> Vec<String> {
     out
 }
 
+/// Calls lane `l` makes in mixed mode (culinux's `MIXED_CALLS - l % 3`).
+pub const MIXED_CALLS: u64 = 24;
+
+/// Whether lane `lane`'s call `i` in mixed mode is a posted line (else a checked ping).
+fn mixed_posts(lane: u64, i: u64) -> bool {
+    (lane * 7 + i).is_multiple_of(3)
+}
+
+/// The `<label>: <bad> <ns>` report of a throughput mode: the bad replies and the span.
+pub fn report(stdout: &str, label: &str) -> Result<(u64, u64), String> {
+    let prefix = format!("{label}: ");
+    let lines: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .collect();
+    let [line] = lines[..] else {
+        return Err(format!("{} {label:?} reports, expected one", lines.len()));
+    };
+    let mut w = line.split(' ').map(str::parse::<u64>);
+    match (w.next(), w.next()) {
+        (Some(Ok(bad)), Some(Ok(ns))) => Ok((bad, ns)),
+        _ => Err(format!("bad {label:?} report: {line:?}")),
+    }
+}
+
+/// Problems in the output of a mixed run of `blocks` x `threads`: every posted line must
+/// arrive exactly once and no round trip may have come back to the wrong lane.
+pub fn mixed_problems(stdout: &str, blocks: u32, threads: u32) -> Vec<String> {
+    let total = blocks as usize * threads as usize;
+    let mut seen = vec![0u32; total * MIXED_CALLS as usize];
+    let mut out = Vec::new();
+    for line in stdout.lines().filter_map(|l| l.strip_prefix("mixed ")) {
+        let mut w = line.split(' ').map(str::parse::<u64>);
+        match (w.next(), w.next(), w.next()) {
+            (Some(Ok(g)), Some(Ok(i)), None) if (g as usize) < total && i < MIXED_CALLS => {
+                seen[g as usize * MIXED_CALLS as usize + i as usize] += 1
+            }
+            _ => out.push(format!("unexpected line: mixed {line}")),
+        }
+    }
+    let mut wrong = 0usize;
+    for g in 0..total as u64 {
+        let lane = (g % threads as u64) % 32;
+        for i in 0..MIXED_CALLS {
+            let expected = u32::from(i < MIXED_CALLS - lane % 3 && mixed_posts(lane, i));
+            if seen[(g * MIXED_CALLS + i) as usize] != expected {
+                wrong += 1;
+                if wrong <= 5 {
+                    out.push(format!(
+                        "thread {g} line {i} arrived {} times, expected {expected}",
+                        seen[(g * MIXED_CALLS + i) as usize]
+                    ));
+                }
+            }
+        }
+    }
+    if wrong > 5 {
+        out.push(format!("{} more lines missing or repeated", wrong - 5));
+    }
+    match report(stdout, "mixed") {
+        Ok((0, _)) => {}
+        Ok((bad, _)) => out.push(format!("{bad} round trips answered to the wrong lane")),
+        Err(e) => out.push(e),
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,6 +205,31 @@ mod tests {
             2 + 1,
             "thread 3 missing in both blocks, and the summary"
         );
+    }
+
+    fn mixed_output(blocks: u32, threads: u32, bad: u64) -> String {
+        let mut s = String::new();
+        for g in 0..(blocks * threads) as u64 {
+            let lane = (g % threads as u64) % 32;
+            for i in (0..MIXED_CALLS - lane % 3).filter(|&i| mixed_posts(lane, i)) {
+                s += &format!("mixed {g} {i}\n");
+            }
+        }
+        s + &format!("mixed: {bad} 12345\n")
+    }
+
+    #[test]
+    fn mixed_runs_are_checked_line_by_line_and_for_crossed_replies() {
+        let ok = mixed_output(2, 40, 0);
+        assert_eq!(mixed_problems(&ok, 2, 40), Vec::<String>::new());
+        let lost = ok.replacen("mixed 40 0\n", "", 1);
+        assert_eq!(mixed_problems(&lost, 2, 40).len(), 1, "{lost}");
+        let twice = ok.clone() + "mixed 0 0\n";
+        assert!(mixed_problems(&twice, 2, 40)[0].contains("arrived 2 times"));
+        let crossed = mixed_output(2, 40, 3);
+        assert!(mixed_problems(&crossed, 2, 40)[0].contains("3 round trips"));
+        let no_report = ok.replace("mixed: 0 12345\n", "");
+        assert!(mixed_problems(&no_report, 2, 40)[0].contains("0 \"mixed\" reports"));
     }
 
     #[test]

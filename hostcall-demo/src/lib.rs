@@ -36,8 +36,14 @@ pub mod mode {
     pub const LATENCY: u32 = 4;
     /// Every thread prints 16 lines.
     pub const PRINTLN: u32 = 5;
-    /// Thread 0 writes 256 MiB through `std::fs`.
+    /// Thread 0 writes 1 GiB through `std::fs`.
     pub const BULK_WRITE: u32 = 6;
     /// Every thread allocates and frees 256 64-byte boxes.
     pub const MALLOC: u32 = 7;
+    /// Every thread makes 64 verified null round trips; the last reports the span.
+    pub const NULL: u32 = 8;
+    /// Lanes mix posted lines and token-checked round trips at one call site.
+    pub const MIXED: u32 = 9;
+    /// Thread 0 sleeps 5 s, then times round trips as `LATENCY` does.
+    pub const SLEEP: u32 = 10;
 }

@@ -22,6 +22,11 @@ enum Mode {
     Exit,
     /// Every thread echoes 64 unique tokens through the host and checks each reply.
     Ping,
+    /// Lanes of each warp mix posted lines and token-checked round trips at one call
+    /// site; every line and every reply is checked.
+    Mixed,
+    /// Every thread makes 64 verified null round trips, without printing.
+    Null,
 }
 
 #[derive(Parser)]
@@ -93,6 +98,8 @@ fn run(a: &Args) -> Result<u8, Error> {
         Mode::Panic => mode::PANIC,
         Mode::Exit => mode::EXIT,
         Mode::Ping => mode::PING,
+        Mode::Mixed => mode::MIXED,
+        Mode::Null => mode::NULL,
     };
     let launch = Launch::linear("kmain", a.blocks, a.threads, vec![KernelArg::U32(mode)]);
     let report = host.run(&mut module, &launch)?;
@@ -151,6 +158,43 @@ fn verdict(a: &Args, dir: &std::path::Path, report: &RunReport) -> u8 {
                 );
             }
             u8::from(!problems.is_empty())
+        }
+        (Outcome::Completed, Mode::Mixed) => {
+            let problems = check::mixed_problems(
+                &String::from_utf8_lossy(&report.stdout),
+                a.blocks,
+                a.threads,
+            );
+            for p in &problems {
+                eprintln!("hostcalls_bin: FAILED: {p}");
+            }
+            if problems.is_empty() {
+                eprintln!(
+                    "hostcalls_bin: OK: every posted line arrived once and every round trip came back to its lane"
+                );
+            }
+            u8::from(!problems.is_empty())
+        }
+        (Outcome::Completed, Mode::Null) => {
+            match check::report(&String::from_utf8_lossy(&report.stdout), "null") {
+                Ok((0, ns)) => {
+                    let calls = launch_threads(a) * 64;
+                    eprintln!(
+                        "hostcalls_bin: OK: {calls} verified null round trips in {:.3} ms ({:.1} M/s)",
+                        ns as f64 / 1e6,
+                        calls as f64 / ns as f64 * 1e3
+                    );
+                    0
+                }
+                Ok((bad, _)) => {
+                    eprintln!("hostcalls_bin: FAILED: {bad} replies to the wrong lane");
+                    1
+                }
+                Err(e) => {
+                    eprintln!("hostcalls_bin: FAILED: {e}");
+                    1
+                }
+            }
         }
         (Outcome::Aborted { block, thread }, _) => {
             eprintln!(

@@ -63,6 +63,65 @@ const GPU_CASES: &[Case] = &[
         },
     },
     Case {
+        name: "demo_full_device_1056x256",
+        check: || {
+            expect(
+                &run(&["--blocks", "1056", "--threads", "256"], &[]),
+                0,
+                &["OK: 270336 lines"],
+            )
+        },
+    },
+    Case {
+        name: "mixed_posted_and_waiting_lanes_132x256",
+        check: || {
+            expect(
+                &run(
+                    &["--mode", "mixed", "--blocks", "132", "--threads", "256"],
+                    &[],
+                ),
+                0,
+                &["OK: every posted line arrived once"],
+            )
+        },
+    },
+    Case {
+        name: "mixed_posted_and_waiting_lanes_1056x256",
+        check: || {
+            expect(
+                &run(
+                    &["--mode", "mixed", "--blocks", "1056", "--threads", "256"],
+                    &[],
+                ),
+                0,
+                &["OK: every posted line arrived once"],
+            )
+        },
+    },
+    Case {
+        name: "null_calls_in_1024_thread_blocks",
+        check: || {
+            expect(
+                &run(
+                    &["--mode", "null", "--blocks", "4", "--threads", "1024"],
+                    &[],
+                ),
+                0,
+                &["OK: 262144 verified null round trips"],
+            )
+        },
+    },
+    Case {
+        name: "a_block_over_the_kernels_limit_is_refused_in_one_sentence",
+        check: || {
+            expect(
+                &run(&["--blocks", "1", "--threads", "2048"], &[]),
+                2,
+                &["kmain takes at most 1024 threads per block"],
+            )
+        },
+    },
+    Case {
         name: "ping_stress_132x256",
         check: || {
             expect(

@@ -276,6 +276,15 @@ impl GpuModule for CudaModule {
         // SAFETY: `self.module` is loaded until drop.
         let f = unsafe { cu::module::get_function(self.module, name) }
             .map_err(|_| Error::MissingSymbol(launch.kernel.clone()))?;
+        let per_block: u32 = launch.block.iter().product();
+        let limit = Self::limit_of(f)?;
+        if per_block > limit.max_threads {
+            return Err(Error::InvalidLaunch(format!(
+                "{} takes at most {} threads per block ({} registers per thread), not {per_block}: \
+                 launch smaller blocks, or build it with ptx-builder's max_threads_per_block",
+                launch.kernel, limit.max_threads, limit.registers
+            )));
+        }
         let mut values: Vec<u64> = launch
             .args
             .iter()
@@ -307,6 +316,39 @@ impl GpuModule for CudaModule {
             sys::CUresult::CUDA_SUCCESS => Some(LaunchEnd::Completed),
             sys::CUresult::CUDA_ERROR_NOT_READY => None,
             e => Some(LaunchEnd::Faulted(format!("{:?}", e.result().err()))),
+        })
+    }
+}
+
+/// What a kernel's compiled form allows a launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelLimit {
+    /// The most threads per block it can be launched with.
+    pub max_threads: u32,
+    /// Registers each of its threads uses.
+    pub registers: u32,
+}
+
+impl CudaModule {
+    /// The launch limits of `kernel` as compiled for this device.
+    pub fn kernel_limit(&self, kernel: &str) -> Result<KernelLimit> {
+        let name = CString::new(kernel).map_err(|_| Error::MissingSymbol(kernel.into()))?;
+        // SAFETY: `self.module` is loaded until drop.
+        let f = unsafe { cu::module::get_function(self.module, name) }
+            .map_err(|_| Error::MissingSymbol(kernel.into()))?;
+        Self::limit_of(f)
+    }
+
+    fn limit_of(f: sys::CUfunction) -> Result<KernelLimit> {
+        use sys::CUfunction_attribute_enum as A;
+        // SAFETY: `f` is a function of this loaded module.
+        let attr = |a| unsafe { cu::function::get_function_attribute(f, a) };
+        let (max, regs) = attr(A::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
+            .and_then(|m| Ok((m, attr(A::CU_FUNC_ATTRIBUTE_NUM_REGS)?)))
+            .map_err(|e| Error::cuda("cuFuncGetAttribute", e))?;
+        Ok(KernelLimit {
+            max_threads: max as u32,
+            registers: regs as u32,
         })
     }
 }

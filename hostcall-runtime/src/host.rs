@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hostcall_abi::{
-    ABI_VERSION, DeviceConfig, FLAG_SINGLE_LANE, HEAP_RESERVED, LaunchState, Port, PortState,
-    ThreadArea,
+    ABI_VERSION, DeviceConfig, FLAG_SINGLE_LANE, FaultKind, FaultRecord, HEAP_RESERVED,
+    LaunchState, Port, PortState, ThreadArea,
 };
 
 use crate::module::{GpuModule, Launch, LaunchEnd};
@@ -25,8 +25,16 @@ pub const DEFAULT_CONSUMERS: usize = 1;
 pub const DEFAULT_HEAP_BYTES: u64 = 256 << 20;
 /// Files the GPU may hold open at once unless set.
 pub const DEFAULT_MAX_OPEN_FILES: usize = 1024;
-/// How often the host asks the backend whether the launch ended.
+/// How long a GPU thread waits for a port or an answer before it gives up and ends the
+/// launch with a report, unless set: far beyond any queueing delay, so that only a host
+/// that stopped serving (or a service that blocks) trips it.
+pub const DEFAULT_WAIT_LIMIT: Duration = Duration::from_secs(60);
+/// How often the host asks the backend whether the launch ended: at first often, so
+/// short launches end promptly, then, for launches that run on, rarely enough that the
+/// asking costs no noticeable CPU.
 const POLL_INTERVAL: Duration = Duration::from_micros(200);
+const POLL_INTERVAL_LONG: Duration = Duration::from_millis(5);
+const LONG_RUN: Duration = Duration::from_millis(100);
 
 /// Builds a [`Host`]. Everything the GPU could reach on the host is denied until granted.
 #[must_use]
@@ -36,6 +44,7 @@ pub struct HostBuilder {
     heap_bytes: u64,
     max_open_files: usize,
     timeout: Option<Duration>,
+    wait_limit: Duration,
     roots: Vec<PathBuf>,
     env: EnvPolicy,
     capture: bool,
@@ -54,6 +63,7 @@ impl Default for HostBuilder {
             heap_bytes: DEFAULT_HEAP_BYTES,
             max_open_files: DEFAULT_MAX_OPEN_FILES,
             timeout: None,
+            wait_limit: DEFAULT_WAIT_LIMIT,
             roots: Vec::new(),
             env: EnvPolicy::default(),
             capture: false,
@@ -94,6 +104,14 @@ impl HostBuilder {
     /// Give up on a launch that runs longer than this.
     pub fn timeout(mut self, t: Duration) -> Self {
         self.timeout = Some(t);
+        self
+    }
+
+    /// How long a GPU thread may wait for a port or an answer before it gives up: it then
+    /// records which port, sequence and thread, and ends the launch, which the run
+    /// reports. Zero waits forever (for services that may block, like a granted stdin).
+    pub fn wait_limit(mut self, limit: Duration) -> Self {
+        self.wait_limit = limit;
         self
     }
 
@@ -236,7 +254,8 @@ pub struct RunReport {
     pub stderr: Vec<u8>,
     /// Lane calls served.
     pub calls: u64,
-    /// From launch to the end of the launch.
+    /// From launch until it ended and every hostcall it made was served, posted output
+    /// included.
     pub elapsed: Duration,
 }
 
@@ -270,6 +289,7 @@ impl Host {
         }
 
         let ports = module.alloc_host_mapped(self.b.ports * size_of::<Port>())?;
+        let fault = module.alloc_host_mapped(size_of::<FaultRecord>())?;
         let config = DeviceConfig {
             abi_version: ABI_VERSION,
             num_ports: self.b.ports as u32,
@@ -286,6 +306,8 @@ impl Host {
             },
             reserved: 0,
             launch_state: module.alloc_device_zeroed(size_of::<LaunchState>())?,
+            wait_limit_ns: self.b.wait_limit.as_nanos().min(u64::MAX as u128) as u64,
+            fault: fault.device,
         };
         module.write_config(&config)?;
 
@@ -334,7 +356,15 @@ impl Host {
             (Some(Termination::Exit(code)), _) => Outcome::Exited(code),
             (Some(Termination::Abort { block, thread }), _) => Outcome::Aborted { block, thread },
             (None, LaunchEnd::Completed) => Outcome::Completed,
-            (None, LaunchEnd::Faulted(why)) => Outcome::Faulted(why),
+            (None, LaunchEnd::Faulted(why)) => {
+                // SAFETY: the record was allocated above, zeroed, and only GPU threads
+                // write it; the launch has ended.
+                let record = unsafe { &*fault.host.cast::<FaultRecord>() };
+                match transport_fault(record) {
+                    Some(what) => Outcome::Faulted(format!("{what} ({why})")),
+                    None => Outcome::Faulted(why),
+                }
+            }
         };
         let (stdout, stderr) = files.stdio.take_captured();
         Ok(RunReport {
@@ -356,9 +386,42 @@ impl Host {
             {
                 return Err(Error::Timeout(limit));
             }
-            std::thread::sleep(POLL_INTERVAL);
+            let run = started.elapsed();
+            std::thread::sleep(if run < LONG_RUN {
+                POLL_INTERVAL
+            } else {
+                POLL_INTERVAL_LONG
+            });
         }
     }
+}
+
+/// What a GPU thread recorded before it gave up on the transport, in words.
+fn transport_fault(f: &FaultRecord) -> Option<String> {
+    if f.valid.load(std::sync::atomic::Ordering::Acquire) != 1 {
+        return None;
+    }
+    let waited = Duration::from_nanos(f.waited_ns);
+    let what = match FaultKind::from_code(f.kind) {
+        Some(FaultKind::NoPort) => format!("found no free port in {waited:.1?}"),
+        Some(FaultKind::NoAnswer) => format!(
+            "had no answer on port {} for sequence {} in {waited:.1?}",
+            f.port, f.seq
+        ),
+        Some(FaultKind::NoPostedAnswer) => format!(
+            "waited {waited:.1?} on port {} for the host to finish posted sequence {}",
+            f.port, f.seq
+        ),
+        Some(FaultKind::ForeignAnswer) => format!(
+            "found an answer for another sequence on port {} (waiting for {}, word {:#x}): the host broke the protocol",
+            f.port, f.seq, f.detail
+        ),
+        None => format!("recorded an unknown transport fault {}", f.kind),
+    };
+    Some(format!(
+        "GPU thread (block {}, thread {}) gave up: it {what}",
+        f.block, f.thread
+    ))
 }
 
 #[cfg(test)]
@@ -372,6 +435,7 @@ mod tests {
         assert_eq!(b.consumers, DEFAULT_CONSUMERS);
         assert_eq!(b.heap_bytes, DEFAULT_HEAP_BYTES);
         assert_eq!(b.max_open_files, DEFAULT_MAX_OPEN_FILES);
+        assert_eq!(b.wait_limit, DEFAULT_WAIT_LIMIT);
         assert!(b.roots.is_empty() && b.env.vars.is_empty() && !b.env.inherit_all);
         assert!(!b.stdin && !b.capture && b.echo && b.timeout.is_none());
     }

@@ -18,8 +18,8 @@ pub mod services;
 
 pub use error::{Error, Result};
 pub use host::{
-    DEFAULT_CONSUMERS, DEFAULT_HEAP_BYTES, DEFAULT_MAX_OPEN_FILES, DEFAULT_PORTS, Host,
-    HostBuilder, Outcome, RunReport,
+    DEFAULT_CONSUMERS, DEFAULT_HEAP_BYTES, DEFAULT_MAX_OPEN_FILES, DEFAULT_PORTS,
+    DEFAULT_WAIT_LIMIT, Host, HostBuilder, Outcome, RunReport,
 };
 pub use module::{DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd};
 

@@ -1,14 +1,14 @@
 //! The hostcall server: consumer threads that poll the channel's ports, serve each lane
-//! of a published packet and hand the port back (steps 4 of the protocol in
-//! `hostcall_abi`). Port `p` belongs to consumer `p % consumers`, so no two host threads
+//! of a published packet and answer it (step 5 of the protocol in `hostcall_abi`). Port `p` belongs to consumer `p % consumers`, so no two host threads
 //! ever serve one port.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use hostcall_abi::answer::Answer;
 use hostcall_abi::errno::{EINVAL, ENOSYS};
 use hostcall_abi::{BULK_PER_LANE, LaneSlot, PORT_BULK, Port, Service, Status, WARP_SIZE};
 
@@ -35,7 +35,7 @@ struct Backoff {
 
 const SPIN_POLLS: u32 = 4096;
 const YIELD_POLLS: u32 = 256;
-const MAX_IDLE_SLEEP: Duration = Duration::from_micros(500);
+const MAX_IDLE_SLEEP: Duration = Duration::from_millis(1);
 
 impl Backoff {
     fn wait(&mut self) {
@@ -45,7 +45,7 @@ impl Backoff {
         } else if self.idle < SPIN_POLLS + YIELD_POLLS {
             std::thread::yield_now();
         } else {
-            let doublings = (self.idle - SPIN_POLLS - YIELD_POLLS).min(6);
+            let doublings = (self.idle - SPIN_POLLS - YIELD_POLLS).min(7);
             let sleep = Duration::from_micros(8 << doublings).min(MAX_IDLE_SLEEP);
             std::thread::sleep(sleep);
         }
@@ -135,7 +135,8 @@ pub(crate) fn drain(ports: Ports, services: &ServiceTable, trace: bool) -> u64 {
         .sum()
 }
 
-/// Serves port `p` if the GPU published a request on it; returns the lanes served.
+/// Serves port `p` if the GPU published a packet on it (protocol step 5 in
+/// `hostcall_abi`); returns the lanes served.
 fn serve_port(ports: Ports, p: usize, services: &ServiceTable, trace: bool) -> u64 {
     // SAFETY: `p < ports.len`; the header is accessed only through atomics.
     let port = unsafe { ports.base.add(p) };
@@ -149,12 +150,12 @@ fn serve_port(ports: Ports, p: usize, services: &ServiceTable, trace: bool) -> u
     if mask == 0 {
         log::warn!("malformed packet on port {p}: empty lane mask; answered without serving");
     }
-    let mut served = 0;
     let alone = mask.count_ones() == 1;
     for lane in (0..WARP_SIZE).filter(|l| mask & (1 << l) != 0) {
-        // SAFETY: the GPU published the port (request != response, observed with acquire),
-        // so until we store `response` its slots and bulk buffers are ours alone. A lone
-        // lane's buffer is the port's whole bulk area, a shared packet's lane has its own.
+        // SAFETY: the GPU published the packet (request != response, observed with
+        // acquire), so until this lane's answer word is written its slot and bulk buffer
+        // are the host's alone. A lone lane's buffer is the port's whole bulk area, a
+        // shared packet's lane has its own.
         let (slot, bulk) = unsafe {
             let area = (&raw mut (*port).bulk).cast::<u8>();
             let bulk = if alone {
@@ -162,19 +163,51 @@ fn serve_port(ports: Ports, p: usize, services: &ServiceTable, trace: bool) -> u
             } else {
                 std::slice::from_raw_parts_mut(area.add(lane * BULK_PER_LANE), BULK_PER_LANE)
             };
-            (
-                &mut *(&raw mut (*port).lanes).cast::<LaneSlot>().add(lane),
-                bulk,
-            )
+            ((&raw mut (*port).lanes).cast::<LaneSlot>().add(lane), bulk)
         };
-        serve_lane(slot, bulk, services, trace);
-        served += 1;
+        // The request is copied out once: what is served is what was checked.
+        // SAFETY: see above; volatile, as the GPU wrote it.
+        let request_slot = unsafe { slot.read_volatile() };
+        let (status, reply) = if request_slot.seq == request {
+            serve_lane(&request_slot, bulk, services, trace)
+        } else {
+            log::warn!(
+                "malformed slot {lane} on port {p}: written for sequence {}, published as {request}",
+                request_slot.seq
+            );
+            (Status::Malformed, Reply::errno(EINVAL))
+        };
+        let bulk_out = reply.bulk_out.min(bulk.len());
+        let inline = (bulk_out == 0 && Answer::fits(reply.result)).then_some(reply.result);
+        if inline.is_none() {
+            // SAFETY: the slot is still the host's (see above).
+            unsafe {
+                (&raw mut (*slot).args[0]).write_volatile(reply.result as u64);
+                (&raw mut (*slot).args[5]).write_volatile(bulk_out as u64);
+            }
+        }
+        let word = Answer {
+            seq: request,
+            status,
+            inline,
+        }
+        .encode();
+        // The answer word goes last, with release: a lane that reads it (acquire) then
+        // reads this answer's slot and bulk bytes, never older ones.
+        // SAFETY: `lane < WARP_SIZE`; answer words are accessed only through atomics.
+        unsafe { (*port).answers[lane].store(word, Release) };
     }
     header.response.store(request, Release);
-    served
+    mask.count_ones() as u64
 }
 
-fn serve_lane(slot: &mut LaneSlot, bulk: &mut [u8], services: &ServiceTable, trace: bool) {
+/// Runs one lane's request; returns the transport status and the service's reply.
+fn serve_lane(
+    slot: &LaneSlot,
+    bulk: &mut [u8],
+    services: &ServiceTable,
+    trace: bool,
+) -> (Status, Reply) {
     let started = trace.then(Instant::now);
     let mut call = Call {
         service: slot.service,
@@ -222,12 +255,5 @@ fn serve_lane(slot: &mut LaneSlot, bulk: &mut [u8], services: &ServiceTable, tra
             t.elapsed()
         );
     }
-    slot.args[0] = reply.result as u64;
-    slot.args[5] = reply.bulk_out.min(call.bulk.len()) as u64;
-    // The status goes last: a lane that polls its own slot (see hostcall_client) takes
-    // a non-pending status as "my results are there". x86-64 keeps stores in order;
-    // this fence keeps the compiler from reordering them (the Release store of
-    // `response` that follows orders them for the protocol proper).
-    std::sync::atomic::compiler_fence(Ordering::Release);
-    slot.status = status as u32;
+    (status, reply)
 }

@@ -103,7 +103,7 @@ fn write_from_device_errors_are_reported() {
         let buf = [1u8; 64];
         let call = |args: [u64; 6]| {
             let reply = ch.call::<Emu>(Service::WriteFromDevice as u32, args, &[], &mut [], None);
-            (reply.status, reply.result())
+            (reply.status, reply.result)
         };
         (
             call([9, buf.as_ptr() as u64, 64, 0, 0, 0]),

@@ -104,9 +104,7 @@ fn unknown_service_is_an_error_for_the_caller_and_the_server_carries_on() {
             .channel()
             .call::<Emu>(4242, [1, 2, 3, 0, 0, 0], &[], &mut [], None);
         let after = calls::ping::<Emu>(t.channel(), 7);
-        s.lock()
-            .unwrap()
-            .push((reply.status, reply.result(), after));
+        s.lock().unwrap().push((reply.status, reply.result, after));
     });
     let r = quiet()
         .build()
@@ -137,7 +135,7 @@ fn malformed_request_is_rejected_and_the_server_carries_on() {
             .channel()
             .call::<Emu>(Service::Write as u32, args, b"x", &mut [], None);
         let good = calls::write::<Emu>(t.channel(), 1, b"still here\n");
-        s.lock().unwrap().push((bad.status, bad.result(), good));
+        s.lock().unwrap().push((bad.status, bad.result, good));
     });
     let r = quiet()
         .build()
@@ -169,7 +167,7 @@ fn embedder_services_are_reached_by_id() {
         let r = t
             .channel()
             .call::<Emu>(1000, [21, 0, 0, 0, 0, 0], &[], &mut [], None);
-        g.store(r.result() as u64, Ordering::Relaxed);
+        g.store(r.result as u64, Ordering::Relaxed);
     });
     let host = quiet().service(1000, Arc::new(Double)).build().unwrap();
     host.run(&mut m, &Launch::linear("k", 1, 1, vec![]))
@@ -287,4 +285,107 @@ fn a_line_posted_just_before_a_trap_still_arrives() {
         }
     );
     assert_eq!(r.stderr, b"panicked: last words\n");
+}
+
+/// Lanes of divergent warps (random `activemask` groups, mask-matched barriers, exits
+/// counted as arrival, random delays) mix posted stdout lines with token-checked pings,
+/// the posted flag varying by lane and iteration: every ping must come back to its own
+/// lane, every line must arrive once, and the launch must end.
+#[test]
+fn divergent_warps_mixing_posted_lines_and_waiting_calls_get_their_own_replies() {
+    const ITERATIONS: u64 = 6;
+    for seed in 0..3 {
+        let errors = Arc::new(AtomicU64::new(0));
+        let tickets = Arc::new(AtomicU64::new(0));
+        let (e, t2) = (errors.clone(), tickets.clone());
+        let mut m =
+            EmulatedModule::new(WarpMode::Divergent { seed }).kernel("k", move |t: &EmuThread| {
+                // Lanes leave after different numbers of calls: exits count as arrival.
+                for i in 0..ITERATIONS - (t.thread as u64 % 3) {
+                    let posted = (t.thread as u64 * 7 + i).is_multiple_of(3);
+                    let line = format!("line {} {} {i}\n", t.block, t.thread);
+                    let v = token(t, i);
+                    let (service, args, send, len_arg) = if posted {
+                        let ticket = t2.fetch_add(1, Ordering::Relaxed);
+                        let args = [1, 0, ticket, 0, 0, 0];
+                        (Service::WritePosted, args, line.as_bytes(), Some(1))
+                    } else {
+                        (Service::Ping, [v, 0, 0, 0, 0, 0], &[][..], None)
+                    };
+                    // One call site; the posted flag varies by lane and iteration.
+                    let r = t.channel().exchange::<Emu>(
+                        service as u32,
+                        args,
+                        send,
+                        &mut [],
+                        len_arg,
+                        posted,
+                    );
+                    if !posted && (r.status, r.result as u64) != (Status::Ok, v) {
+                        e.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        let host = quiet()
+            .ports(3)
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let r = host
+            .run(&mut m, &Launch::linear("k", 2, 40, vec![]))
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert_eq!(r.outcome, Outcome::Completed, "seed {seed}");
+        assert_eq!(
+            errors.load(Ordering::Relaxed),
+            0,
+            "seed {seed}: crossed replies"
+        );
+        let out = String::from_utf8(r.stdout).unwrap();
+        let mut expected = Vec::new();
+        for b in 0..2u64 {
+            for t in 0..40u64 {
+                for i in (0..ITERATIONS - t % 3).filter(|i| (t * 7 + i).is_multiple_of(3)) {
+                    expected.push(format!("line {b} {t} {i}"));
+                }
+            }
+        }
+        let mut got: Vec<&str> = out.lines().collect();
+        got.sort_unstable();
+        expected.sort_unstable();
+        assert_eq!(got, expected, "seed {seed}: every posted line exactly once");
+    }
+}
+
+/// A thread whose answer never comes gives up after the wait limit and the run says
+/// which thread, port and sequence, instead of spinning until an outer timeout.
+#[test]
+fn a_wait_past_the_limit_ends_the_launch_naming_thread_port_and_sequence() {
+    struct Stall;
+    impl Handler for Stall {
+        fn call(&self, _: &mut Call<'_>) -> Result<Reply, Malformed> {
+            std::thread::sleep(Duration::from_millis(1500));
+            Ok(Reply::value(0))
+        }
+    }
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", |t: &EmuThread| {
+        calls::ping::<Emu>(t.channel(), 1);
+        t.channel().call::<Emu>(900, [0; 6], &[], &mut [], None);
+    });
+    let host = quiet()
+        .ports(1)
+        .service(900, Arc::new(Stall))
+        .wait_limit(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let r = host
+        .run(&mut m, &Launch::linear("k", 1, 1, vec![]))
+        .unwrap();
+    let Outcome::Faulted(why) = &r.outcome else {
+        panic!("expected a fault, got {:?}", r.outcome)
+    };
+    assert!(
+        why.contains("GPU thread (block 0, thread 0) gave up")
+            && why.contains("no answer on port 0 for sequence 2"),
+        "{why}"
+    );
 }

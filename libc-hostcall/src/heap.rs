@@ -1,9 +1,11 @@
 //! The device heap: `malloc` and friends without any hostcall.
 //!
-//! Blocks come in power-of-two size classes (16 B .. 2^39 B). Each class has `SHARDS`
-//! lock-free free lists (Treiber stacks whose heads carry a 32-bit tag against ABA); a
-//! thread uses the shard of its warp, so thousands of threads do not all contend for one
-//! head. New blocks are cut from the heap with one atomic add. A 16-byte header before each user pointer
+//! Blocks come in power-of-two size classes (16 B .. 2^39 B). A GPU thread keeps the last
+//! block it freed of each small class in its own `ThreadArea` and takes it back on its
+//! next allocation of that class, so the common allocate/free pair touches no shared
+//! state. Beyond that, each class has `SHARDS` lock-free free lists (Treiber stacks whose
+//! heads carry a 32-bit tag against ABA); a thread uses the shard of its warp, so
+//! thousands of threads do not all contend for one head. New blocks are cut from the heap with one atomic add. A 16-byte header before each user pointer
 //! records the block's class and where the block starts (so `posix_memalign` can hand out
 //! a pointer past the block's start). Memory never leaves the heap, so a racing reader of
 //! a stale list link reads heap bytes, and the tag makes its compare-exchange fail.
@@ -15,10 +17,10 @@ use core::sync::atomic::{
     Ordering::{AcqRel, Acquire, Relaxed},
 };
 
-use hostcall_abi::HEAP_RESERVED;
 use hostcall_abi::errno::{EINVAL, ENOMEM, ENOSYS};
+use hostcall_abi::{CACHED_CLASSES, HEAP_RESERVED};
 
-use crate::{config, thread::set_errno};
+use crate::{config, thread, thread::set_errno};
 
 const UNIT: usize = 16;
 const CLASSES: usize = 36;
@@ -118,7 +120,15 @@ impl Heap {
         let Some(class) = class_for(need) else {
             return null_mut();
         };
-        let Some(block) = self.pop(class).or_else(|| self.carve(class)) else {
+        let cached = thread::heap_cache(class).and_then(|c| {
+            // SAFETY: this thread's own cache slot.
+            let block = unsafe { c.replace(0) };
+            (block != 0).then_some(block as *mut u8)
+        });
+        let Some(block) = cached
+            .or_else(|| self.pop(class))
+            .or_else(|| self.carve(class))
+        else {
             return null_mut();
         };
         let user = (block as usize + HEADER).next_multiple_of(align.max(UNIT));
@@ -176,8 +186,17 @@ pub unsafe extern "C" fn free(p: *mut c_void) {
     let h = heap();
     // SAFETY: the caller's contract.
     let (class, block) = unsafe { h.block_of(p.cast()) };
+    if let Some(c) = thread::heap_cache(class)
+        && c.get() == 0
+    {
+        // SAFETY: this thread's own cache slot.
+        unsafe { c.set(block as u64) };
+        return;
+    }
     h.push(class, block);
 }
+
+const _: () = assert!(CACHED_CLASSES <= CLASSES);
 
 /// # Safety
 /// `p` must be null or a live pointer from this heap.

@@ -24,19 +24,7 @@ pub use hostcall_client::nvptx::Nvptx;
 /// Filled by the host before every launch (see `hostcall_abi::CONFIG_SYMBOL`).
 #[unsafe(no_mangle)]
 #[used]
-pub static mut __hostcall_config: DeviceConfig = DeviceConfig {
-    abi_version: 0,
-    num_ports: 0,
-    ports: 0,
-    port_states: 0,
-    heap_base: 0,
-    heap_size: 0,
-    thread_area: 0,
-    thread_capacity: 0,
-    flags: 0,
-    reserved: 0,
-    launch_state: 0,
-};
+pub static mut __hostcall_config: DeviceConfig = DeviceConfig::UNSET;
 
 /// The ABI this module speaks; the host refuses to launch on a mismatch.
 #[unsafe(no_mangle)]
@@ -114,6 +102,39 @@ pub mod gpu {
     /// One bare transport round trip: the host echoes `value` (for tests and benchmarks).
     pub fn ping(value: u64) -> u64 {
         hostcall_client::calls::ping::<Nvptx>(&crate::channel(), value)
+    }
+
+    /// [`ping`], with the nanoseconds spent reaching each stage of the round trip
+    /// (`hostcall_client::stages::STAGES`).
+    pub fn ping_timed(value: u64) -> (u64, [u64; 6]) {
+        let args = [value, 0, 0, 0, 0, 0];
+        let (reply, clock) =
+            crate::channel().call_timed::<Nvptx>(hostcall_abi::Service::Ping as u32, args);
+        (reply.result as u64, clock.spans())
+    }
+
+    /// One hostcall whose kind is chosen per lane at this one call site: `Some(line)`
+    /// posts the line to stdout (it must fit a lane's bulk buffer, 4 KiB), `None` echoes
+    /// `token` and returns the echo. For stress tests of packets that would mix both.
+    pub fn ping_or_post(token: u64, line: Option<&[u8]>) -> u64 {
+        use hostcall_abi::Service;
+        let (service, args, send, len_arg) = match line {
+            Some(l) => {
+                let tickets = &crate::launch_state().stdio_tickets[1];
+                let ticket = tickets.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+                (Service::WritePosted, [1, 0, ticket, 0, 0, 0], l, Some(1))
+            }
+            None => (Service::Ping, [token, 0, 0, 0, 0, 0], &[][..], None),
+        };
+        let reply = crate::channel().exchange::<Nvptx>(
+            service as u32,
+            args,
+            send,
+            &mut [],
+            len_arg,
+            line.is_some(),
+        );
+        reply.result as u64
     }
 
     /// Nanoseconds from the GPU's global timer.

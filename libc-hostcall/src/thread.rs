@@ -7,7 +7,7 @@ use core::ffi::{c_int, c_long, c_uint, c_void};
 use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 use hostcall_abi::errno::{EAGAIN, EINVAL, ENOSYS, ETIMEDOUT};
-use hostcall_abi::{MAX_KEYS, ThreadArea};
+use hostcall_abi::{CACHED_CLASSES, MAX_KEYS, ThreadArea};
 use hostcall_client::Platform;
 
 use crate::{Nvptx, config, time};
@@ -21,6 +21,40 @@ fn area() -> *mut ThreadArea {
     }
     // SAFETY: `id < thread_capacity`, the number of areas the host allocated.
     unsafe { (c.thread_area as *mut ThreadArea).add(id as usize) }
+}
+
+/// This thread's cached free block of heap class `class`, if that class is cached.
+pub(crate) fn heap_cache(class: usize) -> Option<ThreadSlot> {
+    (class < CACHED_CLASSES).then(|| {
+        // SAFETY: `class < CACHED_CLASSES`, in bounds of this thread's own area.
+        ThreadSlot(unsafe { (&raw mut (*area()).heap_cache).cast::<u64>().add(class) })
+    })
+}
+
+/// A word of the calling thread's own `ThreadArea`, which no other thread touches.
+pub(crate) struct ThreadSlot(*mut u64);
+
+impl ThreadSlot {
+    pub(crate) fn get(&self) -> u64 {
+        // SAFETY: the slot is this thread's alone (see `area`).
+        unsafe { self.0.read() }
+    }
+
+    /// # Safety
+    /// The value must be what the slot's owner (the heap) expects it to hold.
+    pub(crate) unsafe fn set(&self, v: u64) {
+        // SAFETY: the slot is this thread's alone (see `area`).
+        unsafe { self.0.write(v) }
+    }
+
+    /// # Safety
+    /// As for `set`.
+    pub(crate) unsafe fn replace(&self, v: u64) -> u64 {
+        let old = self.get();
+        // SAFETY: the caller's contract.
+        unsafe { self.set(v) };
+        old
+    }
 }
 
 pub(crate) fn set_errno(e: i32) {

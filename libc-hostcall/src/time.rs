@@ -78,22 +78,65 @@ pub unsafe extern "C" fn clock_gettime(clock: c_int, tp: *mut Timespec) -> c_int
     0
 }
 
-/// Sleeps for `*req` with the GPU's `nanosleep` (which may wake early, so it loops on
-/// the timer).
+/// `TIMER_ABSTIME` of `clock_nanosleep`: `req` is a deadline, not a duration.
+const TIMER_ABSTIME: c_int = 1;
+
+/// Sleeps until `clock` reads `deadline_ns`, with the GPU's `nanosleep` (which may wake
+/// early, so it loops on the clock).
+fn sleep_until(clock: c_int, deadline_ns: i64) {
+    while now_ns(clock).is_some_and(|now| now < deadline_ns) {
+        <Nvptx as hostcall_client::Platform>::nanosleep(1_000_000);
+    }
+}
+
+/// `*req` in nanoseconds, or `None` if it is not a valid `timespec`.
+fn duration_ns(req: &Timespec) -> Option<i64> {
+    let valid = (0..1_000_000_000).contains(&req.tv_nsec) && req.tv_sec >= 0;
+    valid.then(|| {
+        req.tv_sec
+            .saturating_mul(1_000_000_000)
+            .saturating_add(req.tv_nsec)
+    })
+}
+
+/// Sleeps for `*req` on `CLOCK_MONOTONIC`; never interrupted, so `rem` is not written.
 ///
 /// # Safety
 /// `req` must point to a valid `timespec`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nanosleep(req: *const Timespec, _rem: *mut Timespec) -> c_int {
     // SAFETY: the caller's contract.
-    let req = unsafe { &*req };
-    if req.tv_nsec < 0 || req.tv_nsec >= 1_000_000_000 || req.tv_sec < 0 {
+    let Some(ns) = duration_ns(unsafe { &*req }) else {
         set_errno(EINVAL);
         return -1;
-    }
-    let end = Nvptx::globaltimer_ns() as i64 + req.tv_sec * 1_000_000_000 + req.tv_nsec;
-    while (Nvptx::globaltimer_ns() as i64) < end {
-        <Nvptx as hostcall_client::Platform>::nanosleep(1_000_000);
-    }
+    };
+    sleep_until(CLOCK_MONOTONIC, Nvptx::globaltimer_ns() as i64 + ns);
+    0
+}
+
+/// `std::thread::sleep`'s call: sleeps for `*req`, or until it as a deadline with
+/// `TIMER_ABSTIME`, on `clock`. Returns an errno (0 on success), as POSIX says.
+///
+/// # Safety
+/// `req` must point to a valid `timespec`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn clock_nanosleep(
+    clock: c_int,
+    flags: c_int,
+    req: *const Timespec,
+    _rem: *mut Timespec,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    let (Some(ns), Some(now)) = (duration_ns(unsafe { &*req }), now_ns(clock)) else {
+        return EINVAL;
+    };
+    sleep_until(
+        clock,
+        if flags & TIMER_ABSTIME != 0 {
+            ns
+        } else {
+            now + ns
+        },
+    );
     0
 }

@@ -27,6 +27,10 @@ pub const PATCHES: &[(&str, &str)] = &[
         "0003-personality-data-reg.patch",
         include_str!("../../fixups/0003-personality-data-reg.patch"),
     ),
+    (
+        "0004-gpu-print-without-stdout-lock.patch",
+        include_str!("../../fixups/0004-gpu-print-without-stdout-lock.patch"),
+    ),
 ];
 
 /// Extra rustc flags for the crates that need them (libc and unwind), one per line.

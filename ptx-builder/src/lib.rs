@@ -29,12 +29,16 @@ use std::time::Instant;
 use sha2::{Digest, Sha256};
 
 pub use error::{BuildError, Result, Unresolved};
-pub use link::unresolved_in_ptx;
+pub use link::{bound_threads_per_block, unresolved_in_ptx};
 
 /// The SM version built for unless set (Hopper: H100, H200).
 pub const DEFAULT_SM: u32 = 90;
 /// The PTX ISA version unless set (the lowest that supports sm_90).
 pub const DEFAULT_PTX_VERSION: u32 = 80;
+/// Threads per block every kernel can be launched with unless set: the hardware's
+/// maximum. Registers are capped to fit (64 per thread on sm_90), which std code pays for
+/// in spills; a smaller bound leaves ptxas more registers.
+pub const DEFAULT_MAX_THREADS_PER_BLOCK: u32 = 1024;
 
 /// Symbols the host looks up in every module, kept through internalization.
 const HOST_VISIBLE: [&str; 2] = ["__hostcall_config", "__hostcall_abi_version"];
@@ -61,6 +65,7 @@ pub struct PtxBuilder {
     cubin_sms: Vec<u32>,
     cubins: Cubins,
     kernels: Option<Vec<String>>,
+    max_threads_per_block: u32,
     target_dir: Option<PathBuf>,
     quiet: bool,
 }
@@ -174,6 +179,7 @@ impl PtxBuilder {
             cubin_sms: vec![DEFAULT_SM],
             cubins: Cubins::IfPtxasFound,
             kernels: None,
+            max_threads_per_block: DEFAULT_MAX_THREADS_PER_BLOCK,
             target_dir: None,
             quiet: false,
         }
@@ -206,6 +212,13 @@ impl PtxBuilder {
     /// The kernels to export; by default every `extern "ptx-kernel"` function.
     pub fn kernels(mut self, names: &[&str]) -> Self {
         self.kernels = Some(names.iter().map(|s| s.to_string()).collect());
+        self
+    }
+
+    /// The most threads per block any kernel will be launched with (default
+    /// [`DEFAULT_MAX_THREADS_PER_BLOCK`]); registers are capped to fit it.
+    pub fn max_threads_per_block(mut self, n: u32) -> Self {
+        self.max_threads_per_block = n;
         self
     }
 
@@ -276,6 +289,7 @@ impl PtxBuilder {
             &public,
             self.sm,
             self.ptx_version,
+            self.max_threads_per_block,
         )?;
 
         self.stage("checking for unresolved functions");

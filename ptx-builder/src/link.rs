@@ -52,7 +52,9 @@ pub(crate) fn find_kernels(tc: &Toolchain, linked: &Path) -> Result<Vec<String>>
         .collect())
 }
 
-/// Internalizes everything but `public`, optimizes, and emits PTX for `sm`.
+/// Internalizes everything but `public`, optimizes, and emits PTX for `sm` whose
+/// kernels take at most `max_threads` threads per block.
+#[allow(clippy::too_many_arguments)] // the pipeline's inputs, each used once
 pub(crate) fn optimize_and_emit(
     tc: &Toolchain,
     linked: &Path,
@@ -61,6 +63,7 @@ pub(crate) fn optimize_and_emit(
     public: &[&str],
     sm: u32,
     ptx_version: u32,
+    max_threads: u32,
 ) -> Result<PathBuf> {
     let optimized = out.join(format!("{name}.opt.bc"));
     run(Command::new(tc.llvm("opt"))
@@ -80,7 +83,30 @@ pub(crate) fn optimize_and_emit(
         .arg(&optimized)
         .arg("-o")
         .arg(&ptx))?;
+    let io = |what: &str| BuildError::io(format!("{what} {}", ptx.display()));
+    let text = std::fs::read_to_string(&ptx).map_err(io("reading"))?;
+    std::fs::write(&ptx, bound_threads_per_block(&text, max_threads)).map_err(io("writing"))?;
     Ok(ptx)
+}
+
+/// `ptx` with every kernel entry declaring that it runs with at most `max` threads per
+/// block (`.maxntid`): ptxas and the driver's JIT then keep its registers within what a
+/// block of `max` threads can have, so such a launch never fails for lack of them.
+pub fn bound_threads_per_block(ptx: &str, max: u32) -> String {
+    let mut out = String::with_capacity(ptx.len() + 64);
+    let mut in_entry = false;
+    for line in ptx.lines() {
+        if line.contains(".entry ") {
+            in_entry = true;
+        }
+        if in_entry && line.trim_start().starts_with('{') {
+            out.push_str(&format!(".maxntid {max}, 1, 1\n"));
+            in_entry = false;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
 
 /// Functions the PTX declares but does not define: `.extern .func` and `.weak .func`
@@ -187,6 +213,33 @@ pub(crate) fn attribute(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_entry_gets_its_thread_bound_and_nothing_else_changes() {
+        let ptx = "\
+.func helper()
+{
+\tret;
+}
+.visible .entry kmain(
+\t.param .u32 kmain_param_0
+)                                       // @kmain
+{
+\tret;
+}
+.visible .entry other()
+{
+\tret;
+}
+";
+        let bounded = bound_threads_per_block(ptx, 1024);
+        assert_eq!(
+            bounded.matches(".maxntid 1024, 1, 1\n{").count(),
+            2,
+            "{bounded}"
+        );
+        assert_eq!(bounded.replace(".maxntid 1024, 1, 1\n", ""), ptx);
+    }
 
     #[test]
     fn extern_and_weak_declarations_are_unresolved_definitions_are_not() {

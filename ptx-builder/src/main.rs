@@ -25,6 +25,9 @@ struct Args {
     /// SM versions to build cubins for (repeatable).
     #[arg(long = "cubin", default_values_t = [ptx_builder::DEFAULT_SM])]
     cubin_sms: Vec<u32>,
+    /// Most threads per block any kernel is launched with (registers are capped to fit).
+    #[arg(long, default_value_t = ptx_builder::DEFAULT_MAX_THREADS_PER_BLOCK)]
+    max_threads_per_block: u32,
     /// Fail if no ptxas is found.
     #[arg(long, conflicts_with = "no_cubins")]
     require_cubins: bool,
@@ -61,6 +64,7 @@ fn run(a: &Args) -> ptx_builder::Result<()> {
     let mut m = PtxBuilder::new(krate)
         .sm(a.sm)
         .cubin_sms(&a.cubin_sms)
+        .max_threads_per_block(a.max_threads_per_block)
         .cubins(cubins)
         .build()?;
     if let Some(dir) = &a.out_dir {

@@ -1,9 +1,10 @@
 //! `hostcall_bench`: measures the hostcall path with real-std kernels on the GPU and
 //! writes the figures as JSON (hardware, commit, date), each beside the limit or peer it
-//! should be judged against, measured in the same run where possible.
+//! is judged against, measured in the same run.
 //!
 //! Peers and limits come from `bench/limits.cu` (CUDA C, built with nvcc on the GPU
 //! machine) passed with `--limits`; the host's own file-write speed is measured here.
+//! `bench_plot` draws the sweep of the JSON as an SVG.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -30,6 +31,22 @@ struct Args {
     #[arg(long)]
     dir: Option<PathBuf>,
 }
+
+/// Launch shapes of the sweep, from one warp to 1056 x 256 threads.
+const SWEEP: [(u32, u32); 8] = [
+    (1, 32),
+    (1, 256),
+    (8, 256),
+    (33, 256),
+    (132, 256),
+    (264, 256),
+    (528, 256),
+    (1056, 256),
+];
+
+/// Round trips per thread in null mode, lines per thread in println mode (culinux).
+const NULL_PINGS: f64 = 64.0;
+const LINES_PER_THREAD: f64 = 16.0;
 
 fn main() -> ExitCode {
     hostcall_runtime::init_logging();
@@ -62,23 +79,27 @@ fn run(
     let launch = Launch::linear("kmain", blocks, threads, vec![KernelArg::U32(kernel_mode)]);
     let r = host.run(module, &launch).map_err(|e| e.to_string())?;
     if r.outcome != Outcome::Completed {
-        return Err(format!("mode {kernel_mode} ended with {:?}", r.outcome));
+        return Err(format!(
+            "mode {kernel_mode} at {blocks}x{threads} ended with {:?}",
+            r.outcome
+        ));
     }
     Ok(r)
 }
 
-/// The two numbers after `prefix` on the kernel's report line.
-fn numbers(r: &RunReport, prefix: &str) -> Result<(f64, f64), String> {
+/// The numbers after `prefix` on the kernel's report line.
+fn numbers(r: &RunReport, prefix: &str) -> Result<Vec<f64>, String> {
     let out = String::from_utf8_lossy(&r.stdout);
     let line = out
         .lines()
         .find_map(|l| l.strip_prefix(prefix))
         .ok_or(format!("no {prefix:?} line"))?;
-    let mut w = line.split_whitespace().map(str::parse::<f64>);
-    match (w.next(), w.next()) {
-        (Some(Ok(a)), Some(Ok(b))) => Ok((a, b)),
-        _ => Err(format!("bad {prefix:?} line: {line:?}")),
-    }
+    line.split_whitespace()
+        .map(|w| {
+            w.parse::<f64>()
+                .map_err(|_| format!("bad {prefix:?} line: {line:?}"))
+        })
+        .collect()
 }
 
 fn result(name: &str, value: f64, unit: &str, compare: Option<(&str, f64)>, note: &str) -> Value {
@@ -91,17 +112,34 @@ fn result(name: &str, value: f64, unit: &str, compare: Option<(&str, f64)>, note
 }
 
 /// Host baseline for the bulk write: the same bytes in the same chunks, from the host.
-fn host_write_gbps(dir: &Path) -> std::io::Result<f64> {
+fn host_write_gbps(dir: &Path, bytes: usize) -> std::io::Result<f64> {
     let chunk = vec![7u8; 8 << 20];
     let path = dir.join("host-bulk.bin");
     let started = Instant::now();
     let mut f = std::fs::File::create(&path)?;
-    for _ in 0..32 {
+    for _ in 0..bytes / chunk.len() {
         f.write_all(&chunk)?;
     }
     let secs = started.elapsed().as_secs_f64();
     std::fs::remove_file(path)?;
-    Ok((256u64 << 20) as f64 / secs / 1e9)
+    Ok(bytes as f64 / secs / 1e9)
+}
+
+/// CPU time this process has used (all threads), from `/proc/self/stat`.
+fn process_cpu() -> Result<Duration, String> {
+    let stat = std::fs::read_to_string("/proc/self/stat").map_err(|e| e.to_string())?;
+    // Fields after the command name (which may hold spaces) start at its closing ')'.
+    let rest = stat.rsplit_once(')').ok_or("bad /proc/self/stat")?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| -> Result<u64, String> {
+        fields
+            .get(i)
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(|| "bad /proc/self/stat".to_owned())
+    };
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the ')', in
+    // clock ticks of 10 ms (USER_HZ is 100 on x86-64 Linux).
+    Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` for now (UTC), without a date crate.
@@ -129,6 +167,30 @@ fn utc_now() -> String {
     )
 }
 
+/// Names of the latency stages (`hostcall_client::stages::STAGES`), as reported.
+const STAGE_NAMES: [&str; 6] = [
+    "packet (activemask, match)",
+    "port (lock, shfl)",
+    "request (slot, fence, barrier)",
+    "publish (release store)",
+    "answer (host + PCIe poll)",
+    "release (barrier, unlock)",
+];
+
+/// One-thread round-trip latency from a `latency:` line, with its stage breakdown.
+fn latency(r: &RunReport) -> Result<(f64, Value), String> {
+    let v = numbers(r, "latency: ")?;
+    let [n, total, ref stages @ ..] = v[..] else {
+        return Err(format!("short latency line: {v:?}"));
+    };
+    let breakdown: serde_json::Map<String, Value> = STAGE_NAMES
+        .iter()
+        .zip(stages)
+        .map(|(name, ns)| (name.to_string(), json!(ns / n / 1e3)))
+        .collect();
+    Ok((total / n / 1e3, Value::Object(breakdown)))
+}
+
 fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let dir = a.dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("hostcall-bench-{}", std::process::id()))
@@ -144,6 +206,7 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let mut module = CudaModule::load(&image, &CudaOptions::default())?;
     let init_ms = started.elapsed().as_secs_f64() * 1e3;
+    let kernel = module.kernel_limit("kmain")?;
     let mut results = vec![
         result(
             "module_load_cubin",
@@ -161,57 +224,134 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         ),
     ];
 
-    let (n, ns) = numbers(&run(&mut module, &dir, mode::LATENCY, 1, 32)?, "latency: ")?;
-    results.push(result(
+    let (us, stages) = latency(&run(&mut module, &dir, mode::LATENCY, 1, 32)?)?;
+    let mut row = result(
         "roundtrip_latency_1_thread",
-        ns / n / 1e3,
+        us,
         "us",
         limit("roundtrip_us").map(|l| ("cuda_c_flag_roundtrip_1_thread", l)),
-        "one GPU thread, ping service, 2000 calls, GPU %globaltimer",
-    ));
+        "one GPU thread, ping service, 2000 calls, GPU %globaltimer; stages_us: where it goes",
+    );
+    row["stages_us"] = stages;
+    results.push(row);
 
-    let (blocks, threads) = (132u32, 256u32);
-    let total = (blocks * threads) as f64;
-    let r = run(&mut module, &dir, mode::PING, blocks, threads)?;
-    let problems = check::ping_problems(&String::from_utf8_lossy(&r.stdout), total as u64);
-    if !problems.is_empty() {
-        return Err(format!("ping check failed: {problems:?}").into());
+    // The sweep: verified null round trips and println! lines against launched threads.
+    let mut sweep = Vec::new();
+    for (blocks, threads) in SWEEP {
+        let total = blocks as f64 * threads as f64;
+        let r = run(&mut module, &dir, mode::NULL, blocks, threads)?;
+        let (bad, ns) = check::report(&String::from_utf8_lossy(&r.stdout), "null")?;
+        if bad != 0 {
+            return Err(
+                format!("{bad} null replies reached the wrong lane at {blocks}x{threads}").into(),
+            );
+        }
+        let null_per_s = total * NULL_PINGS / (ns as f64 / 1e9);
+        let r = run(&mut module, &dir, mode::PRINTLN, blocks, threads)?;
+        let lines = String::from_utf8_lossy(&r.stdout).lines().count() as f64;
+        if lines != total * LINES_PER_THREAD {
+            return Err(format!(
+                "{lines} println lines at {blocks}x{threads}, expected {}",
+                total * LINES_PER_THREAD
+            )
+            .into());
+        }
+        let println_per_s = lines / r.elapsed.as_secs_f64();
+        eprintln!(
+            "hostcall_bench: {blocks}x{threads}: {:.2} M null calls/s, {:.2} M println lines/s",
+            null_per_s / 1e6,
+            println_per_s / 1e6
+        );
+        sweep.push(json!({
+            "blocks": blocks, "threads_per_block": threads, "threads": total,
+            "null_calls_per_s": null_per_s, "println_lines_per_s": println_per_s,
+        }));
     }
-    results.push(result(
-        "ping_roundtrips_per_s_132x256",
-        total * check::PINGS as f64 / r.elapsed.as_secs_f64(),
-        "calls/s",
-        None,
-        "33792 threads x 64 verified pings, one consumer thread; kernel wall time",
-    ));
+    let at = |b: u32, key: &str| {
+        sweep
+            .iter()
+            .find(|s| s["blocks"] == b)
+            .and_then(|s| s[key].as_f64())
+            .unwrap_or(0.0)
+    };
+    for (b, printf_key) in [
+        (132, "cuda_printf_lines_per_s"),
+        (1056, "cuda_printf_lines_per_s_1056x256"),
+    ] {
+        results.push(result(
+            &format!("null_calls_per_s_{b}x256"),
+            at(b, "null_calls_per_s"),
+            "calls/s",
+            limit("flag_roundtrips_per_s_132_channels")
+                .map(|l| ("cuda_c_flag_roundtrips_per_s_132_channels", l)),
+            "64 verified ping round trips per thread, one consumer thread; GPU time from the first call to the last answer",
+        ));
+        results.push(result(
+            &format!("println_lines_per_s_{b}x256"),
+            at(b, "println_lines_per_s"),
+            "lines/s",
+            limit(printf_key).map(|l| (printf_key, l)),
+            "std println! of 16 lines per thread; from launch until the host has written every line",
+        ));
+    }
 
-    let r = run(&mut module, &dir, mode::PRINTLN, blocks, threads)?;
-    results.push(result(
-        "println_lines_per_s_132x256",
-        total * 16.0 / r.elapsed.as_secs_f64(),
-        "lines/s",
-        limit("cuda_printf_lines_per_s").map(|l| ("cuda_printf_lines_per_s", l)),
-        "std println! from 33792 threads x 16 lines (std's stdout lock serializes them)",
-    ));
-
-    let (bytes, ns) = numbers(&run(&mut module, &dir, mode::BULK_WRITE, 1, 32)?, "bulk: ")?;
+    let v = numbers(&run(&mut module, &dir, mode::BULK_WRITE, 1, 32)?, "bulk: ")?;
     std::fs::remove_file(dir.join("bulk.bin"))?;
+    let bytes = v[0];
     results.push(result(
         "std_fs_write_gb_per_s_1_thread",
-        bytes / ns,
+        bytes / v[1],
         "GB/s",
-        Some(("host_write_same_dir_gb_per_s", host_write_gbps(&dir)?)),
-        "one GPU thread, File::write_all of 256 MiB in 8 MiB writes (4 KiB per round trip)",
+        Some((
+            "host_write_same_dir_gb_per_s",
+            host_write_gbps(&dir, bytes as usize)?,
+        )),
+        "one GPU thread, File::write_all of 1 GiB in 8 MiB writes (DMA from the device heap)",
     ));
 
-    let r = run(&mut module, &dir, mode::MALLOC, blocks, threads)?;
+    let r = run(&mut module, &dir, mode::MALLOC, 132, 256)?;
     results.push(result(
         "malloc_free_pairs_per_s_132x256",
-        total * 256.0 / r.elapsed.as_secs_f64(),
+        132.0 * 256.0 * 256.0 / r.elapsed.as_secs_f64(),
         "pairs/s",
         limit("cuda_malloc_pairs_per_s").map(|l| ("cuda_malloc_pairs_per_s", l)),
         "Box::new([u8; 64]) + drop, 33792 threads x 256, device heap, no hostcall",
     ));
+
+    let cpu_before = process_cpu()?;
+    let wall = Instant::now();
+    let r = run(&mut module, &dir, mode::SLEEP, 1, 32)?;
+    let cpu = (process_cpu()? - cpu_before).as_secs_f64() / wall.elapsed().as_secs_f64();
+    results.push(result(
+        "host_cpu_while_gpu_sleeps_5s",
+        cpu * 100.0,
+        "% of a core",
+        None,
+        "one GPU thread sleeps 5 s without hostcalls; all host threads of this process",
+    ));
+    results.push(result(
+        "roundtrip_latency_after_idle",
+        latency(&r)?.0,
+        "us",
+        limit("roundtrip_us").map(|l| ("cuda_c_flag_roundtrip_1_thread", l)),
+        "the same thread's 2000 round trips right after the 5 s sleep",
+    ));
+
+    let r = run(&mut module, &dir, mode::NULL, 4, 1024)?;
+    let (bad, ns) = check::report(&String::from_utf8_lossy(&r.stdout), "null")?;
+    if bad != 0 {
+        return Err(format!("{bad} null replies reached the wrong lane at 4x1024").into());
+    }
+    let mut row = result(
+        "max_threads_per_block",
+        kernel.max_threads as f64,
+        "threads",
+        Some(("hardware_max_threads_per_block", 1024.0)),
+        "cuFuncGetAttribute of kmain; a 4 x 1024 null-call launch ran and checked every reply",
+    );
+    row["registers_per_thread"] = json!(kernel.registers);
+    row["null_calls_per_s_4x1024"] = json!(4.0 * 1024.0 * NULL_PINGS / (ns as f64 / 1e9));
+    results.push(row);
 
     let doc = json!({
         "benchmark": "hostcall_bench",
@@ -222,6 +362,7 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         "limits_source": a.limits.as_ref().map(|p| p.display().to_string()),
         "limits": limits,
         "results": results,
+        "sweep": sweep,
     });
     if let Some(parent) = a.out.parent() {
         std::fs::create_dir_all(parent)?;
@@ -240,7 +381,7 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         });
         let _ = writeln!(
             table,
-            "{:<36} {:>14.4} {:<8}{cmp}",
+            "{:<36} {:>14.4} {:<11}{cmp}",
             r["name"].as_str().unwrap_or(""),
             r["value"].as_f64().unwrap_or(0.0),
             r["unit"].as_str().unwrap_or("")

@@ -93,21 +93,42 @@ pub trait Handler: Send + Sync {
     fn call(&self, call: &mut Call<'_>) -> Result<Reply, Malformed>;
 }
 
+/// Ids below this are looked up by index: every call of the hot path is one.
+const DENSE_IDS: usize = 256;
+
 /// Services by id: the built-in std services plus any the embedder registers.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ServiceTable {
-    handlers: HashMap<u32, Arc<dyn Handler>>,
+    dense: Vec<Option<Arc<dyn Handler>>>,
+    sparse: HashMap<u32, Arc<dyn Handler>>,
+}
+
+impl Default for ServiceTable {
+    fn default() -> Self {
+        ServiceTable {
+            dense: vec![None; DENSE_IDS],
+            sparse: HashMap::new(),
+        }
+    }
 }
 
 impl ServiceTable {
     /// Registers (or replaces) the handler for `id`.
     pub fn register(&mut self, id: u32, handler: Arc<dyn Handler>) {
-        self.handlers.insert(id, handler);
+        match self.dense.get_mut(id as usize) {
+            Some(slot) => *slot = Some(handler),
+            None => {
+                self.sparse.insert(id, handler);
+            }
+        }
     }
 
     /// The handler for `id`, if any.
     pub fn get(&self, id: u32) -> Option<&Arc<dyn Handler>> {
-        self.handlers.get(&id)
+        match self.dense.get(id as usize) {
+            Some(h) => h.as_ref(),
+            None => self.sparse.get(&id),
+        }
     }
 
     /// The built-in services over the given capabilities.

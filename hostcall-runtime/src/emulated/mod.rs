@@ -2,23 +2,29 @@
 //! real device half of the transport (`hostcall_client`), so the protocol, the server
 //! and every service are exercised without a GPU.
 //!
-//! Two warp models: [`WarpMode::Independent`] (every thread is a one-lane warp) and
-//! [`WarpMode::Lockstep`] (32 consecutive threads form a warp whose lanes always call
-//! together, sharing one packet as converged lanes on a GPU do; kernels must then make
-//! the same sequence of calls on every lane).
+//! Three warp models: [`WarpMode::Independent`] (every thread is a one-lane warp),
+//! [`WarpMode::Lockstep`] (32 consecutive threads of a block form a warp whose live
+//! lanes call together, as converged lanes on a GPU do) and [`WarpMode::Divergent`]
+//! (lanes meet `activemask` in random groups after random delays). In the last two,
+//! warp-synchronous operations are matched by mask value and exited lanes count as
+//! arrived, as on the hardware (see [`warp`]).
+
+mod warp;
 
 use std::alloc::Layout;
 use std::any::Any;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use hostcall_abi::{ABI_VERSION, DeviceConfig, WARP_SIZE};
 use hostcall_client::{Channel, Platform};
+
+use self::warp::{Grouping, SyncKind, Warp};
 
 use crate::module::{DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd};
 use crate::{Error, Result};
@@ -31,8 +37,16 @@ pub type EmuKernel = Arc<dyn Fn(&EmuThread) + Send + Sync>;
 pub enum WarpMode {
     /// Each thread is a warp of one lane.
     Independent,
-    /// Every 32 consecutive threads of a block are a warp calling in lockstep.
+    /// Every 32 consecutive threads of a block are a warp whose live lanes reach
+    /// `activemask` together.
     Lockstep,
+    /// Every 32 consecutive threads of a block are a warp whose lanes reach
+    /// `activemask` in random groups, with random delays before each warp-synchronous
+    /// operation; `seed` makes the choices repeatable per warp.
+    Divergent {
+        /// Seeds each warp's random choices (mixed with the warp's position).
+        seed: u64,
+    },
 }
 
 /// What an emulated kernel gets: its coordinates, parameters and the channel.
@@ -57,19 +71,14 @@ impl EmuThread {
 
     /// Stops this emulated thread the way `trap;` stops a GPU kernel.
     pub fn trap(&self) -> ! {
-        std::panic::resume_unwind(Box::new(Trap))
+        Emu::trap()
     }
-}
-
-struct WarpSync {
-    barrier: Barrier,
-    value: AtomicU32,
 }
 
 struct LaneCtx {
     block: u32,
     thread: u32,
-    warp: Option<Arc<WarpSync>>,
+    warp: Option<Arc<Warp>>,
 }
 
 thread_local! {
@@ -90,43 +99,52 @@ const EMU_MIN_SLEEP: Duration = Duration::from_micros(20);
 /// The [`Platform`] of emulated GPU threads.
 pub struct Emu;
 
+impl Emu {
+    /// The calling lane's warp and lane id, if it is in a multi-lane warp.
+    fn warp() -> Option<(Arc<Warp>, u32)> {
+        with_lane(|l| {
+            l.warp
+                .as_ref()
+                .map(|w| (w.clone(), l.thread % WARP_SIZE as u32))
+        })
+    }
+}
+
 impl Platform for Emu {
     fn lane_id() -> u32 {
-        with_lane(|l| {
-            if l.warp.is_some() {
-                l.thread % WARP_SIZE as u32
-            } else {
-                0
-            }
-        })
+        Self::warp().map_or(0, |(_, lane)| lane)
     }
 
     fn active_mask() -> u32 {
-        with_lane(|l| if l.warp.is_some() { u32::MAX } else { 1 })
+        match Self::warp() {
+            Some((w, lane)) => w.active_mask(lane),
+            None => 1,
+        }
     }
 
-    fn broadcast(_mask: u32, value: u32, src: u32) -> u32 {
-        let lane = Self::lane_id();
-        with_lane(|l| match &l.warp {
+    fn broadcast(mask: u32, value: u32, src: u32) -> u32 {
+        match Self::warp() {
+            Some((w, lane)) => w.meet(SyncKind::Shuffle, mask, lane, value).1[src as usize],
             None => value,
-            Some(w) => {
-                if lane == src {
-                    w.value.store(value, Ordering::Relaxed);
-                }
-                w.barrier.wait();
-                let v = w.value.load(Ordering::Relaxed);
-                w.barrier.wait();
-                v
-            }
-        })
+        }
     }
 
-    fn sync_warp(_mask: u32) {
-        with_lane(|l| {
-            if let Some(w) = &l.warp {
-                w.barrier.wait();
+    fn match_any(mask: u32, value: u32) -> u32 {
+        match Self::warp() {
+            Some((w, lane)) => {
+                let (arrived, values) = w.meet(SyncKind::Match, mask, lane, value);
+                (0..WARP_SIZE as u32)
+                    .filter(|&l| arrived & (1 << l) != 0 && values[l as usize] == value)
+                    .fold(0, |m, l| m | 1 << l)
             }
-        })
+            None => 1,
+        }
+    }
+
+    fn sync_warp(mask: u32) {
+        if let Some((w, lane)) = Self::warp() {
+            w.meet(SyncKind::Barrier, mask, lane, 0);
+        }
     }
 
     fn fence_system() {
@@ -146,6 +164,18 @@ impl Platform for Emu {
 
     fn is_global(_ptr: *const u8) -> bool {
         true
+    }
+
+    fn now_ns() -> u64 {
+        static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        EPOCH
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_nanos() as u64
+    }
+
+    fn trap() -> ! {
+        std::panic::resume_unwind(Box::new(Trap))
     }
 }
 
@@ -264,20 +294,22 @@ impl GpuModule for EmulatedModule {
             .ok_or_else(|| Error::InvalidLaunch("launch before write_config".into()))?;
         let blocks: u32 = launch.grid.iter().product();
         let per_block: u32 = launch.block.iter().product();
-        if self.warp_mode == WarpMode::Lockstep && !per_block.is_multiple_of(WARP_SIZE as u32) {
-            return Err(Error::InvalidLaunch(format!(
-                "lockstep warps need a block size divisible by {WARP_SIZE}, not {per_block}"
-            )));
-        }
+        let grouping = match self.warp_mode {
+            WarpMode::Independent => None,
+            WarpMode::Lockstep => Some((Grouping::Lockstep, 0)),
+            WarpMode::Divergent { seed } => Some((Grouping::Divergent, seed)),
+        };
         let mut threads = Vec::with_capacity((blocks * per_block) as usize);
         for block in 0..blocks {
             let mut warp = None;
             for thread in 0..per_block {
-                if self.warp_mode == WarpMode::Lockstep && thread.is_multiple_of(WARP_SIZE as u32) {
-                    warp = Some(Arc::new(WarpSync {
-                        barrier: Barrier::new(WARP_SIZE),
-                        value: AtomicU32::new(0),
-                    }));
+                let w = WARP_SIZE as u32;
+                if let Some((grouping, seed)) = grouping
+                    && thread.is_multiple_of(w)
+                {
+                    let lanes = (per_block - thread).min(w);
+                    let position = (block as u64) << 32 | (thread / w) as u64;
+                    warp = Some(Arc::new(Warp::new(grouping, lanes, seed ^ position)));
                 }
                 let (kernel, warp) = (kernel.clone(), warp.clone());
                 // SAFETY: the config describes memory this module allocated and keeps
@@ -296,10 +328,14 @@ impl GpuModule for EmulatedModule {
                             *l.borrow_mut() = Some(LaneCtx {
                                 block,
                                 thread,
-                                warp,
+                                warp: warp.clone(),
                             })
                         });
-                        std::panic::catch_unwind(AssertUnwindSafe(|| kernel(&ctx))).map_err(|p| {
+                        let ended = std::panic::catch_unwind(AssertUnwindSafe(|| kernel(&ctx)));
+                        if let Some(w) = &warp {
+                            w.exit(thread % WARP_SIZE as u32);
+                        }
+                        ended.map_err(|p| {
                             if p.is::<Trap>() {
                                 format!("trap in block {block} thread {thread}")
                             } else {
