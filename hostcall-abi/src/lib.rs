@@ -29,7 +29,8 @@
 //!    matches warp barriers by mask value, not program location, and counts an exited
 //!    lane as arrived: a lane that left early would release the others.
 //! 2. **Port.** The packet's leader (its lowest lane) takes a port's lock with a
-//!    compare-exchange (acquire) and reads the port's sequence counter; `shfl.sync`
+//!    compare-exchange (acquire at GPU scope: only GPU threads touch device memory, and
+//!    system scope would cost a microsecond) and reads the port's sequence counter; `shfl.sync`
 //!    hands the port index and `seq = counter + 1` to every lane of the packet.
 //!    If the lock was [`PORT_FREE_POSTED`], the leader first waits for
 //!    `response == counter` (acquire): the host has finished reading the posted packet.
@@ -39,7 +40,7 @@
 //!    at `bar.warp.sync(packet)`.
 //! 4. **Publish.** The leader stores the counter, the lane mask (relaxed), then
 //!    `request = seq` with a **system-scope release**. A posted leader then releases the
-//!    lock as [`PORT_FREE_POSTED`]; posted lanes return here.
+//!    lock as [`PORT_FREE_POSTED`] (GPU-scope release); posted lanes return here.
 //! 5. **Serve.** A host consumer sees `request != response` (acquire load), reads the
 //!    mask, and for each lane of it copies the slot out once, checks that the slot's
 //!    `seq` is `request` (else answers `Malformed`), runs the service, writes the bulk
@@ -53,7 +54,7 @@
 //!    results and bulk bytes read after it are the host's answer to *this* request:
 //!    stale data cannot be read, rather than being detected.
 //! 7. **Release.** The lanes meet at `bar.warp.sync(packet)` once each has read its
-//!    answer and bulk bytes; the leader releases the lock (release store). The host never
+//!    answer and bulk bytes; the leader releases the lock (release store, GPU scope). The host never
 //!    touches a packet's slots after writing its last answer word, so the next owner may
 //!    reuse them at once.
 //!

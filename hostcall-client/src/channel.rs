@@ -257,7 +257,7 @@ impl Channel {
             header.lane_mask.store(mask, Relaxed);
             header.request.store(seq, Release);
             if posted {
-                state.lock.store(PORT_FREE_POSTED, Release);
+                P::lock_store(&state.lock, PORT_FREE_POSTED);
             }
         }
         marks.mark::<P>(Stage::Published);
@@ -299,7 +299,7 @@ impl Channel {
         // Step 7: every lane is done with the port; the leader releases it.
         P::sync_warp(mask);
         if is_leader {
-            state.lock.store(PORT_FREE, Release);
+            P::lock_store(&state.lock, PORT_FREE);
         }
         marks.mark::<P>(Stage::Released);
         Reply {
@@ -323,12 +323,7 @@ impl Channel {
                 // SAFETY: `p < num_ports`, the length of the state array (`new`'s contract).
                 let state = unsafe { &*self.states.add(p as usize) };
                 let was = state.lock.load(Relaxed);
-                if was == PORT_HELD
-                    || state
-                        .lock
-                        .compare_exchange(was, PORT_HELD, Acquire, Relaxed)
-                        .is_err()
-                {
+                if was == PORT_HELD || !P::lock_exchange(&state.lock, was, PORT_HELD) {
                     continue;
                 }
                 let last = state.seq.load(Relaxed);

@@ -26,6 +26,8 @@ pub mod stages;
 
 pub use channel::{Channel, Reply};
 
+use core::sync::atomic::AtomicU32;
+
 /// The hardware primitives the transport needs. All functions act for the calling thread.
 ///
 /// The warp-synchronous ones (`broadcast`, `match_any`, `sync_warp`) follow the GPU's
@@ -49,6 +51,12 @@ pub trait Platform {
     /// A system-scope release/acquire fence: orders this thread's (and, through
     /// `sync_warp`, its warp's) memory accesses with respect to the host.
     fn fence_system();
+    /// Compare-exchange of a lock word in device memory that only GPU threads use:
+    /// `from` becomes `to` with acquire semantics at GPU scope (no system-wide ordering,
+    /// which costs a microsecond). Returns whether it held `from`.
+    fn lock_exchange(word: &AtomicU32, from: u32, to: u32) -> bool;
+    /// Stores `value` into such a lock word with release semantics at GPU scope.
+    fn lock_store(word: &AtomicU32, value: u32);
     /// Sleeps roughly `ns` nanoseconds (a hint; may return early).
     fn nanosleep(ns: u32);
     /// The caller's linear block index and thread index within the block, for reports.

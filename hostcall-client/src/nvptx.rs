@@ -7,6 +7,8 @@
 
 use core::arch::asm;
 
+use core::sync::atomic::AtomicU32;
+
 use crate::Platform;
 
 // SAFETY (for every item): these are LLVM's own declarations of the intrinsics, with
@@ -83,6 +85,25 @@ impl Platform for Nvptx {
         // SAFETY: every lane of `mask` executes this (the trait's contract). The intrinsic
         // may read and write memory, so no access moves across it.
         unsafe { nvvm_bar_warp_sync(mask) };
+    }
+
+    fn lock_exchange(word: &AtomicU32, from: u32, to: u32) -> bool {
+        let old: u32;
+        // SAFETY: `word` is a valid, aligned 32-bit atomic (a reference); the CAS is atomic.
+        unsafe {
+            asm!("atom.acquire.gpu.cas.b32 {o}, [{a}], {f}, {t};",
+                o = out(reg32) old, a = in(reg64) word.as_ptr(), f = in(reg32) from,
+                t = in(reg32) to, options(nostack))
+        };
+        old == from
+    }
+
+    fn lock_store(word: &AtomicU32, value: u32) {
+        // SAFETY: as above; a release store to an atomic word.
+        unsafe {
+            asm!("st.release.gpu.u32 [{a}], {v};",
+                a = in(reg64) word.as_ptr(), v = in(reg32) value, options(nostack))
+        };
     }
 
     fn fence_system() {

@@ -10,7 +10,9 @@ use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 use hostcall_abi::{CONFIG_SYMBOL, DeviceConfig, VERSION_SYMBOL};
 
-use crate::module::{DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd};
+use crate::module::{
+    DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, StreamStop,
+};
 use crate::{Error, Result};
 
 /// Per-thread stack unless set: std's formatting and I/O paths need far more than
@@ -306,7 +308,10 @@ impl GpuModule for CudaModule {
     }
 
     fn device_memory(&self) -> std::sync::Arc<dyn DeviceMemory> {
-        std::sync::Arc::new(CudaReader { ctx: self.ctx })
+        std::sync::Arc::new(CudaReader {
+            ctx: self.ctx,
+            staging: std::sync::Mutex::new(None),
+        })
     }
 
     fn poll(&mut self) -> Result<Option<LaunchEnd>> {
@@ -353,24 +358,130 @@ impl CudaModule {
     }
 }
 
-/// Copies device memory to the host with the copy engine while the kernel runs (the
-/// kernel's stream is non-blocking, so the legacy stream's copy does not wait for it).
+/// Bytes of each of the two pinned staging buffers `WriteFromDevice` copies through.
+const STAGING_BYTES: usize = 4 << 20;
+
+/// Copies device memory to the host with the copy engine while the kernel runs, through
+/// two pinned staging buffers on a non-blocking stream of its own (so it never waits for
+/// the kernel): piece `k + 1` is copied while the sink takes piece `k`.
 struct CudaReader {
     ctx: sys::CUcontext,
+    staging: std::sync::Mutex<Option<Staging>>,
 }
 
-// SAFETY: a CUDA context handle may be used from any thread once made current there.
+/// The pinned buffers and stream of a [`CudaReader`], made on first use.
+struct Staging {
+    bufs: [*mut c_void; 2],
+    stream: sys::CUstream,
+}
+
+// SAFETY: a CUDA context handle may be used from any thread once made current there; the
+// staging buffers and stream are used only under the mutex.
 unsafe impl Send for CudaReader {}
 // SAFETY: as for Send; each call makes the context current on its own thread.
 unsafe impl Sync for CudaReader {}
 
-impl DeviceMemory for CudaReader {
-    fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), String> {
-        // SAFETY: the context outlives the launch (the module owns it); the driver checks
-        // that `addr .. addr + len` is device memory and fails the copy otherwise.
+impl Staging {
+    /// # Safety
+    /// The reader's context must be current.
+    unsafe fn new() -> std::result::Result<Staging, cudarc::driver::DriverError> {
+        // SAFETY: plain allocations in the current context, freed by `CudaReader`'s drop.
         unsafe {
-            cu::ctx::set_current(self.ctx).map_err(|e| format!("{e:?}"))?;
-            cu::memcpy_dtoh_sync(out, addr).map_err(|e| format!("{e:?}"))
+            let stream = cu::stream::create(cu::stream::StreamKind::NonBlocking)?;
+            let a = cu::malloc_host(STAGING_BYTES, 0)?;
+            let b = cu::malloc_host(STAGING_BYTES, 0)?;
+            Ok(Staging {
+                bufs: [a, b],
+                stream,
+            })
+        }
+    }
+}
+
+impl DeviceMemory for CudaReader {
+    fn stream(
+        &self,
+        addr: u64,
+        len: u64,
+        sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> (u64, Option<StreamStop>) {
+        let fail = |e: cudarc::driver::DriverError| Some(StreamStop::Copy(format!("{e:?}")));
+        let mut guard = self.staging.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: the context outlives the launch (the module owns it).
+        if let Err(e) = unsafe { cu::ctx::set_current(self.ctx) } {
+            return (0, fail(e));
+        }
+        let staging = match &mut *guard {
+            Some(s) => s,
+            // SAFETY: the context was made current just above.
+            None => match unsafe { Staging::new() } {
+                Ok(s) => guard.insert(s),
+                Err(e) => return (0, fail(e)),
+            },
+        };
+        let piece = |k: u64| {
+            let off = k * STAGING_BYTES as u64;
+            (off, (len - off).min(STAGING_BYTES as u64) as usize)
+        };
+        let pieces = len.div_ceil(STAGING_BYTES as u64);
+        let issue = |k: u64| {
+            let (off, n) = piece(k);
+            // SAFETY: each buffer has STAGING_BYTES bytes and is written only by the copy
+            // issued into it, which is awaited (stream synchronize) before the sink reads
+            // it or another copy reuses it; the driver checks that the source range is
+            // device memory and fails the copy otherwise.
+            unsafe {
+                let buf = staging.bufs[(k % 2) as usize].cast::<u8>();
+                cu::memcpy_dtoh_async(
+                    std::slice::from_raw_parts_mut(buf, n),
+                    addr + off,
+                    staging.stream,
+                )
+            }
+        };
+        // SAFETY: the stream is live until the reader drops.
+        let wait = || unsafe { cu::stream::synchronize(staging.stream) };
+        if pieces == 0 {
+            return (0, None);
+        }
+        if let Err(e) = issue(0).and_then(|()| wait()) {
+            return (0, fail(e));
+        }
+        let mut done = 0;
+        for k in 0..pieces {
+            let next = if k + 1 < pieces { issue(k + 1) } else { Ok(()) };
+            let (_, n) = piece(k);
+            // SAFETY: copy `k` into this buffer completed (awaited above).
+            let bytes = unsafe {
+                std::slice::from_raw_parts(staging.bufs[(k % 2) as usize].cast::<u8>(), n)
+            };
+            let took = sink(bytes);
+            let copied = next.and_then(|()| wait());
+            if let Err(e) = took {
+                return (done, Some(StreamStop::Sink(e)));
+            }
+            done += n as u64;
+            if let Err(e) = copied {
+                return (done, fail(e));
+            }
+        }
+        (done, None)
+    }
+}
+
+impl Drop for CudaReader {
+    fn drop(&mut self) {
+        let staging = self.staging.get_mut().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = staging.take() {
+            // Errors are ignored, as in `CudaModule`'s drop.
+            // SAFETY: made by `Staging::new` in this context, released once.
+            unsafe {
+                let _ = cu::ctx::set_current(self.ctx);
+                let _ = cu::stream::destroy(s.stream);
+                for b in s.bufs {
+                    let _ = cu::free_host(b);
+                }
+            }
         }
     }
 }

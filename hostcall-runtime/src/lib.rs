@@ -21,7 +21,7 @@ pub use host::{
     DEFAULT_CONSUMERS, DEFAULT_HEAP_BYTES, DEFAULT_MAX_OPEN_FILES, DEFAULT_PORTS,
     DEFAULT_WAIT_LIMIT, Host, HostBuilder, Outcome, RunReport,
 };
-pub use module::{DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd};
+pub use module::{DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, StreamStop};
 
 /// Starts `env_logger` with warnings on, and each hostcall traced when `HOSTCALL_DEBUG`
 /// is set (`RUST_LOG` still overrides both).

@@ -68,11 +68,27 @@ pub struct HostMemory {
     pub len: usize,
 }
 
+/// Why [`DeviceMemory::stream`] stopped before the end.
+#[derive(Debug)]
+pub enum StreamStop {
+    /// Copying out of device memory failed (a bad address, a dead context).
+    Copy(String),
+    /// The sink refused a piece.
+    Sink(std::io::Error),
+}
+
 /// Reads GPU global memory while a kernel runs (for services that take a device address
 /// instead of bulk bytes, such as `WriteFromDevice`).
 pub trait DeviceMemory: Send + Sync {
-    /// Copies `out.len()` bytes from device address `addr`.
-    fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), String>;
+    /// Copies `len` bytes from device address `addr` to the host, handing them to `sink`
+    /// in order, in pieces of the implementation's choosing. Returns the bytes `sink`
+    /// took, and why it stopped early, if it did.
+    fn stream(
+        &self,
+        addr: u64,
+        len: u64,
+        sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> (u64, Option<StreamStop>);
 }
 
 /// A loaded GPU module that can run kernels. Allocations live as long as the module.

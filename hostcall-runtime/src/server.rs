@@ -28,7 +28,8 @@ unsafe impl Send for Ports {}
 unsafe impl Sync for Ports {}
 
 /// Polls spin first, then yield, then sleep with a doubling delay up to
-/// `MAX_IDLE_SLEEP`, so an idle GPU costs the host almost no CPU.
+/// `MAX_IDLE_SLEEP`, so an idle GPU costs the host almost no CPU. Leaving the spin phase
+/// counts as going idle: the services' idle hooks run then (buffered output is written).
 struct Backoff {
     idle: u32,
 }
@@ -38,8 +39,11 @@ const YIELD_POLLS: u32 = 256;
 const MAX_IDLE_SLEEP: Duration = Duration::from_millis(1);
 
 impl Backoff {
-    fn wait(&mut self) {
+    fn wait(&mut self, services: &ServiceTable) {
         self.idle = self.idle.saturating_add(1);
+        if self.idle == SPIN_POLLS {
+            services.idle();
+        }
         if self.idle < SPIN_POLLS {
             std::hint::spin_loop();
         } else if self.idle < SPIN_POLLS + YIELD_POLLS {
@@ -87,7 +91,7 @@ impl Server {
                                 calls.fetch_add(served, Relaxed);
                                 backoff.idle = 0;
                             } else {
-                                backoff.wait();
+                                backoff.wait(&services);
                             }
                         }
                     })
@@ -151,6 +155,7 @@ fn serve_port(ports: Ports, p: usize, services: &ServiceTable, trace: bool) -> u
         log::warn!("malformed packet on port {p}: empty lane mask; answered without serving");
     }
     let alone = mask.count_ones() == 1;
+    prefetch_packet(port, mask);
     for lane in (0..WARP_SIZE).filter(|l| mask & (1 << l) != 0) {
         // SAFETY: the GPU published the packet (request != response, observed with
         // acquire), so until this lane's answer word is written its slot and bulk buffer
@@ -199,6 +204,26 @@ fn serve_port(ports: Ports, p: usize, services: &ServiceTable, trace: bool) -> u
     }
     header.response.store(request, Release);
     mask.count_ones() as u64
+}
+
+/// Asks the CPU to fetch the slots and answer words of `mask`'s lanes now: the GPU wrote
+/// every one of those cache lines, so each is a miss, and fetched one lane at a time they
+/// would be taken one after another instead of all at once.
+fn prefetch_packet(port: *mut Port, mask: u32) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        for lane in (0..WARP_SIZE).filter(|l| mask & (1 << l) != 0) {
+            // SAFETY: prefetching is a hint and never faults; the addresses are inside
+            // the port (`lane < WARP_SIZE`).
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>((&raw const (*port).lanes[lane]).cast());
+                _mm_prefetch::<_MM_HINT_T0>((&raw const (*port).answers[lane]).cast());
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (port, mask);
 }
 
 /// Runs one lane's request; returns the transport status and the service's reply.

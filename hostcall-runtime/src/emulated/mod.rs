@@ -26,7 +26,9 @@ use hostcall_client::{Channel, Platform};
 
 use self::warp::{Grouping, SyncKind, Warp};
 
-use crate::module::{DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd};
+use crate::module::{
+    DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, StreamStop,
+};
 use crate::{Error, Result};
 
 /// A kernel for the emulator: called once per emulated GPU thread.
@@ -151,6 +153,15 @@ impl Platform for Emu {
         std::sync::atomic::fence(Ordering::SeqCst);
     }
 
+    fn lock_exchange(word: &std::sync::atomic::AtomicU32, from: u32, to: u32) -> bool {
+        word.compare_exchange(from, to, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    fn lock_store(word: &std::sync::atomic::AtomicU32, value: u32) {
+        word.store(value, Ordering::Release);
+    }
+
     fn nanosleep(ns: u32) {
         // An OS sleep costs a system call and a timer whatever its length: with thousands
         // of emulated threads, sub-microsecond sleeps would keep the host's cores busy in
@@ -183,14 +194,22 @@ impl Platform for Emu {
 struct HostMemoryReader;
 
 impl DeviceMemory for HostMemoryReader {
-    fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), String> {
+    fn stream(
+        &self,
+        addr: u64,
+        len: u64,
+        sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> (u64, Option<StreamStop>) {
         if addr == 0 {
-            return Err("null device address".into());
+            return (0, Some(StreamStop::Copy("null device address".into())));
         }
         // SAFETY: emulated kernels are Rust closures of this process passing their own
         // live buffers (the emulator trusts them as a GPU trusts its kernels' pointers).
-        unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr(), out.len()) };
-        Ok(())
+        let bytes = unsafe { std::slice::from_raw_parts(addr as *const u8, len as usize) };
+        match sink(bytes) {
+            Ok(()) => (len, None),
+            Err(e) => (0, Some(StreamStop::Sink(e))),
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use hostcall_abi::stat::{FileStat, STAT_SIZE};
 use hostcall_abi::{DEVICE_WRITE_MAX, Service};
 
 use super::{Call, Handler, Malformed, Reply, Stdio, errno_of};
-use crate::module::DeviceMemory;
+use crate::module::{DeviceMemory, StreamStop};
 
 /// Linux open(2) flags, as the GPU's libc passes them.
 mod flags {
@@ -222,10 +222,9 @@ impl Files {
         Ok(to_reply(r.map(|w| Reply::value(w as i64))))
     }
 
-    /// `WriteFromDevice`: the bytes are in GPU global memory; copy them out by DMA in
-    /// `STAGING` pieces and write each.
+    /// `WriteFromDevice`: the bytes are in GPU global memory; the device copies them out
+    /// by DMA, piece by piece, and each piece is written as it arrives.
     fn write_from_device(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
-        const STAGING: usize = 8 << 20;
         let (fd, addr, len) = (call.fd_arg(0), call.args[1], call.args[2]);
         if len > DEVICE_WRITE_MAX {
             return Err(Malformed(format!(
@@ -243,32 +242,22 @@ impl Files {
                 Err(e) => return Ok(Reply::errno(e)),
             }
         };
-        let mut staging = vec![0u8; STAGING.min(len as usize)];
-        let mut done = 0u64;
-        while done < len {
-            let n = (len - done).min(STAGING as u64) as usize;
-            if let Err(e) = self.device.read(addr + done, &mut staging[..n]) {
-                log::warn!(
-                    "WriteFromDevice: copying {n} bytes at {:#x}: {e}",
-                    addr + done
-                );
-                return Ok(if done == 0 {
+        let (done, stop) = self.device.stream(addr, len, &mut |piece| match &file {
+            None => self.stdio.write(fd, piece).map(drop),
+            Some(f) => (&**f).write_all(piece),
+        });
+        Ok(match stop {
+            Some(StreamStop::Copy(e)) => {
+                log::warn!("WriteFromDevice: copying {len} bytes at {addr:#x}: {e}");
+                if done == 0 {
                     Reply::errno(EFAULT)
                 } else {
                     Reply::value(done as i64)
-                });
+                }
             }
-            let wrote = match &file {
-                None => self.stdio.write(fd, &staging[..n]),
-                Some(f) => (&**f).write_all(&staging[..n]).map(|()| n),
-            };
-            match wrote {
-                Ok(w) => done += w as u64,
-                Err(e) if done == 0 => return Ok(Reply::errno(errno_of(&e))),
-                Err(_) => break,
-            }
-        }
-        Ok(Reply::value(done as i64))
+            Some(StreamStop::Sink(e)) if done == 0 => Reply::errno(errno_of(&e)),
+            _ => Reply::value(done as i64),
+        })
     }
 
     fn read(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {

@@ -96,11 +96,15 @@ pub trait Handler: Send + Sync {
 /// Ids below this are looked up by index: every call of the hot path is one.
 const DENSE_IDS: usize = 256;
 
+/// Work a consumer thread does when it has found nothing to serve for a while.
+pub type IdleHook = Arc<dyn Fn() + Send + Sync>;
+
 /// Services by id: the built-in std services plus any the embedder registers.
 #[derive(Clone)]
 pub struct ServiceTable {
     dense: Vec<Option<Arc<dyn Handler>>>,
     sparse: HashMap<u32, Arc<dyn Handler>>,
+    idle: Vec<IdleHook>,
 }
 
 impl Default for ServiceTable {
@@ -108,6 +112,7 @@ impl Default for ServiceTable {
         ServiceTable {
             dense: vec![None; DENSE_IDS],
             sparse: HashMap::new(),
+            idle: Vec::new(),
         }
     }
 }
@@ -131,9 +136,27 @@ impl ServiceTable {
         }
     }
 
+    /// Runs `hook` whenever a consumer thread goes idle (to flush buffered output).
+    pub fn on_idle(&mut self, hook: IdleHook) {
+        self.idle.push(hook);
+    }
+
+    /// Runs the idle hooks.
+    pub(crate) fn idle(&self) {
+        for h in &self.idle {
+            h();
+        }
+    }
+
     /// The built-in services over the given capabilities.
     pub(crate) fn builtin(files: Arc<Files>, env: Arc<EnvPolicy>, process: Arc<Process>) -> Self {
         let mut t = ServiceTable::default();
+        let stdio = files.clone();
+        t.on_idle(Arc::new(move || {
+            if let Err(e) = stdio.stdio.flush() {
+                log::warn!("writing GPU stdout/stderr: {e}");
+            }
+        }));
         for s in Service::ALL {
             let h: Arc<dyn Handler> = match s {
                 Service::Ping | Service::Exit | Service::Abort => process.clone(),
