@@ -158,24 +158,27 @@ pub struct FaultRecord {
 /// packet with the lanes of its warp that call at the same time.
 pub const FLAG_SINGLE_LANE: u32 = 1;
 
-/// `PortState::lock`: free.
-pub const PORT_FREE: u32 = 0;
-/// `PortState::lock`: held by a warp.
+/// `PortState::word` bit: a packet holds the port.
 pub const PORT_HELD: u32 = 1;
-/// `PortState::lock`: free, but its last request was posted (nobody waited for the
-/// answer), so the next owner waits until `response == seq` before using the slots.
-pub const PORT_FREE_POSTED: u32 = 2;
+/// `PortState::word` bit: the port's last packet was posted (nobody waited for its
+/// answer), so the next owner waits until `response` equals the word's sequence before
+/// using the slots.
+pub const PORT_POSTED: u32 = 2;
+/// `PortState::word`: the sequence of the port's last published packet sits above the
+/// two flag bits (so it counts modulo 2^30).
+pub const PORT_SEQ_SHIFT: u32 = 2;
 
-/// Per-port state that only GPU threads touch, in device memory so that the lock's
-/// compare-exchange never crosses PCIe.
+/// Per-port state that only GPU threads touch, in device memory so that taking the
+/// lock never crosses PCIe.
 #[repr(C)]
 #[derive(Debug, Default)]
 pub struct PortState {
-    /// [`PORT_FREE`], [`PORT_HELD`] by a warp, or [`PORT_FREE_POSTED`]: free, but the
-    /// last request was posted and may still be unanswered.
-    pub lock: AtomicU32,
-    /// The last `request` value published on this port (read and written under the lock).
-    pub seq: AtomicU32,
+    /// [`PORT_HELD`], [`PORT_POSTED`] and the last published sequence (from
+    /// [`PORT_SEQ_SHIFT`]), in one word: one atomic OR of `PORT_HELD` takes the port and
+    /// reads its sequence, one store releases it with the next.
+    pub word: AtomicU32,
+    /// Zero.
+    pub reserved: u32,
 }
 
 /// The doorbell of a port, alone on its cache line.

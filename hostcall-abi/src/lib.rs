@@ -28,19 +28,21 @@
 //!    warp-synchronous operations with the same mask. That matters because the hardware
 //!    matches warp barriers by mask value, not program location, and counts an exited
 //!    lane as arrived: a lane that left early would release the others.
-//! 2. **Port.** The packet's leader (its lowest lane) takes a port's lock with a
-//!    compare-exchange (acquire at GPU scope: only GPU threads touch device memory, and
-//!    system scope would cost a microsecond) and reads the port's sequence counter; `shfl.sync`
-//!    hands the port index and `seq = counter + 1` to every lane of the packet.
-//!    If the lock was [`PORT_FREE_POSTED`], the leader first waits for
-//!    `response == counter` (acquire): the host has finished reading the posted packet.
+//! 2. **Port.** The packet's leader (its lowest lane) takes a port with one atomic OR of
+//!    [`PORT_HELD`] into its [`PortState`] word (acquire at GPU scope: only GPU threads
+//!    touch device memory), which also yields the port's last sequence; `shfl.sync`
+//!    hands the port index and `seq = last + 1` to every lane of the packet. If the word
+//!    had [`PORT_POSTED`], the leader first waits for `response == last` (acquire): the
+//!    host has finished reading the posted packet. Posted requests that must keep their
+//!    order (stdout, stderr) take their ticket now, while the port is held, so tickets
+//!    are handed out in nearly the order the host will see them.
 //! 3. **Request.** Each lane writes its [`LaneSlot`] (service, `seq`, coordinates,
 //!    arguments), its bulk bytes, and [`answer::PENDING`] into its answer word. In a
 //!    packet of several lanes each lane then issues a system-scope fence, and all meet
 //!    at `bar.warp.sync(packet)`.
-//! 4. **Publish.** The leader stores the counter, the lane mask (relaxed), then
-//!    `request = seq` with a **system-scope release**. A posted leader then releases the
-//!    lock as [`PORT_FREE_POSTED`] (GPU-scope release); posted lanes return here.
+//! 4. **Publish.** The leader stores the lane mask (relaxed), then `request = seq` with a
+//!    **system-scope release**. A posted leader then releases the port, storing `seq`
+//!    and [`PORT_POSTED`] into its word (GPU-scope release); posted lanes return here.
 //! 5. **Serve.** A host consumer sees `request != response` (acquire load), reads the
 //!    mask, and for each lane of it copies the slot out once, checks that the slot's
 //!    `seq` is `request` (else answers `Malformed`), runs the service, writes the bulk
@@ -54,7 +56,8 @@
 //!    results and bulk bytes read after it are the host's answer to *this* request:
 //!    stale data cannot be read, rather than being detected.
 //! 7. **Release.** The lanes meet at `bar.warp.sync(packet)` once each has read its
-//!    answer and bulk bytes; the leader releases the lock (release store, GPU scope). The host never
+//!    answer and bulk bytes; the leader releases the port, storing `seq` into its word
+//!    (release store, GPU scope). The host never
 //!    touches a packet's slots after writing its last answer word, so the next owner may
 //!    reuse them at once.
 //!
@@ -88,9 +91,8 @@ pub mod stat;
 
 pub use layout::{
     BULK_PER_LANE, CACHED_CLASSES, CONFIG_SYMBOL, DeviceConfig, FLAG_SINGLE_LANE, FaultKind,
-    FaultRecord, HEAP_RESERVED, LaneSlot, LaunchState, MAX_KEYS, PORT_BULK, PORT_FREE,
-    PORT_FREE_POSTED, PORT_HELD, Port, PortHeader, PortState, ThreadArea, VERSION_SYMBOL,
-    WARP_SIZE,
+    FaultRecord, HEAP_RESERVED, LaneSlot, LaunchState, MAX_KEYS, PORT_BULK, PORT_HELD, PORT_POSTED,
+    PORT_SEQ_SHIFT, Port, PortHeader, PortState, ThreadArea, VERSION_SYMBOL, WARP_SIZE,
 };
 pub use service::{DEVICE_WRITE_MAX, Service, Status};
 

@@ -3,13 +3,12 @@
 //! errors (unknown service, malformed request) arrive as `-ENOSYS` / `-EINVAL`.
 
 use core::sync::atomic::AtomicU64;
-use core::sync::atomic::Ordering::Relaxed;
 
 use hostcall_abi::errno::{EINVAL, ENOSYS, ERANGE};
 use hostcall_abi::stat::STAT_SIZE;
 use hostcall_abi::{BULK_PER_LANE, DEVICE_WRITE_MAX, Service, Status};
 
-use crate::{Channel, Platform, Reply};
+use crate::{Channel, Numbering, Platform, Reply, Request};
 
 fn outcome(reply: Reply) -> i64 {
     match reply.status {
@@ -97,14 +96,30 @@ fn write_from_device<P: Platform>(ch: &Channel, fd: i32, data: &[u8]) -> i64 {
 }
 
 /// Writes `data` to stdout or stderr (`fd` 1 or 2) without waiting for the host: it is
-/// cut into pieces that fit any packet, which take consecutive tickets of `tickets` at
-/// once, and the host writes the pieces of an fd in ticket order. So one write never has
-/// another thread's bytes inside it, and one thread's writes keep their order. Returns
-/// `data.len()`: stdio errors are not reported back, as with CUDA's `printf`.
+/// cut into pieces that fit any packet, which take consecutive tickets of `tickets`
+/// when the first piece is published, and the host writes the pieces of an fd in ticket
+/// order. So one write never has another thread's bytes inside it, and one thread's
+/// writes keep their order. Returns `data.len()`: stdio errors are not reported back, as
+/// with CUDA's `printf`.
 pub fn write_posted<P: Platform>(ch: &Channel, fd: i32, data: &[u8], tickets: &AtomicU64) -> i64 {
-    let pieces = data.len().div_ceil(BULK_PER_LANE) as u64;
-    let first = tickets.fetch_add(pieces, Relaxed);
-    for (ticket, piece) in (first..).zip(data.chunks(BULK_PER_LANE)) {
+    let mut pieces = data.chunks(BULK_PER_LANE);
+    let Some(first) = pieces.next() else {
+        return 0;
+    };
+    let reply = ch.exchange::<P>(Request {
+        service: Service::WritePosted as u32,
+        args: [fd as u64, 0, 0, 0, 0, 0],
+        send: first,
+        recv: &mut [],
+        len_arg: Some(1),
+        posted: true,
+        numbering: Some(Numbering {
+            counter: tickets,
+            arg: 2,
+            count: data.len().div_ceil(BULK_PER_LANE) as u64,
+        }),
+    });
+    for (ticket, piece) in (reply.number + 1..).zip(pieces) {
         let args = [fd as u64, 0, ticket, 0, 0, 0];
         ch.post::<P>(Service::WritePosted as u32, args, piece, Some(1));
     }

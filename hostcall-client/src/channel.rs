@@ -1,12 +1,13 @@
 //! Packets, ports, publication and answers: steps 1–7 of the protocol documented in
 //! `hostcall_abi` (and checked by `hostcall-model`).
 
+use core::sync::atomic::AtomicU64;
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use hostcall_abi::answer::{self, Answer};
 use hostcall_abi::{
     BULK_PER_LANE, DeviceConfig, FLAG_SINGLE_LANE, FaultKind, FaultRecord, LaneSlot, LaunchState,
-    PORT_BULK, PORT_FREE, PORT_FREE_POSTED, PORT_HELD, Port, PortState, Status,
+    PORT_BULK, PORT_HELD, PORT_POSTED, PORT_SEQ_SHIFT, Port, PortState, Status,
 };
 
 use crate::Platform;
@@ -44,6 +45,41 @@ pub struct Reply {
     pub status: Status,
     /// The service's result (`-errno` on failure); for a posted request, the bytes sent.
     pub result: i64,
+    /// The first number a [`Numbering`] request took, else 0.
+    pub number: u64,
+}
+
+/// Numbers a request from `counter` at publication, while its packet holds the port:
+/// `count` numbers are taken and the first goes into `args[arg]`. Posted writes to one
+/// stream are numbered so (the host puts them back in that order): numbers taken before
+/// waiting for a port would let a warp that waits long hold back everyone else's.
+#[derive(Clone, Copy, Debug)]
+pub struct Numbering<'a> {
+    /// The shared counter.
+    pub counter: &'a AtomicU64,
+    /// The argument that receives the first number.
+    pub arg: usize,
+    /// Numbers to take (one per piece of a write cut into several requests).
+    pub count: u64,
+}
+
+/// One lane's request to [`Channel::exchange`].
+#[derive(Debug)]
+pub struct Request<'a> {
+    /// The service id.
+    pub service: u32,
+    /// The arguments (`hostcall_abi::service` gives each service's convention).
+    pub args: [u64; 6],
+    /// Bytes for the host, cut to the lane's bulk buffer.
+    pub send: &'a [u8],
+    /// Room for the bytes the host sends back, cut to the lane's bulk buffer.
+    pub recv: &'a mut [u8],
+    /// `args[i]` is set to the bytes that travel (`send`'s if any, else `recv`'s).
+    pub len_arg: Option<usize>,
+    /// Whether the caller waits for the answer (posted: it does not).
+    pub posted: bool,
+    /// Number the request at publication.
+    pub numbering: Option<Numbering<'a>>,
 }
 
 /// A wait that may have to be given up: counts polls, sleeps with a doubling delay
@@ -121,7 +157,15 @@ impl Channel {
         recv: &mut [u8],
         len_arg: Option<usize>,
     ) -> Reply {
-        self.exchange::<P>(service, args, send, recv, len_arg, false)
+        self.exchange::<P>(Request {
+            service,
+            args,
+            send,
+            recv,
+            len_arg,
+            posted: false,
+            numbering: None,
+        })
     }
 
     /// Publishes a request without waiting for its answer (a *posted* request: the host
@@ -134,42 +178,50 @@ impl Channel {
         send: &[u8],
         len_arg: Option<usize>,
     ) -> usize {
-        self.exchange::<P>(service, args, send, &mut [], len_arg, true)
-            .result as usize
+        self.exchange::<P>(Request {
+            service,
+            args,
+            send,
+            recv: &mut [],
+            len_arg,
+            posted: true,
+            numbering: None,
+        })
+        .result as usize
     }
 
-    /// [`Channel::call`] (`posted` false) or [`Channel::post`] (true), chosen per lane:
-    /// lanes of one warp may pass different `posted` values at the same call site.
-    pub fn exchange<P: Platform>(
-        &self,
-        service: u32,
-        args: [u64; 6],
-        send: &[u8],
-        recv: &mut [u8],
-        len_arg: Option<usize>,
-        posted: bool,
-    ) -> Reply {
-        self.exchange_marked::<P, ()>(service, args, send, recv, len_arg, posted, &mut ())
+    /// Any request: a call or a posted one, chosen per lane (lanes of one warp may pass
+    /// different `posted` values at the same call site), numbered or not.
+    pub fn exchange<P: Platform>(&self, request: Request<'_>) -> Reply {
+        self.exchange_marked::<P, ()>(request, &mut ())
     }
 
     /// [`Channel::call`] without bulk data, timing each stage of the round trip.
     pub fn call_timed<P: Platform>(&self, service: u32, args: [u64; 6]) -> (Reply, StageClock) {
         let mut clock = StageClock::start::<P>();
-        let r = self.exchange_marked::<P, _>(service, args, &[], &mut [], None, false, &mut clock);
+        let request = Request {
+            service,
+            args,
+            send: &[],
+            recv: &mut [],
+            len_arg: None,
+            posted: false,
+            numbering: None,
+        };
+        let r = self.exchange_marked::<P, _>(request, &mut clock);
         (r, clock)
     }
 
-    #[allow(clippy::too_many_arguments)] // `exchange`'s arguments and the marker
-    fn exchange_marked<P: Platform, M: Marks>(
-        &self,
-        service: u32,
-        mut args: [u64; 6],
-        send: &[u8],
-        recv: &mut [u8],
-        len_arg: Option<usize>,
-        posted: bool,
-        marks: &mut M,
-    ) -> Reply {
+    fn exchange_marked<P: Platform, M: Marks>(&self, request: Request<'_>, marks: &mut M) -> Reply {
+        let Request {
+            service,
+            mut args,
+            send,
+            recv,
+            len_arg,
+            posted,
+            numbering,
+        } = request;
         // Step 1: the packet is the lanes here now that take the same path.
         let lane = P::lane_id();
         let mask = if self.single_lane {
@@ -189,6 +241,11 @@ impl Channel {
         };
         let index = P::broadcast(mask, mine, leader);
         let seq = P::broadcast(mask, mine_seq, leader);
+        let number = numbering.map_or(0, |n| {
+            let first = n.counter.fetch_add(n.count, Relaxed);
+            args[n.arg] = first;
+            first
+        });
         marks.mark::<P>(Stage::Port);
         // SAFETY: `index < num_ports` (acquire's result); the port stays valid (`new`).
         // Lanes touch only their own slot, answer word and bulk buffer through raw
@@ -253,11 +310,10 @@ impl Channel {
 
         // Step 4: publication.
         if is_leader {
-            state.seq.store(seq, Relaxed);
             header.lane_mask.store(mask, Relaxed);
             header.request.store(seq, Release);
             if posted {
-                P::lock_store(&state.lock, PORT_FREE_POSTED);
+                P::lock_store(&state.word, seq << PORT_SEQ_SHIFT | PORT_POSTED);
             }
         }
         marks.mark::<P>(Stage::Published);
@@ -265,6 +321,7 @@ impl Channel {
             return Reply {
                 status: Status::Ok,
                 result: send.len() as i64,
+                number,
             };
         }
 
@@ -299,19 +356,20 @@ impl Channel {
         // Step 7: every lane is done with the port; the leader releases it.
         P::sync_warp(mask);
         if is_leader {
-            P::lock_store(&state.lock, PORT_FREE);
+            P::lock_store(&state.word, seq << PORT_SEQ_SHIFT);
         }
         marks.mark::<P>(Stage::Released);
         Reply {
             status: got.status,
             result,
+            number,
         }
     }
 
-    /// Takes a free port's lock, starting at a place spread by the caller's coordinates
-    /// so that warps do not all contend for port 0, and returns it with the sequence its
-    /// packet will be published under. Backs off while all are held. A port whose last
-    /// request was posted is used only once the host has finished with it.
+    /// Takes a free port, starting at a place spread by the caller's coordinates so that
+    /// warps do not all contend for port 0, and returns it with the sequence its packet
+    /// will be published under. Backs off while all are held. A port whose last request
+    /// was posted is used only once the host has finished with it.
     fn acquire<P: Platform>(&self) -> (u32, u32) {
         let (block, thread) = P::caller();
         let n = self.num_ports;
@@ -322,12 +380,13 @@ impl Channel {
                 let p = (start + i) % n;
                 // SAFETY: `p < num_ports`, the length of the state array (`new`'s contract).
                 let state = unsafe { &*self.states.add(p as usize) };
-                let was = state.lock.load(Relaxed);
-                if was == PORT_HELD || !P::lock_exchange(&state.lock, was, PORT_HELD) {
+                // One atomic takes the port if free (and changes nothing if held).
+                let was = P::lock_or(&state.word, PORT_HELD);
+                if was & PORT_HELD != 0 {
                     continue;
                 }
-                let last = state.seq.load(Relaxed);
-                if was == PORT_FREE_POSTED {
+                let last = was >> PORT_SEQ_SHIFT;
+                if was & PORT_POSTED != 0 {
                     // SAFETY: `p < num_ports` (`new`'s contract); the header is atomics only.
                     let header = unsafe { &(*self.ports.add(p as usize)).header };
                     let mut posted = Wait::new(32);
@@ -337,7 +396,7 @@ impl Channel {
                         }
                     }
                 }
-                return (p, last.wrapping_add(1));
+                return (p, (last + 1) & (u32::MAX >> PORT_SEQ_SHIFT));
             }
             if let Some(waited) = wait.pause::<P>(0, self.wait_limit_ns) {
                 self.give_up::<P>(FaultKind::NoPort, u32::MAX, 0, waited, 0);

@@ -24,7 +24,7 @@ mod copy;
 pub mod nvptx;
 pub mod stages;
 
-pub use channel::{Channel, Reply};
+pub use channel::{Channel, Numbering, Reply, Request};
 
 use core::sync::atomic::AtomicU32;
 
@@ -51,10 +51,10 @@ pub trait Platform {
     /// A system-scope release/acquire fence: orders this thread's (and, through
     /// `sync_warp`, its warp's) memory accesses with respect to the host.
     fn fence_system();
-    /// Compare-exchange of a lock word in device memory that only GPU threads use:
-    /// `from` becomes `to` with acquire semantics at GPU scope (no system-wide ordering,
-    /// which costs a microsecond). Returns whether it held `from`.
-    fn lock_exchange(word: &AtomicU32, from: u32, to: u32) -> bool;
+    /// Atomic OR of `bits` into a lock word in device memory that only GPU threads use,
+    /// with acquire semantics at GPU scope (no system-wide ordering, which costs far
+    /// more); returns the word's previous value.
+    fn lock_or(word: &AtomicU32, bits: u32) -> u32;
     /// Stores `value` into such a lock word with release semantics at GPU scope.
     fn lock_store(word: &AtomicU32, value: u32);
     /// Sleeps roughly `ns` nanoseconds (a hint; may return early).

@@ -87,15 +87,15 @@ impl Platform for Nvptx {
         unsafe { nvvm_bar_warp_sync(mask) };
     }
 
-    fn lock_exchange(word: &AtomicU32, from: u32, to: u32) -> bool {
+    fn lock_or(word: &AtomicU32, bits: u32) -> u32 {
         let old: u32;
-        // SAFETY: `word` is a valid, aligned 32-bit atomic (a reference); the CAS is atomic.
+        // SAFETY: `word` is a valid, aligned 32-bit atomic (a reference); the OR is atomic.
         unsafe {
-            asm!("atom.acquire.gpu.cas.b32 {o}, [{a}], {f}, {t};",
-                o = out(reg32) old, a = in(reg64) word.as_ptr(), f = in(reg32) from,
-                t = in(reg32) to, options(nostack))
+            asm!("atom.acquire.gpu.or.b32 {o}, [{a}], {b};",
+                o = out(reg32) old, a = in(reg64) word.as_ptr(), b = in(reg32) bits,
+                options(nostack))
         };
-        old == from
+        old
     }
 
     fn lock_store(word: &AtomicU32, value: u32) {

@@ -118,23 +118,33 @@ pub mod gpu {
     /// `token` and returns the echo. For stress tests of packets that would mix both.
     pub fn ping_or_post(token: u64, line: Option<&[u8]>) -> u64 {
         use hostcall_abi::Service;
-        let (service, args, send, len_arg) = match line {
-            Some(l) => {
-                let tickets = &crate::launch_state().stdio_tickets[1];
-                let ticket = tickets.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-                (Service::WritePosted, [1, 0, ticket, 0, 0, 0], l, Some(1))
-            }
-            None => (Service::Ping, [token, 0, 0, 0, 0, 0], &[][..], None),
+        use hostcall_client::{Numbering, Request};
+        let tickets = &crate::launch_state().stdio_tickets[1];
+        let request = match line {
+            Some(l) => Request {
+                service: Service::WritePosted as u32,
+                args: [1, 0, 0, 0, 0, 0],
+                send: l,
+                recv: &mut [],
+                len_arg: Some(1),
+                posted: true,
+                numbering: Some(Numbering {
+                    counter: tickets,
+                    arg: 2,
+                    count: 1,
+                }),
+            },
+            None => Request {
+                service: Service::Ping as u32,
+                args: [token, 0, 0, 0, 0, 0],
+                send: &[],
+                recv: &mut [],
+                len_arg: None,
+                posted: false,
+                numbering: None,
+            },
         };
-        let reply = crate::channel().exchange::<Nvptx>(
-            service as u32,
-            args,
-            send,
-            &mut [],
-            len_arg,
-            line.is_some(),
-        );
-        reply.result as u64
+        crate::channel().exchange::<Nvptx>(request).result as u64
     }
 
     /// Nanoseconds from the GPU's global timer.

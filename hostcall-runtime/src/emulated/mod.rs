@@ -153,9 +153,8 @@ impl Platform for Emu {
         std::sync::atomic::fence(Ordering::SeqCst);
     }
 
-    fn lock_exchange(word: &std::sync::atomic::AtomicU32, from: u32, to: u32) -> bool {
-        word.compare_exchange(from, to, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
+    fn lock_or(word: &std::sync::atomic::AtomicU32, bits: u32) -> u32 {
+        word.fetch_or(bits, Ordering::Acquire)
     }
 
     fn lock_store(word: &std::sync::atomic::AtomicU32, value: u32) {
