@@ -65,6 +65,9 @@ pub struct DeviceConfig {
     pub wait_limit_ns: u64,
     /// Device address of the launch's [`FaultRecord`] (host-pinned memory, zeroed).
     pub fault: u64,
+    /// Device address of the doorbells: `num_ports` [`Doorbell`]s (host-pinned memory,
+    /// zeroed), side by side so that a host thread checks every port in a few cache lines.
+    pub doorbells: u64,
 }
 
 impl DeviceConfig {
@@ -84,6 +87,7 @@ impl DeviceConfig {
         launch_state: 0,
         wait_limit_ns: 0,
         fault: 0,
+        doorbells: 0,
     };
 }
 
@@ -181,15 +185,19 @@ pub struct PortState {
     pub reserved: u32,
 }
 
-/// The doorbell of a port, alone on its cache line.
+/// A port's doorbell, written only by the GPU: the sequence number of the latest packet
+/// published on the port. The doorbells of all ports sit side by side, apart from the
+/// ports, so that the host's scan of every port reads a few cache lines, not one page per
+/// port.
+pub type Doorbell = AtomicU32;
+
+/// The rest of a port's handshake, alone on its cache line.
 #[repr(C, align(64))]
 #[derive(Debug, Default)]
 pub struct PortHeader {
-    /// Written only by the GPU: the sequence number of the latest published packet.
-    pub request: AtomicU32,
     /// Written only by the host: the sequence number of the latest packet it finished.
     pub response: AtomicU32,
-    /// Lanes of the packet (bit i = lane i), written before `request`.
+    /// Lanes of the packet (bit i = lane i), written before the doorbell.
     pub lane_mask: AtomicU32,
 }
 
@@ -246,7 +254,7 @@ pub struct ThreadArea {
 }
 
 const _: () = {
-    assert!(size_of::<DeviceConfig>() == 88);
+    assert!(size_of::<DeviceConfig>() == 96);
     assert!(size_of::<LaunchState>() == 64);
     assert!(size_of::<FaultRecord>() == 40);
     assert!(size_of::<PortState>() == 8);

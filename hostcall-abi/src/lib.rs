@@ -7,8 +7,8 @@
 //! The host allocates three regions before a launch and describes them to the GPU in
 //! [`DeviceConfig`], which it writes into the module's global [`CONFIG_SYMBOL`]:
 //!
-//! * the **channel**: `num_ports` [`Port`]s in host-pinned, device-mapped memory, and the
-//!   launch's [`FaultRecord`]. Only plain loads and stores cross PCIe (no
+//! * the **channel**: `num_ports` [`Port`]s and as many [`Doorbell`]s in host-pinned,
+//!   device-mapped memory, and the launch's [`FaultRecord`]. Only plain loads and stores cross PCIe (no
 //!   read-modify-write on host memory, which PCIe atomics would need);
 //! * the **port states**: one [`PortState`] per port in device memory, holding the lock
 //!   that GPU warps contend on and the port's next sequence number;
@@ -40,17 +40,19 @@
 //!    arguments), its bulk bytes, and [`answer::PENDING`] into its answer word. In a
 //!    packet of several lanes each lane then issues a system-scope fence, and all meet
 //!    at `bar.warp.sync(packet)`.
-//! 4. **Publish.** The leader stores the lane mask (relaxed), then `request = seq` with a
-//!    **system-scope release**. A posted leader then releases the port, storing `seq`
+//! 4. **Publish.** The leader stores the lane mask (relaxed), then the port's doorbell
+//!    `request = seq` with a **system-scope release**. A posted leader then releases the port, storing `seq`
 //!    and [`PORT_POSTED`] into its word (GPU-scope release); posted lanes return here.
-//! 5. **Serve.** A host consumer sees `request != response` (acquire load), reads the
-//!    mask, and for each lane of it copies the slot out once, checks that the slot's
+//! 5. **Serve.** A host consumer sees the doorbell differ from the last sequence it
+//!    answered on that port (acquire load), reads the mask, and for each lane of it copies the slot out once, checks that the slot's
 //!    `seq` is `request` (else answers `Malformed`), runs the service, writes the bulk
 //!    bytes and any non-inline result into the slot, and then the lane's answer word with
 //!    **release** (x86-64 stores are ordered; a compiler fence keeps them so). After the
 //!    last lane it stores `response = request` (release).
-//! 6. **Answer.** Each waiting lane polls its own answer word with **acquire** loads until
-//!    it is no longer pending. The word carries `seq` (its low [`answer::SEQ_BITS`]
+//! 6. **Answer.** Each waiting lane polls its own answer word until it is no longer
+//!    pending. An inline answer is the word itself, read by one single-copy-atomic load,
+//!    so the polls are relaxed; a lane whose result or bulk bytes are in its slot issues
+//!    an **acquire** fence after the word and before reading them. The word carries `seq` (its low [`answer::SEQ_BITS`]
 //!    bits): a word answered for any other sequence is a protocol violation, reported and
 //!    fatal, never accepted. Because the word is written last and read first, the slot's
 //!    results and bulk bytes read after it are the host's answer to *this* request:
@@ -90,9 +92,10 @@ pub mod service;
 pub mod stat;
 
 pub use layout::{
-    BULK_PER_LANE, CACHED_CLASSES, CONFIG_SYMBOL, DeviceConfig, FLAG_SINGLE_LANE, FaultKind,
-    FaultRecord, HEAP_RESERVED, LaneSlot, LaunchState, MAX_KEYS, PORT_BULK, PORT_HELD, PORT_POSTED,
-    PORT_SEQ_SHIFT, Port, PortHeader, PortState, ThreadArea, VERSION_SYMBOL, WARP_SIZE,
+    BULK_PER_LANE, CACHED_CLASSES, CONFIG_SYMBOL, DeviceConfig, Doorbell, FLAG_SINGLE_LANE,
+    FaultKind, FaultRecord, HEAP_RESERVED, LaneSlot, LaunchState, MAX_KEYS, PORT_BULK, PORT_HELD,
+    PORT_POSTED, PORT_SEQ_SHIFT, Port, PortHeader, PortState, ThreadArea, VERSION_SYMBOL,
+    WARP_SIZE,
 };
 pub use service::{DEVICE_WRITE_MAX, Service, Status};
 

@@ -1,13 +1,13 @@
 //! Packets, ports, publication and answers: steps 1–7 of the protocol documented in
 //! `hostcall_abi` (and checked by `hostcall-model`).
 
-use core::sync::atomic::AtomicU64;
 use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use core::sync::atomic::{AtomicU64, fence};
 
 use hostcall_abi::answer::{self, Answer};
 use hostcall_abi::{
-    BULK_PER_LANE, DeviceConfig, FLAG_SINGLE_LANE, FaultKind, FaultRecord, LaneSlot, LaunchState,
-    PORT_BULK, PORT_HELD, PORT_POSTED, PORT_SEQ_SHIFT, Port, PortState, Status,
+    BULK_PER_LANE, DeviceConfig, Doorbell, FLAG_SINGLE_LANE, FaultKind, FaultRecord, LaneSlot,
+    LaunchState, PORT_BULK, PORT_HELD, PORT_POSTED, PORT_SEQ_SHIFT, Port, PortState, Status,
 };
 
 use crate::Platform;
@@ -24,6 +24,7 @@ const EAGER_POLLS: u32 = 16;
 #[derive(Clone, Copy, Debug)]
 pub struct Channel {
     ports: *mut Port,
+    doorbells: *const Doorbell,
     states: *const PortState,
     num_ports: u32,
     single_lane: bool,
@@ -124,13 +125,15 @@ impl Channel {
     ///
     /// # Safety
     /// `config.ports` must address `config.num_ports` [`Port`]s readable and writable by
-    /// this thread and served by a host following the protocol; `config.port_states` must
+    /// this thread and served by a host following the protocol, `config.doorbells` as
+    /// many [`Doorbell`]s; `config.port_states` must
     /// address as many [`PortState`]s shared by every caller of this channel;
     /// `config.launch_state` a [`LaunchState`] and `config.fault` a [`FaultRecord`] (or be
     /// 0). All must stay valid for as long as the channel is used.
     pub unsafe fn new(config: &DeviceConfig) -> Channel {
         Channel {
             ports: config.ports as *mut Port,
+            doorbells: config.doorbells as *const Doorbell,
             states: config.port_states as *const PortState,
             num_ports: config.num_ports,
             single_lane: config.flags & FLAG_SINGLE_LANE != 0,
@@ -311,7 +314,8 @@ impl Channel {
         // Step 4: publication.
         if is_leader {
             header.lane_mask.store(mask, Relaxed);
-            header.request.store(seq, Release);
+            // SAFETY: `index < num_ports`, the length of the doorbell array (`new`).
+            unsafe { &*self.doorbells.add(index as usize) }.store(seq, Release);
             if posted {
                 P::lock_store(&state.word, seq << PORT_SEQ_SHIFT | PORT_POSTED);
             }
@@ -325,10 +329,12 @@ impl Channel {
             };
         }
 
-        // Step 6: this lane's answer, tagged with this sequence.
+        // Step 6: this lane's answer, tagged with this sequence. Polls are relaxed: an
+        // inline answer is the word itself (one single-copy-atomic read); only a lane
+        // that must read its slot or bulk bytes after it needs acquire, taken below.
         let mut wait = Wait::new(32);
         let got = loop {
-            let word = answer.load(Acquire);
+            let word = answer.load(Relaxed);
             if let Some(a) = Answer::decode(word) {
                 if a.seq != answer::seq_tag(seq) {
                     self.give_up::<P>(FaultKind::ForeignAnswer, index, seq, 0, word);
@@ -341,12 +347,14 @@ impl Channel {
         };
         let (result, bulk_out) = match got.inline {
             Some(r) => (r, 0),
-            // SAFETY: the answer word, read with acquire, was written after the slot's
-            // results; volatile so that every read goes to host memory.
-            None => unsafe {
-                let s = slot.read_volatile();
+            None => {
+                // The acquire half of the handoff: the word was written (release) after
+                // the slot's results and bulk bytes, so reads after this fence see them.
+                fence(Acquire);
+                // SAFETY: as above; volatile so that every read goes to host memory.
+                let s = unsafe { slot.read_volatile() };
                 (s.args[0] as i64, s.args[5] as usize)
-            },
+            }
         };
         let take = recv_len.min(bulk_out);
         // SAFETY: as above; `take <= capacity`.

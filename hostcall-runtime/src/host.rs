@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hostcall_abi::{
-    ABI_VERSION, DeviceConfig, FLAG_SINGLE_LANE, FaultKind, FaultRecord, HEAP_RESERVED,
+    ABI_VERSION, DeviceConfig, Doorbell, FLAG_SINGLE_LANE, FaultKind, FaultRecord, HEAP_RESERVED,
     LaunchState, Port, PortState, ThreadArea,
 };
 
@@ -290,6 +290,7 @@ impl Host {
 
         let ports = module.alloc_host_mapped(self.b.ports * size_of::<Port>())?;
         let fault = module.alloc_host_mapped(size_of::<FaultRecord>())?;
+        let doorbells = module.alloc_host_mapped(self.b.ports * size_of::<Doorbell>())?;
         let config = DeviceConfig {
             abi_version: ABI_VERSION,
             num_ports: self.b.ports as u32,
@@ -308,6 +309,7 @@ impl Host {
             launch_state: module.alloc_device_zeroed(size_of::<LaunchState>())?,
             wait_limit_ns: self.b.wait_limit.as_nanos().min(u64::MAX as u128) as u64,
             fault: fault.device,
+            doorbells: doorbells.device,
         };
         module.write_config(&config)?;
 
@@ -329,6 +331,7 @@ impl Host {
         }
         let ports = Ports {
             base: ports.host.cast::<Port>(),
+            doorbells: doorbells.host.cast::<Doorbell>(),
             len: self.b.ports,
         };
         let server = Server::start(ports, Arc::new(services), self.b.consumers, self.b.trace)?;

@@ -10,15 +10,27 @@ use std::time::{Duration, Instant};
 
 use hostcall_abi::answer::Answer;
 use hostcall_abi::errno::{EINVAL, ENOSYS};
-use hostcall_abi::{BULK_PER_LANE, LaneSlot, PORT_BULK, Port, Service, Status, WARP_SIZE};
+use hostcall_abi::{
+    BULK_PER_LANE, Doorbell, LaneSlot, PORT_BULK, Port, Service, Status, WARP_SIZE,
+};
 
 use crate::services::{Call, Reply, ServiceTable};
 
-/// The host's view of the channel: `len` ports from `base`.
+/// The host's view of the channel: `len` ports from `base`, their doorbells from
+/// `doorbells`.
 #[derive(Clone, Copy)]
 pub(crate) struct Ports {
     pub base: *mut Port,
+    pub doorbells: *const Doorbell,
     pub len: usize,
+}
+
+impl Ports {
+    /// The sequence last published on port `p` (acquire: the packet is visible).
+    fn doorbell(&self, p: usize) -> u32 {
+        // SAFETY: `p < len`, the length of the doorbell array; doorbells are atomics.
+        unsafe { &*self.doorbells.add(p) }.load(Acquire)
+    }
 }
 
 // SAFETY: the ports live in memory owned by the GPU module for the whole run; host threads
@@ -82,10 +94,17 @@ impl Server {
                     .name(format!("hostcall-{k}"))
                     .spawn(move || {
                         let mut backoff = Backoff { idle: 0 };
+                        // The sequence this consumer last answered on each of its ports
+                        // (it alone serves them, so its own record is the truth).
+                        let mut answered = vec![0u32; ports.len];
                         while !stop.load(Relaxed) {
                             let mut served = 0;
                             for p in (k..ports.len).step_by(consumers) {
-                                served += serve_port(ports, p, &services, trace);
+                                let bell = ports.doorbell(p);
+                                if bell != answered[p] {
+                                    served += serve_port(ports, p, bell, &services, trace);
+                                    answered[p] = bell;
+                                }
                             }
                             if served > 0 {
                                 calls.fetch_add(served, Relaxed);
@@ -135,21 +154,28 @@ impl Server {
 /// new request can appear); returns the lane calls served.
 pub(crate) fn drain(ports: Ports, services: &ServiceTable, trace: bool) -> u64 {
     (0..ports.len)
-        .map(|p| serve_port(ports, p, services, trace))
+        .map(|p| {
+            let bell = ports.doorbell(p);
+            // SAFETY: `p < len`; the header is accessed only through atomics.
+            let answered = unsafe { &(*ports.base.add(p)).header }
+                .response
+                .load(Relaxed);
+            if bell == answered {
+                0
+            } else {
+                serve_port(ports, p, bell, services, trace)
+            }
+        })
         .sum()
 }
 
-/// Serves port `p` if the GPU published a packet on it (protocol step 5 in
+/// Serves the packet published on port `p` as sequence `request` (protocol step 5 in
 /// `hostcall_abi`); returns the lanes served.
-fn serve_port(ports: Ports, p: usize, services: &ServiceTable, trace: bool) -> u64 {
+fn serve_port(ports: Ports, p: usize, request: u32, services: &ServiceTable, trace: bool) -> u64 {
     // SAFETY: `p < ports.len`; the header is accessed only through atomics.
     let port = unsafe { ports.base.add(p) };
     // SAFETY: as above.
     let header = unsafe { &(*port).header };
-    let request = header.request.load(Acquire);
-    if request == header.response.load(Relaxed) {
-        return 0;
-    }
     let mask = header.lane_mask.load(Relaxed);
     if mask == 0 {
         log::warn!("malformed packet on port {p}: empty lane mask; answered without serving");
@@ -157,9 +183,9 @@ fn serve_port(ports: Ports, p: usize, services: &ServiceTable, trace: bool) -> u
     let alone = mask.count_ones() == 1;
     prefetch_packet(port, mask);
     for lane in (0..WARP_SIZE).filter(|l| mask & (1 << l) != 0) {
-        // SAFETY: the GPU published the packet (request != response, observed with
-        // acquire), so until this lane's answer word is written its slot and bulk buffer
-        // are the host's alone. A lone lane's buffer is the port's whole bulk area, a
+        // SAFETY: the GPU published the packet (its doorbell, observed with acquire, moved
+        // past the last answer), so until this lane's answer word is written its slot and
+        // bulk buffer are the host's alone. A lone lane's buffer is the port's whole bulk area, a
         // shared packet's lane has its own.
         let (slot, bulk) = unsafe {
             let area = (&raw mut (*port).bulk).cast::<u8>();
@@ -241,7 +267,7 @@ fn serve_lane(
         args: slot.args,
         bulk,
     };
-    let name = Service::from_id(slot.service).map_or("custom", Service::name);
+    let name = || Service::from_id(slot.service).map_or("custom", Service::name);
     let (status, reply) = match services.get(slot.service) {
         None => {
             log::warn!(
@@ -256,7 +282,8 @@ fn serve_lane(
             Ok(r) => (Status::Ok, r),
             Err(m) => {
                 log::warn!(
-                    "malformed {name} request from GPU thread (block {}, thread {}): {}",
+                    "malformed {} request from GPU thread (block {}, thread {}): {}",
+                    name(),
                     slot.block,
                     slot.thread,
                     m.0
@@ -268,9 +295,10 @@ fn serve_lane(
     if let Some(t) = started {
         log::info!(
             target: "hostcall",
-            "block {} thread {} {name}#{}({:#x}, {:#x}, {:#x}) -> {} {:?} in {:.1?}",
+            "block {} thread {} {}#{}({:#x}, {:#x}, {:#x}) -> {} {:?} in {:.1?}",
             slot.block,
             slot.thread,
+            name(),
             slot.service,
             slot.args[0],
             slot.args[1],
