@@ -1,8 +1,8 @@
 //! Packets, ports, publication and answers: steps 1–7 of the protocol documented in
 //! `hostcall_abi` (and checked by `hostcall-model`).
 
-use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use core::sync::atomic::{AtomicU64, fence};
+use core::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use core::sync::atomic::{AtomicU64, compiler_fence, fence};
 
 use hostcall_abi::answer::{self, Answer};
 use hostcall_abi::{
@@ -17,8 +17,11 @@ use crate::stages::{Marks, Stage, StageClock};
 /// Longest sleep between polls of a busy lock or an unanswered port, in nanoseconds.
 const MAX_BACKOFF_NS: u32 = 2048;
 
-/// Polls of an answer word before the lane starts sleeping between polls.
-const EAGER_POLLS: u32 = 16;
+/// Time between the four polls a lane keeps in flight while its answer is expected, in
+/// nanoseconds.
+const STAGGER_NS: u32 = 256;
+/// Rounds of those four polls before the lane starts sleeping between polls.
+const EAGER_ROUNDS: u32 = 2;
 
 /// The GPU's view of the channel the host prepared (see `hostcall_abi::DeviceConfig`).
 #[derive(Clone, Copy, Debug)]
@@ -332,18 +335,10 @@ impl Channel {
         // Step 6: this lane's answer, tagged with this sequence. Polls are relaxed: an
         // inline answer is the word itself (one single-copy-atomic read); only a lane
         // that must read its slot or bulk bytes after it needs acquire, taken below.
-        let mut wait = Wait::new(32);
-        let got = loop {
-            let word = answer.load(Relaxed);
-            if let Some(a) = Answer::decode(word) {
-                if a.seq != answer::seq_tag(seq) {
-                    self.give_up::<P>(FaultKind::ForeignAnswer, index, seq, 0, word);
-                }
-                break a;
-            }
-            if let Some(waited) = wait.pause::<P>(EAGER_POLLS, self.wait_limit_ns) {
-                self.give_up::<P>(FaultKind::NoAnswer, index, seq, waited, 0);
-            }
+        let word = self.await_answer::<P>(answer, index, seq);
+        let got = match Answer::decode(word) {
+            Some(a) if a.seq == answer::seq_tag(seq) => a,
+            _ => self.give_up::<P>(FaultKind::ForeignAnswer, index, seq, 0, word),
         };
         let (result, bulk_out) = match got.inline {
             Some(r) => (r, 0),
@@ -374,6 +369,58 @@ impl Channel {
         }
     }
 
+    /// The lane's answer word once the host has written it. First four polls are kept
+    /// in flight, [`STAGGER_NS`] apart, for [`EAGER_ROUNDS`] rounds: a
+    /// poll is a PCIe round trip (about a microsecond), so polling one at a time sees an
+    /// answer up to a round trip late, while staggered polls see it within the stagger.
+    /// Then one poll at a time, sleeping longer and longer between them, so that a warp
+    /// waiting for a slow service does not fill the bus with reads.
+    fn await_answer<P: Platform>(&self, word: &AtomicU64, port: u32, seq: u32) -> u64 {
+        let poll = || word.load(Relaxed);
+        // Keeps the compiler from issuing the next poll before the sleep; the hardware
+        // still keeps earlier polls in flight, since their values are not used yet.
+        let stagger = || {
+            compiler_fence(SeqCst);
+            P::nanosleep(STAGGER_NS);
+            compiler_fence(SeqCst);
+        };
+        // Four polls in four scalars (an array would live in local memory, and storing a
+        // poll there waits for its value).
+        let mut a = poll();
+        stagger();
+        let mut b = poll();
+        stagger();
+        let mut c = poll();
+        stagger();
+        let mut d = poll();
+        for _ in 0..EAGER_ROUNDS {
+            // Each check waits for that poll's value; it is reissued at once, so polls
+            // stay in flight, paced by their returns.
+            macro_rules! check {
+                ($w:ident) => {
+                    if $w != answer::PENDING {
+                        return $w;
+                    }
+                    $w = poll();
+                };
+            }
+            check!(a);
+            check!(b);
+            check!(c);
+            check!(d);
+        }
+        let mut wait = Wait::new(256);
+        loop {
+            let w = poll();
+            if w != answer::PENDING {
+                return w;
+            }
+            if let Some(waited) = wait.pause::<P>(0, self.wait_limit_ns) {
+                self.give_up::<P>(FaultKind::NoAnswer, port, seq, waited, 0);
+            }
+        }
+    }
+
     /// Takes a free port, starting at a place spread by the caller's coordinates so that
     /// warps do not all contend for port 0, and returns it with the sequence its packet
     /// will be published under. Backs off while all are held. A port whose last request
@@ -383,11 +430,17 @@ impl Channel {
         let n = self.num_ports;
         let start = block.wrapping_mul(0x9E37_79B1).wrapping_add(thread / 32) % n;
         let mut wait = Wait::new(64);
+        let mut first = true;
         loop {
             for i in 0..n {
                 let p = (start + i) % n;
                 // SAFETY: `p < num_ports`, the length of the state array (`new`'s contract).
                 let state = unsafe { &*self.states.add(p as usize) };
+                // The home port is tried at once; others are read first, so that warps
+                // searching a busy channel do not flood it with atomics.
+                if !core::mem::take(&mut first) && state.word.load(Relaxed) & PORT_HELD != 0 {
+                    continue;
+                }
                 // One atomic takes the port if free (and changes nothing if held).
                 let was = P::lock_or(&state.word, PORT_HELD);
                 if was & PORT_HELD != 0 {
