@@ -17,9 +17,9 @@ use crate::stages::{Marks, Stage, StageClock};
 /// Longest sleep between polls of a busy lock or an unanswered port, in nanoseconds.
 const MAX_BACKOFF_NS: u32 = 2048;
 
-/// Time between the four polls a lane keeps in flight while its answer is expected, in
-/// nanoseconds.
-const STAGGER_NS: u32 = 256;
+/// Clock cycles between the four polls a lane keeps in flight while its answer is
+/// expected: about 0.3 µs at the H100's 1.7 GHz.
+const STAGGER_CYCLES: u32 = 512;
 /// Rounds of those four polls before the lane starts sleeping between polls.
 const EAGER_ROUNDS: u32 = 2;
 
@@ -370,18 +370,18 @@ impl Channel {
     }
 
     /// The lane's answer word once the host has written it. First four polls are kept
-    /// in flight, [`STAGGER_NS`] apart, for [`EAGER_ROUNDS`] rounds: a
+    /// in flight, [`STAGGER_CYCLES`] apart, for [`EAGER_ROUNDS`] rounds: a
     /// poll is a PCIe round trip (about a microsecond), so polling one at a time sees an
     /// answer up to a round trip late, while staggered polls see it within the stagger.
     /// Then one poll at a time, sleeping longer and longer between them, so that a warp
     /// waiting for a slow service does not fill the bus with reads.
     fn await_answer<P: Platform>(&self, word: &AtomicU64, port: u32, seq: u32) -> u64 {
         let poll = || word.load(Relaxed);
-        // Keeps the compiler from issuing the next poll before the sleep; the hardware
+        // Keeps the compiler from issuing the next poll before the spin; the hardware
         // still keeps earlier polls in flight, since their values are not used yet.
         let stagger = || {
             compiler_fence(SeqCst);
-            P::nanosleep(STAGGER_NS);
+            P::spin_cycles(STAGGER_CYCLES);
             compiler_fence(SeqCst);
         };
         // Four polls in four scalars (an array would live in local memory, and storing a

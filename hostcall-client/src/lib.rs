@@ -57,8 +57,12 @@ pub trait Platform {
     fn lock_or(word: &AtomicU32, bits: u32) -> u32;
     /// Stores `value` into such a lock word with release semantics at GPU scope.
     fn lock_store(word: &AtomicU32, value: u32);
-    /// Sleeps roughly `ns` nanoseconds (a hint; may return early).
+    /// Sleeps roughly `ns` nanoseconds (a hint; may return early, and on a GPU often
+    /// sleeps far longer than a short `ns`).
     fn nanosleep(ns: u32);
+    /// Busy-waits about `cycles` clock cycles without sleeping, so that loads this thread
+    /// has in flight stay in flight (a sleep is too coarse for sub-microsecond spacing).
+    fn spin_cycles(cycles: u32);
     /// The caller's linear block index and thread index within the block, for reports.
     fn caller() -> (u32, u32);
     /// Whether `ptr` addresses global memory, which the host can copy by DMA while the

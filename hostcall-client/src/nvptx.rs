@@ -53,6 +53,14 @@ impl Nvptx {
         v
     }
 
+    /// The SM's cycle counter (`%clock64`).
+    pub fn clock() -> u64 {
+        let v: u64;
+        // SAFETY: reading a special register has no side effects.
+        unsafe { asm!("mov.u64 {}, %clock64;", out(reg64) v, options(nomem, nostack)) };
+        v
+    }
+
     /// Ends the whole kernel with an error the host sees as a launch failure.
     pub fn trap() -> ! {
         // SAFETY: `trap` stops the kernel; nothing after it runs.
@@ -114,6 +122,11 @@ impl Platform for Nvptx {
     fn nanosleep(ns: u32) {
         // SAFETY: sleeping has no effect on memory.
         unsafe { asm!("nanosleep.u32 {};", in(reg32) ns, options(nomem, nostack)) };
+    }
+
+    fn spin_cycles(cycles: u32) {
+        let start = Self::clock();
+        while Self::clock().wrapping_sub(start) < cycles as u64 {}
     }
 
     fn is_global(ptr: *const u8) -> bool {

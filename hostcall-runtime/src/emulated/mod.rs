@@ -168,6 +168,12 @@ impl Platform for Emu {
         std::thread::sleep(Duration::from_nanos(ns as u64).max(EMU_MIN_SLEEP));
     }
 
+    fn spin_cycles(cycles: u32) {
+        for _ in 0..cycles / 64 {
+            std::hint::spin_loop();
+        }
+    }
+
     fn caller() -> (u32, u32) {
         with_lane(|l| (l.block, l.thread))
     }
