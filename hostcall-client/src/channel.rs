@@ -1,8 +1,8 @@
 //! Packets, ports, publication and answers: steps 1–7 of the protocol documented in
 //! `hostcall_abi` (and checked by `hostcall-model`).
 
-use core::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
-use core::sync::atomic::{AtomicU64, compiler_fence, fence};
+use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use core::sync::atomic::{AtomicU64, fence};
 
 use hostcall_abi::answer::{self, Answer};
 use hostcall_abi::{
@@ -17,11 +17,11 @@ use crate::stages::{Marks, Stage, StageClock};
 /// Longest sleep between polls of a busy lock or an unanswered port, in nanoseconds.
 const MAX_BACKOFF_NS: u32 = 2048;
 
-/// Clock cycles between the four polls a lane keeps in flight while its answer is
-/// expected: about 0.3 µs at the H100's 1.7 GHz.
-const STAGGER_CYCLES: u32 = 512;
-/// Rounds of those four polls before the lane starts sleeping between polls.
-const EAGER_ROUNDS: u32 = 2;
+/// Clock cycles a lane spins before its first poll: about 0.3 µs at the H100's 1.7 GHz,
+/// so that the first poll reaches host memory after the host can have answered.
+const FIRST_POLL_CYCLES: u32 = 512;
+/// Polls of an answer word before the lane starts sleeping between polls.
+const EAGER_POLLS: u32 = 4;
 
 /// The GPU's view of the channel the host prepared (see `hostcall_abi::DeviceConfig`).
 #[derive(Clone, Copy, Debug)]
@@ -369,53 +369,21 @@ impl Channel {
         }
     }
 
-    /// The lane's answer word once the host has written it. First four polls are kept
-    /// in flight, [`STAGGER_CYCLES`] apart, for [`EAGER_ROUNDS`] rounds: a
-    /// poll is a PCIe round trip (about a microsecond), so polling one at a time sees an
-    /// answer up to a round trip late, while staggered polls see it within the stagger.
-    /// Then one poll at a time, sleeping longer and longer between them, so that a warp
-    /// waiting for a slow service does not fill the bus with reads.
+    /// The lane's answer word once the host has written it. A poll is a PCIe round trip
+    /// (about a microsecond), and polls of one word are not overlapped by the hardware
+    /// (outstanding misses to one line merge), so one poll at a time: the first after
+    /// [`FIRST_POLL_CYCLES`], roughly when the host can have answered, then
+    /// [`EAGER_POLLS`] back to back, then with growing sleeps between them, so that
+    /// warps waiting for a busy host do not fill the bus with reads.
     fn await_answer<P: Platform>(&self, word: &AtomicU64, port: u32, seq: u32) -> u64 {
-        let poll = || word.load(Relaxed);
-        // Keeps the compiler from issuing the next poll before the spin; the hardware
-        // still keeps earlier polls in flight, since their values are not used yet.
-        let stagger = || {
-            compiler_fence(SeqCst);
-            P::spin_cycles(STAGGER_CYCLES);
-            compiler_fence(SeqCst);
-        };
-        // Four polls in four scalars (an array would live in local memory, and storing a
-        // poll there waits for its value).
-        let mut a = poll();
-        stagger();
-        let mut b = poll();
-        stagger();
-        let mut c = poll();
-        stagger();
-        let mut d = poll();
-        for _ in 0..EAGER_ROUNDS {
-            // Each check waits for that poll's value; it is reissued at once, so polls
-            // stay in flight, paced by their returns.
-            macro_rules! check {
-                ($w:ident) => {
-                    if $w != answer::PENDING {
-                        return $w;
-                    }
-                    $w = poll();
-                };
-            }
-            check!(a);
-            check!(b);
-            check!(c);
-            check!(d);
-        }
+        P::spin_cycles(FIRST_POLL_CYCLES);
         let mut wait = Wait::new(256);
         loop {
-            let w = poll();
+            let w = word.load(Relaxed);
             if w != answer::PENDING {
                 return w;
             }
-            if let Some(waited) = wait.pause::<P>(0, self.wait_limit_ns) {
+            if let Some(waited) = wait.pause::<P>(EAGER_POLLS, self.wait_limit_ns) {
                 self.give_up::<P>(FaultKind::NoAnswer, port, seq, waited, 0);
             }
         }

@@ -60,8 +60,8 @@ pub trait Platform {
     /// Sleeps roughly `ns` nanoseconds (a hint; may return early, and on a GPU often
     /// sleeps far longer than a short `ns`).
     fn nanosleep(ns: u32);
-    /// Busy-waits about `cycles` clock cycles without sleeping, so that loads this thread
-    /// has in flight stay in flight (a sleep is too coarse for sub-microsecond spacing).
+    /// Busy-waits about `cycles` clock cycles (a sleep is too coarse for sub-microsecond
+    /// delays).
     fn spin_cycles(cycles: u32);
     /// The caller's linear block index and thread index within the block, for reports.
     fn caller() -> (u32, u32);
