@@ -68,7 +68,20 @@ fn run(
     blocks: u32,
     threads: u32,
 ) -> Result<RunReport, String> {
+    run_with(module, dir, kernel_mode, blocks, threads, 1)
+}
+
+/// `run` with `consumers` host threads serving the ports.
+fn run_with(
+    module: &mut CudaModule,
+    dir: &Path,
+    kernel_mode: u32,
+    blocks: u32,
+    threads: u32,
+    consumers: usize,
+) -> Result<RunReport, String> {
     let host = Host::builder()
+        .consumers(consumers)
         .preopen_dir(dir)
         .env("CULINUX_DIR", dir.to_str().unwrap_or("."))
         .capture_output(true)
@@ -294,6 +307,24 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
             "std println! of 16 lines per thread; from launch until the host has written every line",
         ));
     }
+
+    // The same 1056 x 256 null calls with four consumer threads: how far one thread is
+    // the limit.
+    let r = run_with(&mut module, &dir, mode::NULL, 1056, 256, 4)?;
+    let (bad, ns) = check::report(&String::from_utf8_lossy(&r.stdout), "null")?;
+    if bad != 0 {
+        return Err(format!("{bad} null replies reached the wrong lane with 4 consumers").into());
+    }
+    results.push(result(
+        "null_calls_per_s_1056x256_4_consumers",
+        1056.0 * 256.0 * NULL_PINGS / (ns as f64 / 1e9),
+        "calls/s",
+        Some((
+            "null_calls_per_s_1056x256_1_consumer",
+            at(1056, "null_calls_per_s"),
+        )),
+        "as null_calls_per_s_1056x256, with four host consumer threads",
+    ));
 
     let v = numbers(&run(&mut module, &dir, mode::BULK_WRITE, 1, 32)?, "bulk: ")?;
     std::fs::remove_file(dir.join("bulk.bin"))?;
