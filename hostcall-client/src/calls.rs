@@ -27,16 +27,47 @@ fn too_long(bytes: &[u8]) -> bool {
     bytes.len() > BULK_PER_LANE
 }
 
+/// The request of a ping of `value`: the host echoes it (a transport round trip and
+/// nothing else).
+pub fn ping_request(value: u64) -> Request<'static> {
+    Request {
+        service: Service::Ping as u32,
+        args: [value, 0, 0, 0, 0, 0],
+        send: &[],
+        recv: &mut [],
+        len_arg: None,
+        posted: false,
+        numbering: None,
+    }
+}
+
 /// Echoes `value` (a transport round trip and nothing else).
 pub fn ping<P: Platform>(ch: &Channel, value: u64) -> u64 {
-    ch.call::<P>(
-        Service::Ping as u32,
-        [value, 0, 0, 0, 0, 0],
-        &[],
-        &mut [],
-        None,
-    )
-    .result as u64
+    ch.exchange::<P>(ping_request(value)).result as u64
+}
+
+/// The request of a posted write of `piece` to stdout or stderr (`fd` 1 or 2), which
+/// takes `count` tickets of `tickets` when it is published (one per piece of the write it
+/// begins) and carries the first.
+pub fn posted_write_request<'a>(
+    fd: i32,
+    piece: &'a [u8],
+    tickets: &'a AtomicU64,
+    count: u64,
+) -> Request<'a> {
+    Request {
+        service: Service::WritePosted as u32,
+        args: [fd as u64, 0, 0, 0, 0, 0],
+        send: piece,
+        recv: &mut [],
+        len_arg: Some(1),
+        posted: true,
+        numbering: Some(Numbering {
+            counter: tickets,
+            arg: 2,
+            count,
+        }),
+    }
 }
 
 /// Writes of at least this many bytes from global memory go by DMA (`WriteFromDevice`):
@@ -106,19 +137,8 @@ pub fn write_posted<P: Platform>(ch: &Channel, fd: i32, data: &[u8], tickets: &A
     let Some(first) = pieces.next() else {
         return 0;
     };
-    let reply = ch.exchange::<P>(Request {
-        service: Service::WritePosted as u32,
-        args: [fd as u64, 0, 0, 0, 0, 0],
-        send: first,
-        recv: &mut [],
-        len_arg: Some(1),
-        posted: true,
-        numbering: Some(Numbering {
-            counter: tickets,
-            arg: 2,
-            count: data.len().div_ceil(BULK_PER_LANE) as u64,
-        }),
-    });
+    let count = data.len().div_ceil(BULK_PER_LANE) as u64;
+    let reply = ch.exchange::<P>(posted_write_request(fd, first, tickets, count));
     for (ticket, piece) in (reply.number + 1..).zip(pieces) {
         let args = [fd as u64, 0, ticket, 0, 0, 0];
         ch.post::<P>(Service::WritePosted as u32, args, piece, Some(1));

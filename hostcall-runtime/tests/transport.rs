@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use hostcall_abi::{BULK_PER_LANE, PORT_BULK, Service, Status};
-use hostcall_client::{Numbering, Request, calls};
+use hostcall_client::calls;
 use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::services::{Call, Handler, Malformed, Reply};
 use hostcall_runtime::{Error, Host, Launch, Outcome};
@@ -306,29 +306,9 @@ fn divergent_warps_mixing_posted_lines_and_waiting_calls_get_their_own_replies()
                     let line = format!("line {} {} {i}\n", t.block, t.thread);
                     let v = token(t, i);
                     let request = if posted {
-                        Request {
-                            service: Service::WritePosted as u32,
-                            args: [1, 0, 0, 0, 0, 0],
-                            send: line.as_bytes(),
-                            recv: &mut [],
-                            len_arg: Some(1),
-                            posted,
-                            numbering: Some(Numbering {
-                                counter: &t2,
-                                arg: 2,
-                                count: 1,
-                            }),
-                        }
+                        calls::posted_write_request(1, line.as_bytes(), &t2, 1)
                     } else {
-                        Request {
-                            service: Service::Ping as u32,
-                            args: [v, 0, 0, 0, 0, 0],
-                            send: &[],
-                            recv: &mut [],
-                            len_arg: None,
-                            posted,
-                            numbering: None,
-                        }
+                        calls::ping_request(v)
                     };
                     // One call site; the posted flag varies by lane and iteration.
                     let r = t.channel().exchange::<Emu>(request);

@@ -117,32 +117,11 @@ pub mod gpu {
     /// posts the line to stdout (it must fit a lane's bulk buffer, 4 KiB), `None` echoes
     /// `token` and returns the echo. For stress tests of packets that would mix both.
     pub fn ping_or_post(token: u64, line: Option<&[u8]>) -> u64 {
-        use hostcall_abi::Service;
-        use hostcall_client::{Numbering, Request};
+        use hostcall_client::calls;
         let tickets = &crate::launch_state().stdio_tickets[1];
         let request = match line {
-            Some(l) => Request {
-                service: Service::WritePosted as u32,
-                args: [1, 0, 0, 0, 0, 0],
-                send: l,
-                recv: &mut [],
-                len_arg: Some(1),
-                posted: true,
-                numbering: Some(Numbering {
-                    counter: tickets,
-                    arg: 2,
-                    count: 1,
-                }),
-            },
-            None => Request {
-                service: Service::Ping as u32,
-                args: [token, 0, 0, 0, 0, 0],
-                send: &[],
-                recv: &mut [],
-                len_arg: None,
-                posted: false,
-                numbering: None,
-            },
+            Some(l) => calls::posted_write_request(1, l, tickets, 1),
+            None => calls::ping_request(token),
         };
         crate::channel().exchange::<Nvptx>(request).result as u64
     }

@@ -68,7 +68,7 @@ fn plot(doc: &Value) -> Result<String, String> {
     if null.is_empty() || ymax <= 0.0 {
         return Err("the sweep is empty".into());
     }
-    let (ylo, yhi) = (ymin.log10().floor(), ymax.log10().ceil());
+    let (ylo, yhi) = ((ymin.log10() - 0.1).floor(), (ymax.log10() + 0.1).ceil());
     let (xlo, xhi) = (1.0, 6.0);
     let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
     let x = |v: f64| LEFT + log_pos(v, xlo, xhi, pw);
