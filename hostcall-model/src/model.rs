@@ -31,7 +31,8 @@ pub enum Op {
     ActiveMask,
     /// `match.any.sync` on the posted flag (V2): the packet is the lanes that agree.
     MatchPosted,
-    /// Leader: take the port's lock (a compare-exchange in device memory).
+    /// Leader: take the port's lock (one atomic in device memory, which also yields the
+    /// port's last sequence).
     LeaderAcquire,
     /// Leader: if the port's last packet was posted, wait until the host answered it.
     LeaderWaitPosted,
