@@ -81,7 +81,8 @@
 //! Results follow the Linux system call convention: `-errno` on failure, with errno
 //! numbers of x86_64 Linux ([`errno`]), which libc-hostcall stores in `errno` unchanged.
 //! Transport-level failures (unknown service, malformed request) are reported separately
-//! in [`LaneSlot::status`] so they can never be confused with a service's own error.
+//! in the answer word's status ([`answer::Answer::status`]) so they can never be confused
+//! with a service's own error.
 
 #![no_std]
 

@@ -1,5 +1,5 @@
 //! The GPU half of the hostcall transport, written as plain Rust over the few hardware
-//! primitives of [`Platform`]. On nvptx64 those are PTX instructions ([`nvptx::Nvptx`]);
+//! primitives of [`Platform`]. On nvptx64 those are PTX instructions (`nvptx::Nvptx`);
 //! on the host the runtime's emulator implements them with OS threads, so the exact code
 //! that runs on the GPU is what the CPU tests drive.
 //!

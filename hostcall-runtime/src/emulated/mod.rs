@@ -7,7 +7,7 @@
 //! lanes call together, as converged lanes on a GPU do) and [`WarpMode::Divergent`]
 //! (lanes meet `activemask` in random groups after random delays). In the last two,
 //! warp-synchronous operations are matched by mask value and exited lanes count as
-//! arrived, as on the hardware (see [`warp`]).
+//! arrived, as on the hardware (the `warp` module).
 
 mod warp;
 
