@@ -43,6 +43,15 @@ const MIXED_CALLS: u64 = 24;
 /// How long thread 0 sleeps in `MODE_SLEEP` before timing round trips again.
 const SLEEP_S: u64 = 5;
 
+/// Bits of a round-trip token that hold the iteration; the thread's global index is above.
+const TOKEN_SHIFT: u32 = 20;
+
+/// A value unique to (thread `me`, iteration `i`), so a crossed or stale reply says whose
+/// it was.
+fn token(me: u64, i: u64) -> u64 {
+    (me << TOKEN_SHIFT) | i
+}
+
 /// Launch-wide measurement of the throughput modes: the earliest start, the latest end,
 /// the bad replies and the threads done. The last thread reports and resets them (module
 /// globals outlive a launch).
@@ -142,14 +151,14 @@ fn ping_check() {
     let started = gpu::now_ns();
     let mut bad = 0;
     for i in 0..PINGS {
-        let token = (me << 20) | i;
+        let token = token(me, i);
         let got = gpu::ping(token);
         if got != token {
             bad += 1;
             println!(
                 "ping: MISMATCH thread {me} iteration {i}: got thread {} iteration {}",
-                got >> 20,
-                got & 0xfffff
+                got >> TOKEN_SHIFT,
+                got & ((1 << TOKEN_SHIFT) - 1)
             );
         }
     }
@@ -207,7 +216,7 @@ fn null_calls() {
     let started = gpu::now_ns();
     let mut bad = 0;
     for i in 0..NULL_PINGS {
-        let token = (me << 20) | i;
+        let token = token(me, i);
         if gpu::ping(token) != token {
             bad += 1;
         }
@@ -226,7 +235,7 @@ fn mixed() {
     for i in 0..MIXED_CALLS - lane % 3 {
         let posted = (lane * 7 + i).is_multiple_of(3);
         let line = format!("mixed {me} {i}\n");
-        let token = (me << 20) | i;
+        let token = token(me, i);
         let got = gpu::ping_or_post(token, posted.then_some(line.as_bytes()));
         if !posted && got != token {
             bad += 1;

@@ -5,7 +5,8 @@
 //! next allocation of that class, so the common allocate/free pair touches no shared
 //! state. Beyond that, each class has `SHARDS` lock-free free lists (Treiber stacks whose
 //! heads carry a 32-bit tag against ABA); a thread uses the shard of its warp, so
-//! thousands of threads do not all contend for one head. New blocks are cut from the heap with one atomic add. A 16-byte header before each user pointer
+//! thousands of threads do not all contend for one head. New blocks are cut from the heap
+//! with one atomic add. A 16-byte header before each user pointer
 //! records the block's class and where the block starts (so `posix_memalign` can hand out
 //! a pointer past the block's start). Memory never leaves the heap, so a racing reader of
 //! a stale list link reads heap bytes, and the tag makes its compare-exchange fail.
