@@ -4,7 +4,8 @@
 # smallest per-thread stack std's deep paths survive. Logs and JSON go to $OUT.
 #   bench/gpu-run.sh DIR    (DIR holds hostcalls_bin, hostcall_bench and the gpu test binary
 #                            as gpu-tests, built on the build box and copied over)
-# SKIP_TESTS=1, SKIP_BENCH=1, STACK_PROBE=0 leave parts out.
+# SKIP_TESTS=1, SKIP_BENCH=1, STACK_PROBE=0 leave parts out. DIR/baseline, if present,
+# holds an earlier hostcall_bench, run in the same session for a like-for-like comparison.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${1:?usage: bench/gpu-run.sh DIR-WITH-hostcalls_bin-hostcall_bench-gpu-tests}
@@ -22,6 +23,10 @@ if [ "${SKIP_BENCH:-0}" != 1 ]; then
   cat "$OUT/limits.json"
   timeout 400 ./hostcall_bench --limits "$OUT/limits.json" --out "$OUT/h100-latest.json" > "$OUT/bench.txt" 2>&1; echo "bench exit $?" >> "$OUT/bench.txt"
   cat "$OUT/bench.txt"
+  if [ -x baseline/hostcall_bench ]; then
+    timeout 400 baseline/hostcall_bench --limits "$OUT/limits.json" --out "$OUT/baseline.json" > "$OUT/baseline.txt" 2>&1; echo "baseline bench exit $?" >> "$OUT/baseline.txt"
+    cat "$OUT/baseline.txt"
+  fi
 fi
 if [ "${STACK_PROBE:-1}" = 1 ]; then
   # The smallest per-thread stack std's deep paths survive (the demo, a panic's formatting).

@@ -23,6 +23,8 @@ const MODE_MALLOC: u32 = 7;
 const MODE_NULL: u32 = 8;
 const MODE_MIXED: u32 = 9;
 const MODE_SLEEP: u32 = 10;
+const MODE_SPIN: u32 = 11;
+const MODE_CALL_LOOP: u32 = 12;
 
 /// Round trips timed by thread 0 in `MODE_LATENCY`.
 const LATENCY_PINGS: u64 = 2000;
@@ -84,6 +86,8 @@ pub extern "ptx-kernel" fn kmain(mode: u32) {
         MODE_NULL => return null_calls(),
         MODE_MIXED => return mixed(),
         MODE_SLEEP => return sleep_then_latency(),
+        MODE_SPIN => spin_forever(),
+        MODE_CALL_LOOP => call_forever(),
         _ => {}
     }
     if mode == MODE_EXIT && block == 0 && thread == 0 {
@@ -284,4 +288,28 @@ fn malloc_pairs() {
         sum += b[63] as u64;
     }
     CHECKSUM.fetch_add(sum, Ordering::Relaxed);
+}
+
+/// Never returns and never calls the host: only the host's timeout, and the end of the
+/// host process, stop it.
+fn spin_forever() -> ! {
+    loop {
+        if BAD.load(Ordering::Relaxed) == u64::MAX {
+            BAD.store(0, Ordering::Relaxed);
+        }
+        core::hint::spin_loop();
+    }
+}
+
+/// Never returns; calls the host over and over, checking every reply.
+fn call_forever() -> ! {
+    let me = gpu::global_thread();
+    let mut i = 0u64;
+    loop {
+        let t = token(me, i % (1 << TOKEN_SHIFT));
+        if gpu::ping(t) != t {
+            BAD.fetch_add(1, Ordering::Relaxed);
+        }
+        i += 1;
+    }
 }

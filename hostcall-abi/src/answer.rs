@@ -90,7 +90,12 @@ mod tests {
     fn answers_round_trip_and_are_never_pending() {
         let limit = 1i64 << 47;
         for seq in [0, 1, 4095, 4096, 4097, u32::MAX] {
-            for status in [Status::Ok, Status::UnknownService, Status::Malformed] {
+            for status in [
+                Status::Ok,
+                Status::UnknownService,
+                Status::Malformed,
+                Status::Killed,
+            ] {
                 for inline in [
                     None,
                     Some(0),

@@ -118,6 +118,8 @@ pub enum FaultKind {
     NoPostedAnswer = 3,
     /// The lane's answer word carried another sequence: the host broke the protocol.
     ForeignAnswer = 4,
+    /// The host answered [`crate::Status::Killed`]: its timeout fired.
+    Killed = 5,
 }
 
 impl FaultKind {
@@ -128,6 +130,7 @@ impl FaultKind {
             FaultKind::NoAnswer,
             FaultKind::NoPostedAnswer,
             FaultKind::ForeignAnswer,
+            FaultKind::Killed,
         ]
         .into_iter()
         .find(|k| *k as u32 == code)

@@ -65,7 +65,15 @@
 //!
 //! A lane gives up only when a wait exceeds [`DeviceConfig::wait_limit_ns`], or when its
 //! answer word carries another sequence: it writes the launch's [`FaultRecord`] (port,
-//! sequence, its coordinates) and traps, and the host reports that record.
+//! sequence, its coordinates) and traps, and the host reports that record. Once the
+//! host's timeout fires it answers every packet it finds with [`Status::Killed`] (and
+//! the tagged sequence, as usual): a lane that reads it records [`FaultKind::Killed`]
+//! and traps, so a kernel that keeps calling the host ends within a round trip.
+//!
+//! What the host reads from a port is GPU-writable and untrusted: it copies a lane's
+//! slot, and exactly the input bytes its service declares
+//! ([`Service::input_len_arg`]), into its own memory once, checks them there and
+//! serves the copy; it writes output bytes back with one copy after the service ran.
 //!
 //! Posted writes carry a ticket from [`LaunchState::stdio_tickets`]; the host writes them
 //! in ticket order, and serves every port once more after the launch ends so none is
@@ -98,8 +106,8 @@ pub use layout::{
     PORT_POSTED, PORT_SEQ_SHIFT, Port, PortHeader, PortState, ThreadArea, VERSION_SYMBOL,
     WARP_SIZE,
 };
-pub use service::{DEVICE_WRITE_MAX, Service, Status};
+pub use service::{DEVICE_WRITE_MAX, NAME_MAX, PATH_MAX, Service, Status};
 
 /// The version both halves must agree on; bump it on any change to this crate's layouts,
 /// service ids or argument conventions. The host refuses a module built with another.
-pub const ABI_VERSION: u32 = 2;
+pub const ABI_VERSION: u32 = 3;

@@ -53,6 +53,13 @@ pub enum Service {
 /// Most bytes one `WriteFromDevice` call moves; the client loops over larger writes.
 pub const DEVICE_WRITE_MAX: u64 = 64 << 20;
 
+/// Bytes in a path, its terminating NUL included, as on Linux: the host answers
+/// `ENAMETOOLONG` for a longer one.
+pub const PATH_MAX: usize = 4096;
+
+/// Bytes in one component of a path, as on Linux.
+pub const NAME_MAX: usize = 255;
+
 impl Service {
     /// Every service, in id order.
     pub const ALL: [Service; 18] = [
@@ -79,6 +86,18 @@ impl Service {
     /// The service with this id, if any.
     pub fn from_id(id: u32) -> Option<Service> {
         Service::ALL.get(id as usize).copied()
+    }
+
+    /// The argument holding the length of the bytes the lane sends in its bulk buffer,
+    /// for services that send any (the table above). The host copies exactly those
+    /// bytes out of the port before the service runs.
+    pub const fn input_len_arg(self) -> Option<usize> {
+        match self {
+            Service::Write | Service::WritePosted => Some(1),
+            Service::Open => Some(2),
+            Service::Stat | Service::Realpath | Service::Readlink | Service::Getenv => Some(0),
+            _ => None,
+        }
     }
 
     /// A short lowercase name for traces.
@@ -118,6 +137,9 @@ pub enum Status {
     /// The request broke the service's argument rules, e.g. a length over the lane's
     /// bulk buffer (`args[0]` = `-EINVAL`).
     Malformed = 2,
+    /// The host has stopped the launch (its timeout fired): the lane records
+    /// [`crate::FaultKind::Killed`] and traps instead of returning.
+    Killed = 3,
 }
 
 impl Status {
@@ -126,6 +148,7 @@ impl Status {
         match code {
             0 => Status::Ok,
             1 => Status::UnknownService,
+            3 => Status::Killed,
             _ => Status::Malformed,
         }
     }
@@ -145,8 +168,26 @@ mod tests {
     }
 
     #[test]
+    fn input_lengths_follow_the_table() {
+        assert_eq!(Service::Write.input_len_arg(), Some(1));
+        assert_eq!(Service::Open.input_len_arg(), Some(2));
+        assert_eq!(Service::Getenv.input_len_arg(), Some(0));
+        assert_eq!(
+            Service::Read.input_len_arg(),
+            None,
+            "read's bulk is output only"
+        );
+        assert_eq!(Service::Getrandom.input_len_arg(), None);
+    }
+
+    #[test]
     fn status_codes_round_trip() {
-        for s in [Status::Ok, Status::UnknownService, Status::Malformed] {
+        for s in [
+            Status::Ok,
+            Status::UnknownService,
+            Status::Malformed,
+            Status::Killed,
+        ] {
             assert_eq!(Status::from_code(s as u32), s);
         }
         assert_eq!(Status::from_code(77), Status::Malformed);

@@ -4,7 +4,7 @@
 
 use core::sync::atomic::AtomicU64;
 
-use hostcall_abi::errno::{EINVAL, ENOSYS, ERANGE};
+use hostcall_abi::errno::{EINVAL, EIO, ENOSYS, ERANGE};
 use hostcall_abi::stat::STAT_SIZE;
 use hostcall_abi::{BULK_PER_LANE, DEVICE_WRITE_MAX, Service, Status};
 
@@ -15,6 +15,8 @@ fn outcome(reply: Reply) -> i64 {
         Status::Ok => reply.result,
         Status::UnknownService => -(ENOSYS as i64),
         Status::Malformed => -(EINVAL as i64),
+        // `exchange` traps on it; a posted reply never carries it.
+        Status::Killed => -(EIO as i64),
     }
 }
 

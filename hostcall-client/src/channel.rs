@@ -337,7 +337,10 @@ impl Channel {
         // that must read its slot or bulk bytes after it needs acquire, taken below.
         let word = self.await_answer::<P>(answer, index, seq);
         let got = match Answer::decode(word) {
-            Some(a) if a.seq == answer::seq_tag(seq) => a,
+            Some(a) if a.seq == answer::seq_tag(seq) && a.status != Status::Killed => a,
+            Some(a) if a.seq == answer::seq_tag(seq) => {
+                self.give_up::<P>(FaultKind::Killed, index, seq, 0, word)
+            }
             _ => self.give_up::<P>(FaultKind::ForeignAnswer, index, seq, 0, word),
         };
         let (result, bulk_out) = match got.inline {

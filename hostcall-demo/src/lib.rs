@@ -22,6 +22,9 @@ pub fn image() -> ModuleImage<'static> {
 /// The commit this binary was built from (`git rev-parse HEAD` at build time).
 pub const COMMIT: &str = env!("HOSTCALL_COMMIT");
 
+/// Where the demo kernel sees its pre-opened working directory (`$CULINUX_DIR`).
+pub const GUEST_DIR: &str = "/culinux";
+
 /// Values of culinux's `mode` parameter.
 pub mod mode {
     /// Every thread prints its line; one thread round-trips a file.
@@ -46,4 +49,8 @@ pub mod mode {
     pub const MIXED: u32 = 9;
     /// Thread 0 sleeps 5 s, then times round trips as `LATENCY` does.
     pub const SLEEP: u32 = 10;
+    /// Every thread spins forever without calling the host.
+    pub const SPIN: u32 = 11;
+    /// Every thread calls the host in an endless loop.
+    pub const CALL_LOOP: u32 = 12;
 }

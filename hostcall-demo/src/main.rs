@@ -27,6 +27,10 @@ enum Mode {
     Mixed,
     /// Every thread makes 64 verified null round trips, without printing.
     Null,
+    /// Every thread spins forever without calling the host: the timeout must end it.
+    Spin,
+    /// Every thread calls the host in an endless loop: the timeout must end it.
+    CallLoop,
 }
 
 #[derive(Parser)]
@@ -58,7 +62,8 @@ struct Args {
 fn main() -> ExitCode {
     hostcall_runtime::init_logging();
     let args = Args::parse();
-    match run(&args) {
+    let started = std::time::Instant::now();
+    match run(&args, started) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("hostcalls_bin: {e}");
@@ -67,7 +72,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(a: &Args) -> Result<u8, Error> {
+fn run(a: &Args, started: std::time::Instant) -> Result<u8, Error> {
     let dir = match &a.dir {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("hostcalls-demo-{}", std::process::id())),
@@ -88,8 +93,8 @@ fn run(a: &Args) -> Result<u8, Error> {
     );
 
     let host = Host::builder()
-        .preopen_dir(&dir)
-        .env("CULINUX_DIR", dir.to_str().unwrap_or("."))
+        .preopen_dir(&dir, hostcall_demo::GUEST_DIR)
+        .env("CULINUX_DIR", hostcall_demo::GUEST_DIR)
         .capture_output(true)
         .timeout(Duration::from_secs(a.timeout_s))
         .build()?;
@@ -100,8 +105,15 @@ fn run(a: &Args) -> Result<u8, Error> {
         Mode::Ping => mode::PING,
         Mode::Mixed => mode::MIXED,
         Mode::Null => mode::NULL,
+        Mode::Spin => mode::SPIN,
+        Mode::CallLoop => mode::CALL_LOOP,
     };
     let launch = Launch::linear("kmain", a.blocks, a.threads, vec![KernelArg::U32(mode)]);
+    // Lets a caller time the kernel apart from starting the driver and loading the module.
+    eprintln!(
+        "hostcalls_bin: launching {:.3} s after the process started",
+        started.elapsed().as_secs_f64()
+    );
     let report = host.run(&mut module, &launch)?;
     eprintln!(
         "hostcalls_bin: {} threads, {} hostcalls served, kernel ran {:.1?}",

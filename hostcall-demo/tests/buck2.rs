@@ -92,10 +92,11 @@ fn external_deps(manifest: &str) -> BTreeSet<String> {
     deps
 }
 
-const CRATES: [&str; 7] = [
+const CRATES: [&str; 8] = [
     "hostcall-abi",
     "hostcall-client",
     "hostcall-runtime",
+    "hostcall-fuzz",
     "ptx-builder",
     "hostcall-demo",
     "culinux",
@@ -136,6 +137,7 @@ fn every_crate_has_a_buck_package_and_every_label_resolves() {
 fn third_party_lists_exactly_the_crates_cargo_uses_and_each_crate_names_its_own() {
     let manifests = [
         "hostcall-runtime",
+        "hostcall-fuzz",
         "ptx-builder",
         "hostcall-demo",
         "hostcall-abi",

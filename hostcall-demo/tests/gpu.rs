@@ -178,6 +178,14 @@ const GPU_CASES: &[Case] = &[
         },
     },
     Case {
+        name: "a_spinning_kernel_ends_at_a_10s_timeout_within_11s",
+        check: || killed_within("spin", "it does not call the host"),
+    },
+    Case {
+        name: "a_kernel_calling_the_host_forever_ends_at_a_10s_timeout_within_11s",
+        check: || killed_within("call-loop", "hostcalls in flight"),
+    },
+    Case {
         name: "ptx_jit_fallback",
         check: || {
             expect(
@@ -188,6 +196,48 @@ const GPU_CASES: &[Case] = &[
         },
     },
 ];
+
+/// Runs `mode` on the whole device with a 10 s timeout: the process must end within
+/// 11 s of the launch, with the message naming the kernel and what was in flight.
+fn killed_within(mode: &str, stderr_has: &str) -> Result<(), String> {
+    let started = std::time::Instant::now();
+    let out = run(
+        &[
+            "--mode",
+            mode,
+            "--blocks",
+            "132",
+            "--threads",
+            "256",
+            "--timeout-s",
+            "10",
+        ],
+        &[],
+    );
+    let took = started.elapsed().as_secs_f64();
+    expect(
+        &out,
+        2,
+        &["kernel `kmain` was stopped after 10", stderr_has],
+    )?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    let launched: f64 = err
+        .split("launching ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .ok_or("hostcalls_bin did not say when it launched")?;
+    let after_launch = took - launched;
+    println!(
+        "  {mode}: the process ended {after_launch:.2} s after the launch ({took:.2} s in all)"
+    );
+    if after_launch > 11.0 {
+        return Err(format!(
+            "the process ended {after_launch:.2} s after the launch, over 11 s"
+        ));
+    }
+    Ok(())
+}
 
 fn main() {
     let (mut passed, mut failed) = (0, 0);

@@ -56,6 +56,7 @@ pub struct CudaOptions {
     device: usize,
     stack_bytes: usize,
     force_jit: bool,
+    allow_pageable_access: bool,
 }
 
 impl Default for CudaOptions {
@@ -64,6 +65,7 @@ impl Default for CudaOptions {
             device: 0,
             stack_bytes: DEFAULT_STACK_BYTES,
             force_jit: false,
+            allow_pageable_access: false,
         }
     }
 }
@@ -89,6 +91,28 @@ impl CudaOptions {
         self.force_jit = jit;
         self
     }
+
+    /// Run on a device that can read and write the host's pageable memory (HMM or ATS,
+    /// as on Grace Hopper). There a kernel reaches all of the host process's memory
+    /// with plain loads and stores, around every check the host services make, so the
+    /// runtime refuses such a device unless the embedder accepts that (default: refuse).
+    #[must_use]
+    pub fn allow_pageable_access(mut self, allow: bool) -> Self {
+        self.allow_pageable_access = allow;
+        self
+    }
+}
+
+/// Why a device is refused, if it is: one that can access pageable host memory, unless
+/// allowed (see [`CudaOptions::allow_pageable_access`]).
+fn pageable_refusal(name: &str, pageable: bool, allowed: bool) -> Option<Error> {
+    (pageable && !allowed).then(|| {
+        Error::NoDevice(format!(
+            "{name} can access the host's pageable memory (HMM/ATS), so a kernel could read \
+             or write any host memory around the sandbox; set \
+             CudaOptions::allow_pageable_access(true) to run there anyway"
+        ))
+    })
 }
 
 /// A module loaded into the primary context of one device.
@@ -103,6 +127,8 @@ pub struct CudaModule {
     load_time: Duration,
     host_allocs: Vec<*mut c_void>,
     device_allocs: Vec<sys::CUdeviceptr>,
+    /// A launch was started and has not been seen to end.
+    running: bool,
 }
 
 fn check(what: &'static str, r: sys::CUresult) -> Result<()> {
@@ -145,6 +171,19 @@ impl CudaModule {
             (major as u32, minor as u32, ctx)
         };
         let sm = major * 10 + minor;
+        // SAFETY: as above.
+        let pageable = unsafe {
+            cu::device::get_attribute(
+                device,
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS,
+            )
+        }
+        .map_err(|e| Error::cuda("cuDeviceGetAttribute", e))?;
+        if let Some(e) = pageable_refusal(&name, pageable != 0, options.allow_pageable_access) {
+            // SAFETY: retained above, released once.
+            let _ = unsafe { cu::primary_ctx::release(device) };
+            return Err(e);
+        }
         cu::ctx::set_limit(sys::CUlimit::CU_LIMIT_STACK_SIZE, options.stack_bytes)
             .map_err(|e| Error::cuda("cuCtxSetLimit(STACK_SIZE)", e))?;
 
@@ -188,6 +227,7 @@ impl CudaModule {
             load_time,
             host_allocs: Vec::new(),
             device_allocs: Vec::new(),
+            running: false,
         })
     }
 
@@ -308,7 +348,9 @@ impl GpuModule for CudaModule {
         // SAFETY: `params` matches the kernel's parameters (the caller's launch), and the
         // driver copies the values before cuLaunchKernel returns.
         unsafe { cu::launch_kernel(f, (gx, gy, gz), (bx, by, bz), 0, self.stream, &mut params) }
-            .map_err(|e| Error::cuda("cuLaunchKernel", e))
+            .map_err(|e| Error::cuda("cuLaunchKernel", e))?;
+        self.running = true;
+        Ok(())
     }
 
     fn device_memory(&self) -> std::sync::Arc<dyn DeviceMemory> {
@@ -321,9 +363,15 @@ impl GpuModule for CudaModule {
     fn poll(&mut self) -> Result<Option<LaunchEnd>> {
         // SAFETY: `self.stream` is a live stream of the current context.
         let r = unsafe { sys::cuStreamQuery(self.stream) };
+        self.running = r == sys::CUresult::CUDA_ERROR_NOT_READY;
         Ok(match r {
             sys::CUresult::CUDA_SUCCESS => Some(LaunchEnd::Completed),
             sys::CUresult::CUDA_ERROR_NOT_READY => None,
+            // A `trap` instruction (how `exit` and `abort` end a launch) surfaces as an
+            // unspecified launch failure; everything else is a fault of its own kind.
+            sys::CUresult::CUDA_ERROR_LAUNCH_FAILED => {
+                Some(LaunchEnd::Trapped(format!("{:?}", r.result().err())))
+            }
             e => Some(LaunchEnd::Faulted(format!("{:?}", e.result().err()))),
         })
     }
@@ -494,6 +542,16 @@ impl Drop for CudaReader {
 
 impl Drop for CudaModule {
     fn drop(&mut self) {
+        if self.running {
+            // Freeing memory or unloading the module waits for the kernel, which may
+            // never end (a timed-out kernel that does not call the host). Leave it all
+            // to the driver, which reclaims it when the process exits.
+            log::warn!(
+                "a kernel is still running on {}: its module and memory are left for the driver to reclaim at exit",
+                self.name
+            );
+            return;
+        }
         // Errors are ignored: after a trap the context is unusable and every call fails,
         // and the process is about to report that fault anyway.
         // SAFETY: each handle was created by this module and is released once.
@@ -508,5 +566,21 @@ impl Drop for CudaModule {
             let _ = cu::module::unload(self.module);
             let _ = cu::primary_ctx::release(self.device);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_device_reaching_pageable_host_memory_is_refused_unless_allowed() {
+        let refused = pageable_refusal("GH200", true, false).expect("refused");
+        assert!(
+            refused.to_string().contains("allow_pageable_access"),
+            "{refused}"
+        );
+        assert!(pageable_refusal("GH200", true, true).is_none());
+        assert!(pageable_refusal("H100", false, false).is_none());
     }
 }

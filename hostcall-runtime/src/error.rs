@@ -2,6 +2,24 @@
 
 use std::time::Duration;
 
+use crate::server::InFlight;
+use crate::services::sandbox::MountError;
+
+/// The calls in flight, in words (the first few, then how many more).
+fn in_flight_text(calls: &[InFlight]) -> String {
+    const SHOWN: usize = 8;
+    if calls.is_empty() {
+        return "no hostcall was in flight".into();
+    }
+    let mut text = format!("{} hostcalls in flight: ", calls.len());
+    let listed: Vec<String> = calls.iter().take(SHOWN).map(ToString::to_string).collect();
+    text.push_str(&listed.join(", "));
+    if calls.len() > SHOWN {
+        text.push_str(&format!(" and {} more", calls.len() - SHOWN));
+    }
+    text
+}
+
 /// Why a run could not start or did not finish.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -35,9 +53,33 @@ pub enum Error {
     /// The launch would not fit what the runtime or device allows.
     #[error("invalid launch: {0}")]
     InvalidLaunch(String),
-    /// The kernel ran past the configured limit; it may still be running.
-    #[error("the kernel did not finish within {0:?} (HOSTCALL_TIMEOUT_S or Host::timeout)")]
-    Timeout(Duration),
+    /// The kernel ran past its time limit and was stopped.
+    #[error(
+        "kernel `{kernel}` was stopped after {elapsed:.1?}: its time limit is {limit:?} \
+         (HOSTCALL_TIMEOUT_S or Host::timeout); {}{}",
+        in_flight_text(in_flight),
+        if *still_running {
+            "; it does not call the host, so it runs until this process exits"
+        } else {
+            ""
+        }
+    )]
+    Timeout {
+        /// The kernel's name.
+        kernel: String,
+        /// The limit it ran past.
+        limit: Duration,
+        /// From launch until it was given up on.
+        elapsed: Duration,
+        /// The calls it had published and not had answered when the limit fired.
+        in_flight: Vec<InFlight>,
+        /// Whether it still ran after the grace period: a kernel that never calls the
+        /// host cannot be stopped from the host, only by ending the process.
+        still_running: bool,
+    },
+    /// A pre-opened directory was refused.
+    #[error(transparent)]
+    Sandbox(#[from] MountError),
     /// A host-side I/O failure outside any service (e.g. creating a capture).
     #[error(transparent)]
     Io(#[from] std::io::Error),

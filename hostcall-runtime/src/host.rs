@@ -1,7 +1,7 @@
 //! [`Host`]: the capabilities granted to a GPU program and the loop that runs one
 //! launch while serving its hostcalls.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,8 +12,10 @@ use hostcall_abi::{
 
 use crate::module::{GpuModule, Launch, LaunchEnd};
 use crate::server::{Ports, Server};
+use crate::services::sandbox::Access;
 use crate::services::{
-    EnvPolicy, FdTable, Files, Handler, Process, ServiceTable, Stdio, Termination,
+    Capture, EnvPolicy, FdTable, Files, Handler, MountSpec, Process, Sandbox, ServiceTable, Stdio,
+    Termination,
 };
 use crate::{Error, Result};
 
@@ -23,8 +25,20 @@ pub const DEFAULT_PORTS: usize = 128;
 pub const DEFAULT_CONSUMERS: usize = 1;
 /// Device heap unless set: 256 MiB.
 pub const DEFAULT_HEAP_BYTES: u64 = 256 << 20;
-/// Files the GPU may hold open at once unless set.
+/// Files the GPU may hold open at once unless set; never more than the process's
+/// open-file limit allows with room to spare for the host (see [`HostBuilder::build`]).
 pub const DEFAULT_MAX_OPEN_FILES: usize = 1024;
+/// How long a launch may run unless set (or `HOSTCALL_TIMEOUT_S` says otherwise; 0 there
+/// means no limit): long for a GPU program, short against a hung CI job.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+/// Bytes of each of stdout and stderr a capture keeps unless set.
+pub const DEFAULT_CAPTURE_LIMIT: usize = 64 << 20;
+/// Threads serving calls that may block (file system, stdin) unless set.
+pub const DEFAULT_BLOCKING_THREADS: usize = 4;
+/// How long a killed launch gets to end before the run reports anyway: its threads that
+/// call the host trap within a round trip; one that never calls keeps running until the
+/// process exits.
+const KILL_GRACE: Duration = Duration::from_millis(500);
 /// How long a GPU thread waits for a port or an answer before it gives up and ends the
 /// launch with a report, unless set: far beyond any queueing delay, so that only a host
 /// that stopped serving (or a service that blocks) trips it.
@@ -45,14 +59,17 @@ pub struct HostBuilder {
     max_open_files: usize,
     timeout: Option<Duration>,
     wait_limit: Duration,
-    roots: Vec<PathBuf>,
+    mounts: Vec<MountSpec>,
+    cwd: String,
     env: EnvPolicy,
     capture: bool,
+    pub(crate) capture_limit: usize,
+    pub(crate) blocking_threads: usize,
     echo: bool,
-    stdin: bool,
+    pub(crate) stdin: bool,
     trace: bool,
     single_lane: bool,
-    extra: Vec<(u32, Arc<dyn Handler>)>,
+    pub(crate) extra: Vec<(u32, Arc<dyn Handler>)>,
 }
 
 impl Default for HostBuilder {
@@ -62,11 +79,14 @@ impl Default for HostBuilder {
             consumers: DEFAULT_CONSUMERS,
             heap_bytes: DEFAULT_HEAP_BYTES,
             max_open_files: DEFAULT_MAX_OPEN_FILES,
-            timeout: None,
+            timeout: timeout_from_env(),
             wait_limit: DEFAULT_WAIT_LIMIT,
-            roots: Vec::new(),
+            mounts: Vec::new(),
+            cwd: "/".into(),
             env: EnvPolicy::default(),
             capture: false,
+            capture_limit: DEFAULT_CAPTURE_LIMIT,
+            blocking_threads: DEFAULT_BLOCKING_THREADS,
             echo: true,
             stdin: false,
             trace: std::env::var_os("HOSTCALL_DEBUG").is_some_and(|v| v != "0"),
@@ -101,9 +121,17 @@ impl HostBuilder {
         self
     }
 
-    /// Give up on a launch that runs longer than this.
+    /// Stops a launch that runs longer than this (default [`DEFAULT_TIMEOUT`], or
+    /// `HOSTCALL_TIMEOUT_S`): its threads that call the host trap, and the run returns
+    /// [`Error::Timeout`] naming the kernel and the calls in flight.
     pub fn timeout(mut self, t: Duration) -> Self {
         self.timeout = Some(t);
+        self
+    }
+
+    /// Lets a launch run as long as it likes.
+    pub fn no_timeout(mut self) -> Self {
+        self.timeout = None;
         self
     }
 
@@ -115,9 +143,32 @@ impl HostBuilder {
         self
     }
 
-    /// Lets the GPU open, create and stat files below `dir` (which must exist).
-    pub fn preopen_dir(mut self, dir: impl AsRef<Path>) -> Self {
-        self.roots.push(dir.as_ref().to_path_buf());
+    /// Lets the GPU open, create and stat files below the host directory `dir`, which
+    /// it sees at the absolute guest path `guest` (it never learns `dir`). `/`, /proc,
+    /// /sys and /dev are refused.
+    pub fn preopen_dir(self, dir: impl AsRef<Path>, guest: &str) -> Self {
+        self.mount(dir, guest, Access::ReadWrite)
+    }
+
+    /// As [`HostBuilder::preopen_dir`], for reading only: opening to write, create,
+    /// truncate or append answers `EROFS`.
+    pub fn preopen_dir_readonly(self, dir: impl AsRef<Path>, guest: &str) -> Self {
+        self.mount(dir, guest, Access::ReadOnly)
+    }
+
+    fn mount(mut self, dir: impl AsRef<Path>, guest: &str, access: Access) -> Self {
+        self.mounts.push(MountSpec {
+            host: dir.as_ref().to_path_buf(),
+            guest: guest.to_owned(),
+            access,
+        });
+        self
+    }
+
+    /// The GPU's working directory, a guest path (default `/`): relative paths start
+    /// there, and `getcwd` returns it.
+    pub fn cwd(mut self, guest: &str) -> Self {
+        self.cwd = guest.to_owned();
         self
     }
 
@@ -144,6 +195,20 @@ impl HostBuilder {
     /// Keeps a copy of what the GPU writes to fds 1 and 2 in the [`RunReport`].
     pub fn capture_output(mut self, capture: bool) -> Self {
         self.capture = capture;
+        self
+    }
+
+    /// Bytes of each of stdout and stderr a capture keeps (default
+    /// [`DEFAULT_CAPTURE_LIMIT`]); the rest is counted, and a note ends the capture.
+    pub fn capture_limit(mut self, bytes: usize) -> Self {
+        self.capture_limit = bytes;
+        self
+    }
+
+    /// Threads that serve calls which may block (default [`DEFAULT_BLOCKING_THREADS`]):
+    /// file system calls and stdin, kept off the threads that poll the ports.
+    pub fn blocking_threads(mut self, n: usize) -> Self {
+        self.blocking_threads = n.max(1);
         self
     }
 
@@ -178,7 +243,9 @@ impl HostBuilder {
         self
     }
 
-    /// Checks the settings and resolves the pre-opened directories.
+    /// Checks the settings and opens the pre-opened directories. The open-file limit is
+    /// lowered to leave the host a quarter of the process's `RLIMIT_NOFILE` (at least 64
+    /// descriptors) for its own files, the driver's and the pre-opens.
     pub fn build(self) -> Result<Host> {
         if self.ports == 0 || self.ports > u32::MAX as usize {
             return Err(Error::InvalidLaunch(format!("{} ports", self.ports)));
@@ -189,27 +256,56 @@ impl HostBuilder {
                 self.heap_bytes
             )));
         }
-        let roots = self
-            .roots
-            .iter()
-            .map(|r| {
-                r.canonicalize().map_err(|e| {
-                    Error::Io(std::io::Error::new(
-                        e.kind(),
-                        format!("pre-opened dir {}: {e}", r.display()),
-                    ))
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let files_allowed = open_files_allowed(self.max_open_files, nofile_limit());
+        if files_allowed < self.max_open_files {
+            log::info!(
+                "the GPU may hold {files_allowed} files open, not {}: the process's open-file limit leaves room for the host",
+                self.max_open_files
+            );
+        }
         Ok(Host {
             env: Arc::new(self.env),
-            roots,
+            files_allowed,
+            sandbox: Arc::new(Sandbox::open(&self.mounts, &self.cwd)?),
             b: HostBuilder {
-                roots: Vec::new(),
+                mounts: Vec::new(),
                 env: EnvPolicy::default(),
                 ..self
             },
         })
+    }
+}
+
+/// `HOSTCALL_TIMEOUT_S` as a timeout (`0`: none), else [`DEFAULT_TIMEOUT`].
+fn timeout_from_env() -> Option<Duration> {
+    match std::env::var("HOSTCALL_TIMEOUT_S")
+        .ok()
+        .map(|v| v.parse::<f64>())
+    {
+        Some(Ok(0.0)) => None,
+        Some(Ok(s)) if s > 0.0 && s.is_finite() => Some(Duration::from_secs_f64(s)),
+        Some(_) => {
+            log::warn!("HOSTCALL_TIMEOUT_S is not a number of seconds; using the default");
+            Some(DEFAULT_TIMEOUT)
+        }
+        None => Some(DEFAULT_TIMEOUT),
+    }
+}
+
+/// The process's soft limit on open files, if it has one.
+fn nofile_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).current
+}
+
+/// Files the GPU may hold open: what was asked, less what the host keeps for itself out
+/// of a `soft` process limit.
+fn open_files_allowed(asked: usize, soft: Option<u64>) -> usize {
+    match soft {
+        None => asked,
+        Some(soft) => {
+            let spare = (soft / 4).max(64);
+            asked.min(soft.saturating_sub(spare).try_into().unwrap_or(usize::MAX))
+        }
     }
 }
 
@@ -218,8 +314,8 @@ impl HostBuilder {
 pub enum Outcome {
     /// Every thread returned.
     Completed,
-    /// The program called `exit(code)`.
-    Exited(i32),
+    /// The program called `exit(code)`; this is `code & 0xff`, as a Linux parent sees it.
+    Exited(u8),
     /// A thread aborted (a panic ends that way); its message went to stderr.
     Aborted {
         /// Linear block index of the aborting thread.
@@ -236,7 +332,7 @@ impl Outcome {
     pub fn exit_code(&self) -> i32 {
         match self {
             Outcome::Completed => 0,
-            Outcome::Exited(c) => *c,
+            Outcome::Exited(c) => *c as i32,
             Outcome::Aborted { .. } => 134,
             Outcome::Faulted(_) => 70,
         }
@@ -261,9 +357,10 @@ pub struct RunReport {
 
 /// The host side of GPU programs: capabilities, channel sizing and the serving loop.
 pub struct Host {
-    b: HostBuilder,
-    roots: Vec<PathBuf>,
-    env: Arc<EnvPolicy>,
+    pub(crate) b: HostBuilder,
+    pub(crate) sandbox: Arc<Sandbox>,
+    pub(crate) files_allowed: usize,
+    pub(crate) env: Arc<EnvPolicy>,
 }
 
 impl Host {
@@ -314,13 +411,13 @@ impl Host {
         module.write_config(&config)?;
 
         let files = Arc::new(Files {
-            table: Mutex::new(FdTable::new(self.b.max_open_files)),
+            table: Mutex::new(FdTable::new(self.files_allowed)),
             device: module.device_memory(),
-            roots: self.roots.clone(),
+            sandbox: self.sandbox.clone(),
             stdio: Stdio {
                 echo: self.b.echo,
                 stdin: self.b.stdin,
-                captured: self.b.capture.then(Default::default),
+                captured: self.b.capture.then(|| Capture::new(self.b.capture_limit)),
                 posted: Default::default(),
             },
         });
@@ -334,17 +431,21 @@ impl Host {
             doorbells: doorbells.host.cast::<Doorbell>(),
             len: self.b.ports,
         };
-        let server = Server::start(ports, Arc::new(services), self.b.consumers, self.b.trace)?;
+        let server = Server::start(
+            ports,
+            Arc::new(services),
+            self.b.consumers,
+            self.b.blocking_threads,
+            self.b.trace,
+        )?;
 
         let started = Instant::now();
         let ended = module
             .launch(launch)
-            .and_then(|()| self.wait(module, started));
-        let services = server.services();
-        let mut calls = server.stop();
-        // Posted requests published just before the launch ended (or trapped) may not
-        // have been served yet: serve every port once more, then write what waits.
-        calls += crate::server::drain(ports, &services, self.b.trace);
+            .and_then(|()| self.wait(module, launch, started, &server));
+        // Serves what was posted just before the launch ended, and after this no thread
+        // writes the ports, which the module may free once this returns.
+        let calls = server.finish();
         match files.stdio.flush_posted() {
             Ok(0) => {}
             Ok(n) => log::warn!(
@@ -354,21 +455,10 @@ impl Host {
         }
         let ended = ended?;
         let elapsed = started.elapsed();
-
-        let outcome = match (process.termination(), ended) {
-            (Some(Termination::Exit(code)), _) => Outcome::Exited(code),
-            (Some(Termination::Abort { block, thread }), _) => Outcome::Aborted { block, thread },
-            (None, LaunchEnd::Completed) => Outcome::Completed,
-            (None, LaunchEnd::Faulted(why)) => {
-                // SAFETY: the record was allocated above, zeroed, and only GPU threads
-                // write it; the launch has ended.
-                let record = unsafe { &*fault.host.cast::<FaultRecord>() };
-                match transport_fault(record) {
-                    Some(what) => Outcome::Faulted(format!("{what} ({why})")),
-                    None => Outcome::Faulted(why),
-                }
-            }
-        };
+        // SAFETY: the record was allocated above, zeroed, and only GPU threads write it;
+        // the launch has ended.
+        let record = transport_fault(unsafe { &*fault.host.cast::<FaultRecord>() });
+        let outcome = outcome_of(process.termination(), ended, record);
         let (stdout, stderr) = files.stdio.take_captured();
         Ok(RunReport {
             outcome,
@@ -379,7 +469,16 @@ impl Host {
         })
     }
 
-    fn wait(&self, module: &mut dyn GpuModule, started: Instant) -> Result<LaunchEnd> {
+    /// Waits for the launch to end, or for the timeout: then every call is answered
+    /// `Killed` (the callers trap), the launch gets [`KILL_GRACE`] to end, and the run
+    /// fails with what was in flight.
+    fn wait(
+        &self,
+        module: &mut dyn GpuModule,
+        launch: &Launch,
+        started: Instant,
+        server: &Server,
+    ) -> Result<LaunchEnd> {
         loop {
             if let Some(end) = module.poll()? {
                 return Ok(end);
@@ -387,7 +486,24 @@ impl Host {
             if let Some(limit) = self.b.timeout
                 && started.elapsed() > limit
             {
-                return Err(Error::Timeout(limit));
+                let in_flight = server.in_flight();
+                server.kill();
+                let killed = Instant::now();
+                let mut ended = false;
+                while killed.elapsed() < KILL_GRACE {
+                    if module.poll()?.is_some() {
+                        ended = true;
+                        break;
+                    }
+                    std::thread::sleep(POLL_INTERVAL);
+                }
+                return Err(Error::Timeout {
+                    kernel: launch.kernel.clone(),
+                    limit,
+                    elapsed: started.elapsed(),
+                    in_flight,
+                    still_running: !ended,
+                });
             }
             let run = started.elapsed();
             std::thread::sleep(if run < LONG_RUN {
@@ -396,6 +512,37 @@ impl Host {
                 POLL_INTERVAL_LONG
             });
         }
+    }
+}
+
+/// How the program ended, from what it asked for and how the launch ended. An `exit` or
+/// `abort` ends the launch with its caller's trap; any other fault after it (an illegal
+/// address, a thread that gave up on the transport) is reported, not hidden.
+fn outcome_of(asked: Option<Termination>, ended: LaunchEnd, transport: Option<String>) -> Outcome {
+    let fault = |why: String| match &transport {
+        Some(what) => Outcome::Faulted(format!("{what} ({why})")),
+        None => Outcome::Faulted(why),
+    };
+    match (asked, ended) {
+        (_, LaunchEnd::Trapped(why) | LaunchEnd::Faulted(why)) if transport.is_some() => fault(why),
+        (Some(Termination::Exit(code)), LaunchEnd::Completed | LaunchEnd::Trapped(_)) => {
+            Outcome::Exited(code)
+        }
+        (
+            Some(Termination::Abort { block, thread }),
+            LaunchEnd::Completed | LaunchEnd::Trapped(_),
+        ) => Outcome::Aborted { block, thread },
+        (Some(t), LaunchEnd::Faulted(why)) => {
+            let asked = match t {
+                Termination::Exit(code) => format!("exit({code})"),
+                Termination::Abort { block, thread } => {
+                    format!("an abort by block {block} thread {thread}")
+                }
+            };
+            fault(format!("{why}, after {asked}"))
+        }
+        (None, LaunchEnd::Completed) => Outcome::Completed,
+        (None, LaunchEnd::Trapped(why) | LaunchEnd::Faulted(why)) => fault(why),
     }
 }
 
@@ -419,6 +566,10 @@ fn transport_fault(f: &FaultRecord) -> Option<String> {
             "found an answer for another sequence on port {} (waiting for {}, word {:#x}): the host broke the protocol",
             f.port, f.seq, f.detail
         ),
+        Some(FaultKind::Killed) => format!(
+            "was stopped by the host's timeout during its call on port {}",
+            f.port
+        ),
         None => format!("recorded an unknown transport fault {}", f.kind),
     };
     Some(format!(
@@ -439,8 +590,18 @@ mod tests {
         assert_eq!(b.heap_bytes, DEFAULT_HEAP_BYTES);
         assert_eq!(b.max_open_files, DEFAULT_MAX_OPEN_FILES);
         assert_eq!(b.wait_limit, DEFAULT_WAIT_LIMIT);
-        assert!(b.roots.is_empty() && b.env.vars.is_empty() && !b.env.inherit_all);
-        assert!(!b.stdin && !b.capture && b.echo && b.timeout.is_none());
+        assert!(b.mounts.is_empty() && b.env.vars.is_empty() && !b.env.inherit_all);
+        assert!(!b.stdin && !b.capture && b.echo);
+        assert_eq!(b.capture_limit, DEFAULT_CAPTURE_LIMIT);
+        assert_eq!(b.cwd, "/");
+        if std::env::var_os("HOSTCALL_TIMEOUT_S").is_none() {
+            assert_eq!(
+                b.timeout,
+                Some(DEFAULT_TIMEOUT),
+                "a launch is limited by default"
+            );
+        }
+        assert_eq!(Host::builder().no_timeout().timeout, None);
     }
 
     #[test]
@@ -453,7 +614,52 @@ mod tests {
             Host::builder().heap_bytes(100).build(),
             Err(Error::InvalidLaunch(_))
         ));
-        let missing = Host::builder().preopen_dir("/no/such/dir/anywhere").build();
-        assert!(matches!(missing, Err(Error::Io(e)) if e.to_string().contains("/no/such/dir")));
+        let missing = Host::builder()
+            .preopen_dir("/no/such/dir/anywhere", "/x")
+            .build();
+        assert!(
+            matches!(&missing, Err(Error::Sandbox(e)) if e.to_string().contains("/no/such/dir"))
+        );
+        let root = Host::builder().preopen_dir("/", "/host").build();
+        assert!(
+            matches!(&root, Err(Error::Sandbox(_))),
+            "the whole file system is refused"
+        );
+    }
+
+    #[test]
+    fn open_files_leave_the_host_room_under_the_process_limit() {
+        assert_eq!(open_files_allowed(1024, Some(1024)), 768);
+        assert_eq!(open_files_allowed(1024, Some(100)), 36);
+        assert_eq!(open_files_allowed(1024, Some(10)), 0);
+        assert_eq!(open_files_allowed(1024, Some(1 << 20)), 1024);
+        assert_eq!(open_files_allowed(1024, None), 1024);
+    }
+
+    #[test]
+    fn exit_and_abort_do_not_hide_a_later_fault() {
+        let trap = || LaunchEnd::Trapped("trap".into());
+        let illegal = || LaunchEnd::Faulted("illegal address".into());
+        let exit = Some(Termination::Exit(3));
+        assert_eq!(outcome_of(exit, trap(), None), Outcome::Exited(3));
+        let hidden = outcome_of(exit, illegal(), None);
+        assert!(
+            matches!(&hidden, Outcome::Faulted(m) if m.contains("illegal address, after exit(3)")),
+            "{hidden:?}"
+        );
+        let abort = Some(Termination::Abort {
+            block: 1,
+            thread: 2,
+        });
+        assert!(matches!(
+            outcome_of(abort, illegal(), None),
+            Outcome::Faulted(_)
+        ));
+        let gave_up = outcome_of(exit, trap(), Some("GPU thread gave up".into()));
+        assert!(matches!(&gave_up, Outcome::Faulted(m) if m.starts_with("GPU thread gave up")));
+        assert_eq!(
+            outcome_of(None, LaunchEnd::Completed, None),
+            Outcome::Completed
+        );
     }
 }

@@ -11,6 +11,8 @@
 pub mod cuda;
 pub mod emulated;
 mod error;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod host;
 mod module;
 mod server;
@@ -18,10 +20,12 @@ pub mod services;
 
 pub use error::{Error, Result};
 pub use host::{
-    DEFAULT_CONSUMERS, DEFAULT_HEAP_BYTES, DEFAULT_MAX_OPEN_FILES, DEFAULT_PORTS,
-    DEFAULT_WAIT_LIMIT, Host, HostBuilder, Outcome, RunReport,
+    DEFAULT_BLOCKING_THREADS, DEFAULT_CAPTURE_LIMIT, DEFAULT_CONSUMERS, DEFAULT_HEAP_BYTES,
+    DEFAULT_MAX_OPEN_FILES, DEFAULT_PORTS, DEFAULT_TIMEOUT, DEFAULT_WAIT_LIMIT, Host, HostBuilder,
+    Outcome, RunReport,
 };
 pub use module::{DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, StreamStop};
+pub use server::InFlight;
 
 /// Starts `env_logger` with warnings on, and each hostcall traced when `HOSTCALL_DEBUG`
 /// is set (`RUST_LOG` still overrides both).

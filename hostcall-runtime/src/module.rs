@@ -53,7 +53,10 @@ impl Launch {
 pub enum LaunchEnd {
     /// Every thread returned.
     Completed,
-    /// The launch stopped with an error (a trap, an illegal address, ...).
+    /// A thread trapped (`exit` and `abort` end the launch that way, after telling the
+    /// host).
+    Trapped(String),
+    /// The launch stopped with another error (an illegal address, ...).
     Faulted(String),
 }
 

@@ -82,10 +82,10 @@ fn large_writes_are_chunked_and_arrive_whole() {
 fn very_large_writes_go_by_dma_in_one_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("dma.bin");
-    let p = path.to_str().unwrap().as_bytes().to_vec();
+    let p = b"/data/dma.bin".to_vec();
     let data: Vec<u8> = (0..(3u32 << 20)).map(|i| (i % 241) as u8).collect();
     let d = data.clone();
-    let (r, rep) = run_one(quiet().preopen_dir(dir.path()), move |ch, _| {
+    let (r, rep) = run_one(quiet().preopen_dir(dir.path(), "/data"), move |ch, _| {
         let fd = calls::open::<Emu>(ch, &p, O_WRONLY | O_CREAT | O_TRUNC, 0o600) as i32;
         let wrote = calls::write::<Emu>(ch, fd, &d);
         calls::close::<Emu>(ch, fd);
@@ -128,8 +128,8 @@ fn large_reads_are_short_reads_of_one_round_trip() {
     let path = dir.path().join("big");
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
     std::fs::write(&path, &data).unwrap();
-    let p = path.to_str().unwrap().as_bytes().to_vec();
-    let (r, _) = run_one(quiet().preopen_dir(dir.path()), move |ch, _| {
+    let p = b"/data/big".to_vec();
+    let (r, _) = run_one(quiet().preopen_dir(dir.path(), "/data"), move |ch, _| {
         let fd = calls::open::<Emu>(ch, &p, O_RDONLY, 0) as i32;
         let mut all = Vec::new();
         let mut buf = vec![0u8; 200_000];
@@ -149,8 +149,8 @@ fn large_reads_are_short_reads_of_one_round_trip() {
 fn files_round_trip_inside_a_preopened_dir() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f.txt");
-    let p = path.to_str().unwrap().as_bytes().to_vec();
-    let (r, _) = run_one(quiet().preopen_dir(dir.path()), move |ch, _| {
+    let p = b"/data/f.txt".to_vec();
+    let (r, _) = run_one(quiet().preopen_dir(dir.path(), "/data"), move |ch, _| {
         let fd = calls::open::<Emu>(ch, &p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) as i32;
         let wrote = calls::write::<Emu>(ch, fd, b"hello, host");
         let closed = calls::close::<Emu>(ch, fd);
@@ -199,27 +199,25 @@ fn paths_outside_preopened_dirs_are_denied_whether_or_not_they_exist() {
     let dir = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret"), "x").unwrap();
-    let inside_missing = format!("{}/missing", dir.path().display());
     let escaped = format!(
-        "{}/../{}/secret",
-        dir.path().display(),
+        "/data/../{}/secret",
         outside.path().file_name().unwrap().to_str().unwrap()
     );
     let secret = format!("{}/secret", outside.path().display());
     let nowhere = format!("{}/nodir/secret", outside.path().display());
-    let (r, _) = run_one(quiet().preopen_dir(dir.path()), move |ch, _| {
+    let (r, _) = run_one(quiet().preopen_dir(dir.path(), "/data"), move |ch, _| {
         let mut st = [0u8; STAT_SIZE];
         (
             calls::open::<Emu>(ch, secret.as_bytes(), O_RDONLY, 0),
             calls::open::<Emu>(ch, escaped.as_bytes(), O_RDONLY, 0),
             calls::open::<Emu>(ch, nowhere.as_bytes(), O_RDONLY, 0),
-            calls::open::<Emu>(ch, inside_missing.as_bytes(), O_RDONLY, 0),
+            calls::open::<Emu>(ch, b"/data/missing", O_RDONLY, 0),
             calls::stat::<Emu>(ch, secret.as_bytes(), true, &mut st),
             calls::open::<Emu>(ch, b"", O_RDONLY, 0),
-            calls::open::<Emu>(ch, inside_missing.as_bytes(), 0o40000000, 0),
+            calls::open::<Emu>(ch, b"/data/missing", 0o40000000, 0),
         )
     });
-    assert_eq!(r.0, neg(EACCES));
+    assert_eq!(r.0, neg(EACCES), "a host path is no guest path");
     assert_eq!(
         r.1,
         neg(EACCES),
@@ -246,29 +244,32 @@ fn cwd_realpath_and_readlink() {
     let canon = dir.path().canonicalize().unwrap();
     std::fs::write(canon.join("target"), "t").unwrap();
     std::os::unix::fs::symlink("target", canon.join("link")).unwrap();
-    let link = format!("{}/link", canon.display());
-    let dotted = format!("{}/./target", canon.display());
-    let (r, _) = run_one(quiet().preopen_dir(&canon), move |ch, _| {
-        let mut cwd = [0u8; 4096];
-        let n = calls::getcwd::<Emu>(ch, &mut cwd);
-        let mut tiny = [0u8; 2];
-        let too_small = calls::getcwd::<Emu>(ch, &mut tiny);
-        let mut real = [0u8; 4096];
-        let rn = calls::realpath::<Emu>(ch, dotted.as_bytes(), &mut real);
-        let mut target = [0u8; 64];
-        let ln = calls::readlink::<Emu>(ch, link.as_bytes(), &mut target);
-        let not_link = calls::readlink::<Emu>(ch, dotted.as_bytes(), &mut target.clone());
-        (
-            String::from_utf8(cwd[..n as usize].to_vec()).unwrap(),
-            too_small,
-            String::from_utf8(real[..rn as usize].to_vec()).unwrap(),
-            String::from_utf8(target[..ln as usize].to_vec()).unwrap(),
-            not_link,
-        )
-    });
-    assert_eq!(r.0, std::env::current_dir().unwrap().to_str().unwrap());
+    let link = "/data/link".to_string();
+    let dotted = "./target".to_string();
+    let (r, _) = run_one(
+        quiet().preopen_dir(&canon, "/data").cwd("/data"),
+        move |ch, _| {
+            let mut cwd = [0u8; 4096];
+            let n = calls::getcwd::<Emu>(ch, &mut cwd);
+            let mut tiny = [0u8; 2];
+            let too_small = calls::getcwd::<Emu>(ch, &mut tiny);
+            let mut real = [0u8; 4096];
+            let rn = calls::realpath::<Emu>(ch, dotted.as_bytes(), &mut real);
+            let mut target = [0u8; 64];
+            let ln = calls::readlink::<Emu>(ch, link.as_bytes(), &mut target);
+            let not_link = calls::readlink::<Emu>(ch, dotted.as_bytes(), &mut target.clone());
+            (
+                String::from_utf8(cwd[..n as usize].to_vec()).unwrap(),
+                too_small,
+                String::from_utf8(real[..rn as usize].to_vec()).unwrap(),
+                String::from_utf8(target[..ln as usize].to_vec()).unwrap(),
+                not_link,
+            )
+        },
+    );
+    assert_eq!(r.0, "/data", "the virtual cwd, not the host's");
     assert_eq!(r.1, neg(ERANGE));
-    assert_eq!(r.2, canon.join("target").to_str().unwrap());
+    assert_eq!(r.2, "/data/target", "a guest path");
     assert_eq!(r.3, "target");
     assert_eq!(r.4, neg(EINVAL));
 }
@@ -390,9 +391,9 @@ fn a_fault_without_exit_or_abort_is_reported_as_such() {
 #[test]
 fn open_file_limit_gives_emfile() {
     let dir = tempfile::tempdir().unwrap();
-    let p = format!("{}/f", dir.path().display());
+    let p = "/data/f";
     let (r, _) = run_one(
-        quiet().preopen_dir(dir.path()).max_open_files(2),
+        quiet().preopen_dir(dir.path(), "/data").max_open_files(2),
         move |ch, _| {
             (0..3)
                 .map(|_| calls::open::<Emu>(ch, p.as_bytes(), O_RDWR | O_CREAT, 0o600))

@@ -198,7 +198,14 @@ fn a_kernel_that_never_ends_times_out_instead_of_hanging() {
     let err = host
         .run(&mut m, &Launch::linear("k", 1, 1, vec![]))
         .unwrap_err();
-    assert!(matches!(err, Error::Timeout(_)), "{err}");
+    assert!(
+        matches!(&err, Error::Timeout { kernel, still_running: true, in_flight, .. } if kernel == "k" && in_flight.is_empty()),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("kernel `k` was stopped after"),
+        "{err}"
+    );
 }
 
 #[test]

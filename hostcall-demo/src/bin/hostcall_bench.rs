@@ -82,8 +82,8 @@ fn run_with(
 ) -> Result<RunReport, String> {
     let host = Host::builder()
         .consumers(consumers)
-        .preopen_dir(dir)
-        .env("CULINUX_DIR", dir.to_str().unwrap_or("."))
+        .preopen_dir(dir, hostcall_demo::GUEST_DIR)
+        .env("CULINUX_DIR", hostcall_demo::GUEST_DIR)
         .capture_output(true)
         .echo_output(false)
         .timeout(Duration::from_secs(300))

@@ -219,7 +219,7 @@ impl DeviceMemory for HostMemoryReader {
 }
 
 struct Running {
-    threads: Vec<JoinHandle<std::result::Result<(), String>>>,
+    threads: Vec<JoinHandle<std::result::Result<(), LaunchEnd>>>,
 }
 
 /// The emulated backend: a table of kernels by name plus host memory posing as device
@@ -361,12 +361,12 @@ impl GpuModule for EmulatedModule {
                         }
                         ended.map_err(|p| {
                             if p.is::<Trap>() {
-                                format!("trap in block {block} thread {thread}")
+                                LaunchEnd::Trapped(format!("trap in block {block} thread {thread}"))
                             } else {
-                                format!(
+                                LaunchEnd::Faulted(format!(
                                     "block {block} thread {thread} panicked: {}",
                                     panic_text(&*p)
-                                )
+                                ))
                             }
                         })
                     })?;
@@ -389,14 +389,19 @@ impl GpuModule for EmulatedModule {
             return Ok(None);
         }
         let r = self.running.take().expect("checked above");
-        let faults: Vec<String> = r
-            .threads
-            .into_iter()
-            .filter_map(|t| t.join().unwrap_or_else(|p| Err(panic_text(&*p))).err())
-            .collect();
-        Ok(Some(match faults.first() {
-            None => LaunchEnd::Completed,
-            Some(f) => LaunchEnd::Faulted(f.clone()),
+        let mut faults = r.threads.into_iter().filter_map(|t| {
+            t.join()
+                .unwrap_or_else(|p| Err(LaunchEnd::Faulted(panic_text(&*p))))
+                .err()
+        });
+        // The first failure, as the GPU reports the first error; a fault that is not a
+        // trap wins over traps, as it would stop the launch whatever the traps did.
+        let first = faults.next();
+        let fault = faults.find(|f| matches!(f, LaunchEnd::Faulted(_)));
+        Ok(Some(match (first, fault) {
+            (None, _) => LaunchEnd::Completed,
+            (Some(LaunchEnd::Trapped(_)), Some(f)) => f,
+            (Some(f), _) => f,
         }))
     }
 }

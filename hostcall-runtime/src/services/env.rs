@@ -33,14 +33,15 @@ impl EnvPolicy {
 
 impl Handler for EnvPolicy {
     fn call(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
-        let n = call.len_arg(0)?;
-        let Some(value) = self.lookup(&call.bulk[..n]) else {
+        // The name was copied out of the port before this call: the name checked against
+        // the grants is the name looked up.
+        let Some(value) = self.lookup(call.input) else {
             return Ok(Reply::errno(ENOENT));
         };
-        if value.len() > call.bulk.len() {
+        if value.len() > call.out.len() {
             return Ok(Reply::errno(ERANGE));
         }
-        call.bulk[..value.len()].copy_from_slice(&value);
+        call.out[..value.len()].copy_from_slice(&value);
         Ok(Reply::bytes(value.len()))
     }
 }

@@ -3,18 +3,16 @@
 //! and paths resolve only inside directories the embedder pre-opened.
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
-use std::fs::{File, Metadata, OpenOptions};
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use hostcall_abi::errno::{EACCES, EBADF, EFAULT, EINVAL, EMFILE, ENAMETOOLONG, ENOENT, ESPIPE};
+use cap_std::fs::{Metadata, MetadataExt, OpenOptions, OpenOptionsExt};
+use hostcall_abi::errno::{EBADF, EFAULT, EINVAL, EMFILE, ENAMETOOLONG, ENOTDIR, EROFS, ESPIPE};
 use hostcall_abi::stat::{FileStat, STAT_SIZE};
 use hostcall_abi::{DEVICE_WRITE_MAX, Service};
 
+use super::sandbox::{Access, Sandbox};
 use super::{Call, Handler, Malformed, Reply, Stdio, errno_of};
 use crate::module::{DeviceMemory, StreamStop};
 
@@ -73,6 +71,12 @@ impl FdTable {
     fn remove(&mut self, fd: i32) -> Result<(), i32> {
         self.open.remove(&fd).map(drop).ok_or(EBADF)
     }
+
+    /// The host files open now (for checks that every one lies under a mount).
+    #[cfg(feature = "fuzzing")]
+    pub fn files(&self) -> Vec<Arc<File>> {
+        self.open.values().cloned().collect()
+    }
 }
 
 /// The file services and the capabilities they check.
@@ -80,8 +84,8 @@ pub(crate) struct Files {
     pub table: Mutex<FdTable>,
     /// Where `WriteFromDevice` reads the GPU's buffers.
     pub device: Arc<dyn DeviceMemory>,
-    /// Canonical pre-opened directories: the only places paths may resolve to.
-    pub roots: Vec<PathBuf>,
+    /// The mounts and the virtual cwd: the only places paths resolve to.
+    pub sandbox: Arc<Sandbox>,
     pub stdio: Stdio,
 }
 
@@ -102,9 +106,9 @@ fn stat_of(m: &Metadata) -> FileStat {
         uid: m.uid(),
         gid: m.gid(),
         rdev: m.rdev(),
-        size: m.size() as i64,
-        blksize: m.blksize() as i64,
-        blocks: m.blocks() as i64,
+        size: i64::try_from(m.size()).unwrap_or(i64::MAX),
+        blksize: i64::try_from(m.blksize()).unwrap_or(i64::MAX),
+        blocks: i64::try_from(m.blocks()).unwrap_or(i64::MAX),
         atime: (m.atime(), m.atime_nsec()),
         mtime: (m.mtime(), m.mtime_nsec()),
         ctime: (m.ctime(), m.ctime_nsec()),
@@ -112,128 +116,102 @@ fn stat_of(m: &Metadata) -> FileStat {
 }
 
 fn put_stat(call: &mut Call<'_>, s: FileStat) -> Reply {
-    call.bulk[..STAT_SIZE].copy_from_slice(&s.encode());
+    if call.out.len() < STAT_SIZE {
+        return Reply::errno(EINVAL);
+    }
+    call.out[..STAT_SIZE].copy_from_slice(&s.encode());
     Reply {
         result: 0,
         bulk_out: STAT_SIZE,
     }
 }
 
-fn put_path(call: &mut Call<'_>, p: &Path) -> Reply {
-    let b = p.as_os_str().as_bytes();
-    if b.len() > call.bulk.len() {
+fn put_path(call: &mut Call<'_>, b: &[u8]) -> Reply {
+    if b.len() > call.out.len() {
         return Reply::errno(ENAMETOOLONG);
     }
-    call.bulk[..b.len()].copy_from_slice(b);
+    call.out[..b.len()].copy_from_slice(b);
     Reply::bytes(b.len())
 }
 
 impl Files {
-    /// Resolves a GPU path to a host path inside a pre-opened directory. With
-    /// `follow_last`, the result is fully canonical; otherwise the last component is kept
-    /// as named (for `lstat`/`readlink`). A missing last component is allowed only when
-    /// `may_create`. Paths outside every root fail with `EACCES` whether or not they exist.
-    fn authorize(&self, raw: &[u8], follow_last: bool, may_create: bool) -> Result<PathBuf, i32> {
-        if raw.is_empty() {
-            return Err(ENOENT);
+    fn open(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
+        let (fl, mode) = (call.args[0] as i32, call.args[1] as u32);
+        if call.args[0] > u32::MAX as u64 || fl & !flags::KNOWN != 0 {
+            return Err(EINVAL);
         }
-        let named = Path::new(OsStr::from_bytes(raw));
-        let abs = if named.is_absolute() {
-            named.to_path_buf()
-        } else {
-            std::env::current_dir()
-                .map_err(|e| errno_of(&e))?
-                .join(named)
-        };
-        let inside = |p: &Path| self.roots.iter().any(|r| p.starts_with(r));
-        if follow_last && let Ok(c) = abs.canonicalize() {
-            return if inside(&c) { Ok(c) } else { Err(EACCES) };
+        let at = self.sandbox.resolve(call.input)?;
+        let acc = fl & flags::ACCMODE;
+        let writes = acc == flags::WRONLY || acc == flags::RDWR;
+        let creates = fl & flags::CREAT != 0;
+        if at.mount.access == Access::ReadOnly
+            && (writes || creates || fl & (flags::TRUNC | flags::APPEND) != 0)
+        {
+            return Err(EROFS);
         }
-        let (Some(parent), Some(Component::Normal(name))) =
-            (abs.parent(), abs.components().next_back())
-        else {
-            return Err(EACCES);
-        };
-        match parent.canonicalize() {
-            Ok(dir) if inside(&dir) => {
-                let full = dir.join(name);
-                if follow_last && !may_create && !full.exists() {
-                    return Err(ENOENT);
-                }
-                Ok(full)
-            }
-            Ok(_) => Err(EACCES),
-            Err(e) => {
-                // Reveal "not found" only for places inside a root.
-                let known = parent.ancestors().find_map(|a| a.canonicalize().ok());
-                match known {
-                    Some(k) if inside(&k) => Err(errno_of(&e)),
-                    _ => Err(EACCES),
-                }
+        let mut o = OpenOptions::new();
+        o.read(acc != flags::WRONLY)
+            .write(writes)
+            .append(fl & flags::APPEND != 0)
+            .truncate(fl & flags::TRUNC != 0)
+            // Permission bits only: never setuid, setgid or sticky on the host.
+            .mode(mode & 0o777);
+        if creates {
+            if fl & flags::EXCL != 0 {
+                o.create_new(true);
+            } else {
+                o.create(true);
             }
         }
-    }
-
-    fn open(&self, call: &mut Call<'_>) -> Result<Result<Reply, i32>, Malformed> {
-        let (fl, mode, n) = (call.args[0] as i32, call.args[1] as u32, call.len_arg(2)?);
-        if fl & !flags::KNOWN != 0 {
-            return Ok(Err(EINVAL));
+        let f = at
+            .mount
+            .dir
+            .open_with(&at.rel, &o)
+            .map_err(|e| at.mount.errno(&e))?
+            .into_std();
+        if fl & flags::DIRECTORY != 0 && !f.metadata().map_err(|e| errno_of(&e))?.is_dir() {
+            return Err(ENOTDIR);
         }
-        Ok((|| {
-            let path = self.authorize(&call.bulk[..n], true, fl & flags::CREAT != 0)?;
-            let acc = fl & flags::ACCMODE;
-            let mut o = OpenOptions::new();
-            o.read(acc != flags::WRONLY)
-                .write(acc == flags::WRONLY || acc == flags::RDWR)
-                .append(fl & flags::APPEND != 0)
-                .truncate(fl & flags::TRUNC != 0)
-                .mode(mode);
-            if fl & flags::CREAT != 0 {
-                if fl & flags::EXCL != 0 {
-                    o.create_new(true);
-                } else {
-                    o.create(true);
-                }
-            }
-            let f = o.open(&path).map_err(|e| errno_of(&e))?;
-            let fd = self
-                .table
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(f)?;
-            Ok(Reply::value(fd as i64))
-        })())
+        let fd = self
+            .table
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(f)?;
+        Ok(Reply::value(fd as i64))
     }
 
     fn file(&self, fd: i32) -> Result<Arc<File>, i32> {
         self.table.lock().unwrap_or_else(|p| p.into_inner()).get(fd)
     }
 
-    fn write(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
-        let (fd, n) = (call.fd_arg(0), call.len_arg(1)?);
-        let data = &call.bulk[..n];
-        let r = match fd {
-            1 | 2 => self.stdio.write(fd, data).map_err(|e| errno_of(&e)),
-            0 => Err(EBADF),
-            _ => self
-                .file(fd)
-                .and_then(|f| (&*f).write(data).map_err(|e| errno_of(&e))),
+    fn write(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
+        let data = call.input;
+        let w = match call.fd_arg(0)? {
+            fd @ (1 | 2) => self.stdio.write(fd, data).map_err(|e| errno_of(&e))?,
+            0 => return Err(EBADF),
+            fd => (&*self.file(fd)?).write(data).map_err(|e| errno_of(&e))?,
         };
-        Ok(to_reply(r.map(|w| Reply::value(w as i64))))
+        Ok(Reply::value(w as i64))
     }
 
     /// `WriteFromDevice`: the bytes are in GPU global memory; the device copies them out
     /// by DMA, piece by piece, and each piece is written as it arrives.
     fn write_from_device(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
-        let (fd, addr, len) = (call.fd_arg(0), call.args[1], call.args[2]);
+        let (addr, len) = (call.args[1], call.args[2]);
         if len > DEVICE_WRITE_MAX {
             return Err(Malformed(format!(
                 "{len} bytes, over the {DEVICE_WRITE_MAX}-byte limit"
             )));
         }
-        if fd == 0 {
-            return Ok(Reply::errno(EBADF));
+        if addr.checked_add(len).is_none() {
+            return Err(Malformed(format!(
+                "{len} bytes at {addr:#x} run past the end of the address space"
+            )));
         }
+        let fd = match call.fd_arg(0) {
+            Ok(0) | Err(_) => return Ok(Reply::errno(EBADF)),
+            Ok(fd) => fd,
+        };
         let file = if is_stdio(fd) {
             None
         } else {
@@ -260,40 +238,37 @@ impl Files {
         })
     }
 
-    fn read(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
-        let (fd, n) = (call.fd_arg(0), call.len_arg(1)?);
-        let buf = &mut call.bulk[..n];
-        let r = match fd {
-            0 => self.stdio.read(buf).map_err(|e| errno_of(&e)),
-            1 | 2 => Err(EBADF),
-            _ => self
-                .file(fd)
-                .and_then(|f| (&*f).read(buf).map_err(|e| errno_of(&e))),
-        };
-        Ok(to_reply(r.map(Reply::bytes)))
+    fn read(&self, call: &mut Call<'_>) -> Result<Result<Reply, i32>, Malformed> {
+        let n = call.len_arg(1)?;
+        let fd = call.fd_arg(0);
+        let buf = &mut call.out[..n];
+        Ok((|| {
+            let r = match fd? {
+                0 => self.stdio.read(buf),
+                1 | 2 => return Err(EBADF),
+                fd => (&*self.file(fd)?).read(buf),
+            };
+            r.map(Reply::bytes).map_err(|e| errno_of(&e))
+        })())
     }
 
-    fn lseek(&self, call: &mut Call<'_>) -> Reply {
-        let (fd, off, whence) = (call.fd_arg(0), call.args[1] as i64, call.args[2] as i32);
+    fn lseek(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
+        let (fd, off) = (call.fd_arg(0)?, call.args[1] as i64);
         if is_stdio(fd) {
-            return Reply::errno(ESPIPE);
+            return Err(ESPIPE);
         }
-        let pos = match whence {
+        let pos = match call.args[2] {
             0 if off >= 0 => SeekFrom::Start(off as u64),
             1 => SeekFrom::Current(off),
             2 => SeekFrom::End(off),
-            _ => return Reply::errno(EINVAL),
+            _ => return Err(EINVAL),
         };
-        to_reply(self.file(fd).and_then(|f| {
-            (&*f)
-                .seek(pos)
-                .map(|p| Reply::value(p as i64))
-                .map_err(|e| errno_of(&e))
-        }))
+        let p = (&*self.file(fd)?).seek(pos).map_err(|e| errno_of(&e))?;
+        i64::try_from(p).map(Reply::value).map_err(|_| EINVAL)
     }
 
-    fn fstat(&self, call: &mut Call<'_>) -> Reply {
-        let fd = call.fd_arg(0);
+    fn fstat(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
+        let fd = call.fd_arg(0)?;
         if is_stdio(fd) {
             // A character device, as a terminal or pipe would look to std.
             let s = FileStat {
@@ -302,57 +277,45 @@ impl Files {
                 blksize: 4096,
                 ..FileStat::default()
             };
-            return put_stat(call, s);
+            return Ok(put_stat(call, s));
         }
-        match self
-            .file(fd)
-            .and_then(|f| f.metadata().map_err(|e| errno_of(&e)))
-        {
-            Ok(m) => put_stat(call, stat_of(&m)),
-            Err(e) => Reply::errno(e),
-        }
+        let m = Metadata::from_file(&*self.file(fd)?).map_err(|e| errno_of(&e))?;
+        Ok(put_stat(call, stat_of(&m)))
     }
 
-    fn stat(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
-        let (n, follow) = (call.len_arg(0)?, call.args[1] != 0);
-        let r = self
-            .authorize(&call.bulk[..n], follow, false)
-            .and_then(|p| {
-                let m = if follow {
-                    p.metadata()
-                } else {
-                    p.symlink_metadata()
-                };
-                m.map_err(|e| errno_of(&e))
-            });
-        Ok(match r {
-            Ok(m) => put_stat(call, stat_of(&m)),
-            Err(e) => Reply::errno(e),
-        })
+    fn stat(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
+        let at = self.sandbox.resolve(call.input)?;
+        let m = if call.args[1] != 0 {
+            at.mount.dir.metadata(&at.rel)
+        } else {
+            at.mount.dir.symlink_metadata(&at.rel)
+        };
+        let m = m.map_err(|e| at.mount.errno(&e))?;
+        Ok(put_stat(call, stat_of(&m)))
     }
 
-    fn path_service(&self, call: &mut Call<'_>, service: Service) -> Result<Reply, Malformed> {
+    fn path_service(&self, call: &mut Call<'_>, service: Service) -> Result<Reply, i32> {
+        use std::os::unix::ffi::OsStrExt;
         if service == Service::Getcwd {
-            return Ok(match std::env::current_dir() {
-                Ok(d) => put_path(call, &d),
-                Err(e) => Reply::errno(errno_of(&e)),
-            });
+            return Ok(put_path(call, &self.sandbox.cwd()));
         }
-        let n = call.len_arg(0)?;
-        let follow = service == Service::Realpath;
-        let r = self
-            .authorize(&call.bulk[..n], follow, false)
-            .and_then(|p| {
-                if follow {
-                    Ok(p)
-                } else {
-                    std::fs::read_link(&p).map_err(|e| errno_of(&e))
-                }
-            });
-        Ok(match r {
-            Ok(p) => put_path(call, &p),
-            Err(e) => Reply::errno(e),
-        })
+        let at = self.sandbox.resolve(call.input)?;
+        let path = if service == Service::Realpath {
+            let rel = at
+                .mount
+                .dir
+                .canonicalize(&at.rel)
+                .map_err(|e| at.mount.errno(&e))?;
+            self.sandbox.guest_path(at.mount, &rel)
+        } else {
+            let target = at
+                .mount
+                .dir
+                .read_link_contents(&at.rel)
+                .map_err(|e| at.mount.errno(&e))?;
+            target.as_os_str().as_bytes().to_vec()
+        };
+        Ok(put_path(call, &path))
     }
 }
 
@@ -364,43 +327,61 @@ impl Handler for Files {
                 call.service
             )));
         };
-        match service {
-            Service::Write => self.write(call),
-            Service::WriteFromDevice => self.write_from_device(call),
+        Ok(match service {
+            Service::Write => to_reply(self.write(call)),
+            Service::WriteFromDevice => self.write_from_device(call)?,
             Service::WritePosted => {
-                let (fd, n, ticket) = (call.fd_arg(0), call.len_arg(1)?, call.args[2]);
+                let fd = call.fd_arg(0).unwrap_or(-1);
                 if fd != 1 && fd != 2 {
                     return Err(Malformed(format!(
-                        "posted write to fd {fd}: only 1 and 2 take them"
+                        "posted write to fd {}: only 1 and 2 take them",
+                        call.args[0]
                     )));
                 }
-                if let Err(e) = self.stdio.write_posted(fd, ticket, &call.bulk[..n]) {
-                    log::warn!("posted write to fd {fd}: {e}");
-                }
-                Ok(Reply::value(n as i64))
+                self.stdio
+                    .write_posted(fd, call.args[2], call.input)
+                    .map_err(|e| Malformed(format!("posted write to fd {fd}: {e}")))?;
+                Reply::value(call.input.len() as i64)
             }
-            Service::Read => self.read(call),
-            Service::Open => Ok(to_reply(self.open(call)?)),
-            Service::Close => {
-                let fd = call.fd_arg(0);
-                Ok(if is_stdio(fd) {
-                    Reply::value(0)
-                } else {
-                    let r = self
-                        .table
+            Service::Read => to_reply(self.read(call)?),
+            Service::Open => to_reply(self.open(call)),
+            Service::Close => to_reply(call.fd_arg(0).and_then(|fd| {
+                if !is_stdio(fd) {
+                    self.table
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .remove(fd);
-                    to_reply(r.map(|()| Reply::value(0)))
-                })
-            }
-            Service::Lseek => Ok(self.lseek(call)),
-            Service::Fstat => Ok(self.fstat(call)),
-            Service::Stat => self.stat(call),
+                        .remove(fd)?;
+                }
+                Ok(Reply::value(0))
+            })),
+            Service::Lseek => to_reply(self.lseek(call)),
+            Service::Fstat => to_reply(self.fstat(call)),
+            Service::Stat => to_reply(self.stat(call)),
             Service::Getcwd | Service::Realpath | Service::Readlink => {
-                self.path_service(call, service)
+                to_reply(self.path_service(call, service))
             }
-            other => Err(Malformed(format!("{} is not a file service", other.name()))),
+            other => return Err(Malformed(format!("{} is not a file service", other.name()))),
+        })
+    }
+
+    fn can_block(&self, service: u32) -> bool {
+        // Anything that touches a file system or stdin: resolving a path may wait on a
+        // slow file system, opening a FIFO waits for its other end, reading stdin waits
+        // for a human, and 64 MiB into a file holds up every other port.
+        use Service::*;
+        matches!(
+            Service::from_id(service),
+            Some(Open | Stat | Realpath | Readlink | Read | Write | WriteFromDevice)
+        )
+    }
+
+    fn may_block(&self, service: u32, args: &[u64; 6]) -> bool {
+        // Of those, only writes to stdout and stderr stay on the polling threads.
+        let fd = i32::try_from(args[0] as i64).unwrap_or(-1);
+        match Service::from_id(service) {
+            Some(Service::Read) => fd != 1 && fd != 2,
+            Some(Service::Write | Service::WriteFromDevice) => !is_stdio(fd),
+            _ => true,
         }
     }
 }

@@ -1,10 +1,11 @@
 //! Host services, one module per capability, reached by numeric id. Everything is denied
-//! until granted through [`crate::HostBuilder`]: files only under pre-opened directories,
-//! environment variables only as listed.
+//! until granted through [`crate::HostBuilder`]: files only beneath pre-opened directory
+//! handles ([`sandbox`]), environment variables only as listed.
 
 mod env;
 mod fs;
 mod process;
+pub mod sandbox;
 mod stdio;
 
 use std::collections::HashMap;
@@ -16,9 +17,12 @@ pub(crate) use env::EnvPolicy;
 pub(crate) use fs::{FdTable, Files};
 pub(crate) use process::Process;
 pub use process::Termination;
-pub(crate) use stdio::Stdio;
+pub(crate) use sandbox::{MountSpec, Sandbox};
 
-/// One lane's request as a service sees it.
+pub(crate) use stdio::{Capture, Stdio};
+
+/// One lane's request as a service sees it: copied out of the GPU-writable port before
+/// the service runs, so what a service checks is what it uses.
 pub struct Call<'a> {
     /// The service id the lane asked for.
     pub service: u32,
@@ -28,15 +32,17 @@ pub struct Call<'a> {
     pub thread: u32,
     /// The arguments (see `hostcall_abi::service` for each service's convention).
     pub args: [u64; 6],
-    /// The lane's bulk buffer (`BULK_PER_LANE` bytes in a shared packet, `PORT_BULK` for
-    /// a lone lane): input bytes on entry, output bytes on return.
-    pub bulk: &'a mut [u8],
+    /// The bytes the lane sent: as many as the argument [`Handler::input_len_arg`] names.
+    pub input: &'a [u8],
+    /// Room for the bytes the service sends back (`BULK_PER_LANE` bytes in a shared
+    /// packet, `PORT_BULK` for a lone lane); [`Reply::bulk_out`] says how many it wrote.
+    pub out: &'a mut [u8],
 }
 
 impl Call<'_> {
-    /// Argument `i` as a length bounded by the bulk buffer.
+    /// Argument `i` as an output length bounded by the bulk buffer.
     pub fn len_arg(&self, i: usize) -> Result<usize, Malformed> {
-        let (n, cap) = (self.args[i], self.bulk.len());
+        let (n, cap) = (self.args[i], self.out.len());
         if n > cap as u64 {
             return Err(Malformed(format!(
                 "length argument {i} is {n}, over the {cap}-byte bulk buffer"
@@ -45,9 +51,10 @@ impl Call<'_> {
         Ok(n as usize)
     }
 
-    /// Argument `i` as a GPU file descriptor.
-    pub fn fd_arg(&self, i: usize) -> i32 {
-        self.args[i] as i32
+    /// Argument `i` as a GPU file descriptor: a C `int`, so any value outside `i32`
+    /// names no file (`EBADF`) rather than being truncated into one that does.
+    pub fn fd_arg(&self, i: usize) -> Result<i32, i32> {
+        i32::try_from(self.args[i] as i64).map_err(|_| hostcall_abi::errno::EBADF)
     }
 }
 
@@ -87,10 +94,45 @@ impl Reply {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Malformed(pub String);
 
-/// A host service. Called concurrently from the server's consumer threads.
+/// A host service. Called concurrently from the server's consumer threads and its
+/// blocking pool; a panic is caught and answered `EIO`.
 pub trait Handler: Send + Sync {
     /// Serves one lane's call.
     fn call(&self, call: &mut Call<'_>) -> Result<Reply, Malformed>;
+
+    /// The argument holding the length of the bytes the lane sends for `service`, which
+    /// the server copies into [`Call::input`]; `None` when it sends none. By default the
+    /// ABI's convention for built-in ids (`Service::input_len_arg`), none for others.
+    fn input_len_arg(&self, service: u32) -> Option<usize> {
+        Service::from_id(service).and_then(Service::input_len_arg)
+    }
+
+    /// Whether some calls of `service` may block for long (a terminal, a FIFO, a slow
+    /// file system): only for those does the server ask [`Handler::may_block`]. Asked
+    /// once, when the handler is registered. Default: no.
+    fn can_block(&self, service: u32) -> bool {
+        let _ = service;
+        false
+    }
+
+    /// Whether this call may block for long: such calls run on the server's blocking
+    /// pool, never on a thread that polls other ports. Asked only where
+    /// [`Handler::can_block`] said so. Default: yes.
+    fn may_block(&self, service: u32, args: &[u64; 6]) -> bool {
+        let _ = (service, args);
+        true
+    }
+}
+
+/// A registered service: its handler and what the server needs to know before calling
+/// it, settled at registration so that serving a lane costs one lookup.
+#[derive(Clone)]
+pub(crate) struct Entry {
+    pub handler: Arc<dyn Handler>,
+    /// [`Handler::input_len_arg`] for this id.
+    pub input_arg: Option<usize>,
+    /// [`Handler::can_block`] for this id.
+    pub can_block: bool,
 }
 
 /// Ids below this are looked up by index: every call of the hot path is one.
@@ -102,8 +144,8 @@ pub type IdleHook = Arc<dyn Fn() + Send + Sync>;
 /// Services by id: the built-in std services plus any the embedder registers.
 #[derive(Clone)]
 pub struct ServiceTable {
-    dense: Vec<Option<Arc<dyn Handler>>>,
-    sparse: HashMap<u32, Arc<dyn Handler>>,
+    dense: Vec<Option<Entry>>,
+    sparse: HashMap<u32, Entry>,
     idle: Vec<IdleHook>,
 }
 
@@ -120,18 +162,28 @@ impl Default for ServiceTable {
 impl ServiceTable {
     /// Registers (or replaces) the handler for `id`.
     pub fn register(&mut self, id: u32, handler: Arc<dyn Handler>) {
+        let entry = Entry {
+            input_arg: handler.input_len_arg(id),
+            can_block: handler.can_block(id),
+            handler,
+        };
         match self.dense.get_mut(id as usize) {
-            Some(slot) => *slot = Some(handler),
+            Some(slot) => *slot = Some(entry),
             None => {
-                self.sparse.insert(id, handler);
+                self.sparse.insert(id, entry);
             }
         }
     }
 
     /// The handler for `id`, if any.
     pub fn get(&self, id: u32) -> Option<&Arc<dyn Handler>> {
+        self.entry(id).map(|e| &e.handler)
+    }
+
+    /// The registration of `id`, if any.
+    pub(crate) fn entry(&self, id: u32) -> Option<&Entry> {
         match self.dense.get(id as usize) {
-            Some(h) => h.as_ref(),
+            Some(e) => e.as_ref(),
             None => self.sparse.get(&id),
         }
     }

@@ -1,20 +1,19 @@
 //! Process-level services: exit, abort, the realtime clock, randomness, and `Ping`.
 
-use std::fs::File;
-use std::io::Read;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use hostcall_abi::Service;
 use hostcall_abi::errno::EIO;
 
-use super::{Call, Handler, Malformed, Reply, errno_of};
+use super::{Call, Handler, Malformed, Reply};
 
 /// How the GPU program asked to end, if it did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Termination {
-    /// `std::process::exit(code)` (or libc `exit`).
-    Exit(i32),
+    /// `std::process::exit(code)` (or libc `exit`), with the status a Linux parent
+    /// would see: `code & 0xff`.
+    Exit(u8),
     /// A thread called `abort` (every panic ends there).
     Abort {
         /// The aborting thread's linear block index.
@@ -50,7 +49,7 @@ impl Handler for Process {
         Ok(match service {
             Some(Service::Ping) => Reply::value(call.args[0] as i64),
             Some(Service::Exit) => {
-                self.terminate(Termination::Exit(call.args[0] as i32));
+                self.terminate(Termination::Exit((call.args[0] & 0xff) as u8));
                 Reply::value(0)
             }
             Some(Service::Abort) => {
@@ -73,10 +72,12 @@ impl Handler for Process {
             }
             Some(Service::Getrandom) => {
                 let n = call.len_arg(0)?;
-                match File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut call.bulk[..n]))
-                {
+                match getrandom::fill(&mut call.out[..n]) {
                     Ok(()) => Reply::bytes(n),
-                    Err(e) => Reply::errno(errno_of(&e)),
+                    Err(e) => {
+                        log::warn!("getrandom: {e}");
+                        Reply::errno(EIO)
+                    }
                 }
             }
             _ => Reply::errno(EIO),

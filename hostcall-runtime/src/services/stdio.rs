@@ -12,19 +12,47 @@ use std::io::{Read, Write};
 use std::sync::Mutex;
 
 /// Tickets ahead of the next expected one that the ring holds without allocating.
-const WINDOW: u64 = 4096;
+const RING: u64 = 4096;
+/// Tickets ahead of the next expected one a posted write may carry; one further ahead is
+/// malformed (a GPU has at most ports × 32 writes in flight, and each thread's writes
+/// are in order, so only a kernel that forges tickets gets near it).
+pub(crate) const TICKET_WINDOW: u64 = 1 << 16;
+/// Bytes of out-of-order posted writes held per fd; a write that would hold more is
+/// refused as malformed, so a forged ticket stream cannot grow host memory.
+pub(crate) const HELD_BYTES_MAX: usize = 64 << 20;
 /// In-order bytes buffered before they are handed to the host's stream.
 const FLUSH_BYTES: usize = 64 << 10;
+
+/// Why a posted write was refused.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum PostedError {
+    /// Its ticket was already written, or is the one reserved value.
+    #[error("ticket {0} was already written")]
+    Passed(u64),
+    /// Its ticket is beyond the window.
+    #[error("ticket {ticket} is beyond the window of {TICKET_WINDOW} after {next}")]
+    Beyond { ticket: u64, next: u64 },
+    /// Another write with this ticket is waiting.
+    #[error("ticket {0} arrived twice")]
+    Duplicate(u64),
+    /// Holding it would pass the per-fd limit on out-of-order bytes.
+    #[error(
+        "{held} bytes already wait for ticket {next}: holding {more} more would pass {HELD_BYTES_MAX}"
+    )]
+    Full { held: usize, more: usize, next: u64 },
+}
 
 /// Posted writes of one fd waiting for the tickets before theirs, and in-order bytes not
 /// yet written.
 pub(crate) struct Reorder {
     next: u64,
-    /// Piece of ticket `t` (when `next < t < next + WINDOW`) at `t % WINDOW`, with a
-    /// flag saying it arrived.
+    /// Piece of ticket `t` (when `next < t < next + RING`) at `t % RING`, with a flag
+    /// saying it arrived.
     ring: Vec<(bool, Vec<u8>)>,
-    /// Pieces beyond the window (rare: a very late ticket).
+    /// Pieces further ahead, inside the window.
     far: BTreeMap<u64, Vec<u8>>,
+    /// Bytes in `ring` and `far`.
+    held: usize,
     /// In-order bytes to write.
     out: Vec<u8>,
 }
@@ -33,42 +61,69 @@ impl Default for Reorder {
     fn default() -> Self {
         Reorder {
             next: 0,
-            ring: (0..WINDOW).map(|_| (false, Vec::new())).collect(),
+            ring: (0..RING).map(|_| (false, Vec::new())).collect(),
             far: BTreeMap::new(),
+            held: 0,
             out: Vec::with_capacity(FLUSH_BYTES),
         }
     }
 }
 
 impl Reorder {
-    /// Takes the piece of ticket `t`; returns false for a ticket already passed.
-    fn insert(&mut self, t: u64, data: &[u8]) -> bool {
-        if t < self.next {
-            return false;
+    /// Takes the piece of ticket `t`.
+    fn insert(&mut self, t: u64, data: &[u8]) -> Result<(), PostedError> {
+        let Some(ahead) = t.checked_sub(self.next).filter(|_| t != u64::MAX) else {
+            return Err(PostedError::Passed(t));
+        };
+        if ahead >= TICKET_WINDOW {
+            return Err(PostedError::Beyond {
+                ticket: t,
+                next: self.next,
+            });
         }
-        if t == self.next {
+        if ahead == 0 {
             self.out.extend_from_slice(data);
             self.next += 1;
             self.advance();
-        } else if t - self.next < WINDOW {
-            let (filled, buf) = &mut self.ring[(t % WINDOW) as usize];
+            return Ok(());
+        }
+        let waiting = if ahead < RING {
+            self.ring[(t % RING) as usize].0
+        } else {
+            self.far.contains_key(&t)
+        };
+        if waiting {
+            return Err(PostedError::Duplicate(t));
+        }
+        if self.held + data.len() > HELD_BYTES_MAX {
+            return Err(PostedError::Full {
+                held: self.held,
+                more: data.len(),
+                next: self.next,
+            });
+        }
+        self.held += data.len();
+        if ahead < RING {
+            let (filled, buf) = &mut self.ring[(t % RING) as usize];
             *filled = true;
             buf.clear();
             buf.extend_from_slice(data);
         } else {
             self.far.insert(t, data.to_vec());
         }
-        true
+        Ok(())
     }
 
     /// Moves every piece now in order into `out`.
     fn advance(&mut self) {
         loop {
-            let (filled, buf) = &mut self.ring[(self.next % WINDOW) as usize];
+            let (filled, buf) = &mut self.ring[(self.next % RING) as usize];
             if *filled {
                 *filled = false;
+                self.held -= buf.len();
                 self.out.extend_from_slice(buf);
             } else if let Some(d) = self.far.remove(&self.next) {
+                self.held -= d.len();
                 self.out.extend_from_slice(&d);
             } else {
                 return;
@@ -83,9 +138,9 @@ impl Reorder {
         let mut missing = 0;
         loop {
             self.advance();
-            let ring_next = (1..WINDOW)
+            let ring_next = (1..RING)
                 .map(|d| self.next + d)
-                .find(|t| self.ring[(t % WINDOW) as usize].0);
+                .find(|t| self.ring[(t % RING) as usize].0);
             let far_next = self.far.keys().next().copied();
             let Some(t) = ring_next.into_iter().chain(far_next).min() else {
                 return missing;
@@ -93,6 +148,64 @@ impl Reorder {
             missing += t - self.next;
             self.next = t;
         }
+    }
+
+    /// Bytes waiting for earlier tickets.
+    #[cfg(feature = "fuzzing")]
+    pub fn held(&self) -> usize {
+        self.held
+    }
+}
+
+/// Copies of what fds 1 and 2 received, up to a limit; past it the bytes are counted and
+/// a note saying how many were left out ends the copy.
+pub(crate) struct Capture {
+    limit: usize,
+    fds: [Mutex<(Vec<u8>, u64)>; 2],
+}
+
+impl Capture {
+    /// A capture keeping at most `limit` bytes of each fd.
+    pub fn new(limit: usize) -> Capture {
+        Capture {
+            limit,
+            fds: Default::default(),
+        }
+    }
+
+    fn add(&self, fd: i32, data: &[u8]) {
+        let mut c = self.fds[(fd - 1) as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let room = self.limit.saturating_sub(c.0.len()).min(data.len());
+        c.0.extend_from_slice(&data[..room]);
+        c.1 += (data.len() - room) as u64;
+    }
+
+    fn take(&self, fd: i32) -> Vec<u8> {
+        let mut c = self.fds[(fd - 1) as usize]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let (mut bytes, dropped) = std::mem::take(&mut *c);
+        if dropped > 0 {
+            bytes.extend_from_slice(
+                format!(
+                    "\n[hostcall: {dropped} more bytes were not captured: the capture keeps {} bytes]\n",
+                    self.limit
+                )
+                .as_bytes(),
+            );
+        }
+        bytes
+    }
+
+    /// Bytes kept so far on each fd.
+    #[cfg(feature = "fuzzing")]
+    pub fn held(&self) -> usize {
+        self.fds
+            .iter()
+            .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()).0.len())
+            .sum()
     }
 }
 
@@ -103,7 +216,7 @@ pub(crate) struct Stdio {
     /// Let fd 0 read the host's stdin.
     pub stdin: bool,
     /// Copies of what fds 1 and 2 received, when capturing.
-    pub captured: Option<[Mutex<Vec<u8>>; 2]>,
+    pub captured: Option<Capture>,
     /// Posted writes to fds 1 and 2, put back in ticket order.
     pub posted: [Mutex<Reorder>; 2],
 }
@@ -115,10 +228,7 @@ impl Stdio {
             return Ok(());
         }
         if let Some(cap) = &self.captured {
-            cap[(fd - 1) as usize]
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .extend_from_slice(data);
+            cap.add(fd, data);
         }
         if self.echo {
             if fd == 1 {
@@ -153,16 +263,23 @@ impl Stdio {
         Ok(data.len())
     }
 
-    /// A posted write to fd 1 or 2 with its ticket: in order now, or kept until its turn.
-    pub fn write_posted(&self, fd: i32, ticket: u64, data: &[u8]) -> std::io::Result<()> {
+    /// A posted write to fd 1 or 2 with its ticket: in order now, or kept until its turn;
+    /// refused if the ticket is not one a well-behaved kernel could send now.
+    pub fn write_posted(&self, fd: i32, ticket: u64, data: &[u8]) -> Result<(), PostedError> {
         let mut r = self.reorder(fd);
-        if !r.insert(ticket, data) {
-            log::warn!("posted write to fd {fd} with ticket {ticket}, already passed: dropped");
-        }
-        if r.out.len() >= FLUSH_BYTES {
-            self.flush_fd(fd, &mut r)?;
+        r.insert(ticket, data)?;
+        if r.out.len() >= FLUSH_BYTES
+            && let Err(e) = self.flush_fd(fd, &mut r)
+        {
+            log::warn!("writing GPU output to fd {fd}: {e}");
         }
         Ok(())
+    }
+
+    /// Bytes of posted writes waiting for earlier tickets, over both fds.
+    #[cfg(feature = "fuzzing")]
+    pub fn held(&self) -> usize {
+        [1, 2].map(|fd| self.reorder(fd).held()).iter().sum()
     }
 
     /// Writes whatever in-order posted bytes are buffered (a consumer went idle).
@@ -198,10 +315,7 @@ impl Stdio {
     /// Takes what was captured on fd 1 and fd 2 so far.
     pub fn take_captured(&self) -> (Vec<u8>, Vec<u8>) {
         match &self.captured {
-            Some([out, err]) => (
-                std::mem::take(&mut *out.lock().unwrap_or_else(|p| p.into_inner())),
-                std::mem::take(&mut *err.lock().unwrap_or_else(|p| p.into_inner())),
-            ),
+            Some(c) => (c.take(1), c.take(2)),
             None => Default::default(),
         }
     }
@@ -215,7 +329,7 @@ mod tests {
         Stdio {
             echo: false,
             stdin: false,
-            captured: Some(Default::default()),
+            captured: Some(Capture::new(1 << 20)),
             posted: Default::default(),
         }
     }
@@ -240,17 +354,73 @@ mod tests {
     }
 
     #[test]
-    fn tickets_beyond_the_ring_and_passed_tickets_are_handled() {
+    fn tickets_beyond_the_ring_are_held_and_passed_ones_refused() {
         let s = capturing();
-        s.write_posted(1, WINDOW + 5, b"far").unwrap();
-        for t in (0..WINDOW + 5).rev() {
+        s.write_posted(1, RING + 5, b"far").unwrap();
+        for t in (0..RING + 5).rev() {
             s.write_posted(1, t, b".").unwrap();
         }
-        s.write_posted(1, 3, b"again").unwrap();
+        assert_eq!(s.write_posted(1, 3, b"again"), Err(PostedError::Passed(3)));
         assert_eq!(s.flush_posted().unwrap(), 0);
         let out = s.take_captured().0;
-        assert_eq!(out.len(), (WINDOW + 5) as usize + 3);
+        assert_eq!(out.len(), (RING + 5) as usize + 3);
         assert!(out.ends_with(b".far"), "the far piece in its place");
+    }
+
+    #[test]
+    fn forged_tickets_are_refused_and_hold_nothing() {
+        let s = capturing();
+        let beyond = PostedError::Beyond {
+            ticket: TICKET_WINDOW,
+            next: 0,
+        };
+        assert_eq!(s.write_posted(1, TICKET_WINDOW, b"x"), Err(beyond));
+        assert_eq!(
+            s.write_posted(1, u64::MAX, b"x"),
+            Err(PostedError::Passed(u64::MAX))
+        );
+        s.write_posted(1, 7, b"x").unwrap();
+        assert_eq!(s.write_posted(1, 7, b"y"), Err(PostedError::Duplicate(7)));
+        assert_eq!(s.write_posted(1, RING + 7, b"x"), Ok(()));
+        assert_eq!(
+            s.write_posted(1, RING + 7, b"y"),
+            Err(PostedError::Duplicate(RING + 7))
+        );
+        let piece = vec![b'p'; 4096];
+        let mut refused = None;
+        for t in (8..TICKET_WINDOW).filter(|&t| t != RING + 7) {
+            if let Err(e) = s.write_posted(1, t, &piece) {
+                refused = Some(e);
+                break;
+            }
+        }
+        assert!(
+            matches!(refused, Some(PostedError::Full { .. })),
+            "{refused:?}"
+        );
+        assert!(
+            s.reorder(1).held <= HELD_BYTES_MAX,
+            "held {}",
+            s.reorder(1).held
+        );
+    }
+
+    #[test]
+    fn capture_stops_at_its_limit_and_says_so() {
+        let s = Stdio {
+            echo: false,
+            stdin: false,
+            captured: Some(Capture::new(10)),
+            posted: Default::default(),
+        };
+        for _ in 0..1000 {
+            s.write(1, b"0123456789abcdef").unwrap();
+        }
+        let out = String::from_utf8(s.take_captured().0).unwrap();
+        assert!(
+            out.starts_with("0123456789\n[hostcall: 15990 more bytes were not captured"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -1,0 +1,369 @@
+//! The fuzz case: an `arbitrary` sequence of packets (service, arguments, input bytes,
+//! shared or lone) written into a port in host memory and served by the real server,
+//! against a root seeded with escapes, optionally with a thread rewriting the port
+//! while it is served. [`run`] panics on any broken invariant:
+//!
+//! - no handler panics (the server would turn one into `EIO`; it is counted and checked);
+//! - every packet is answered (nothing hangs);
+//! - every open GPU file lies under a mount, and nothing appears outside the root;
+//! - a variable that was not granted is never returned;
+//! - host memory held for the GPU stays under its bounds.
+//!
+//! `cargo fuzz run serve` (in `fuzz/`) drives it; `tests/corpus.rs` replays the corpus.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU8};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use arbitrary::{Arbitrary, Unstructured};
+use hostcall_abi::{BULK_PER_LANE, LaneSlot, PORT_BULK, Port, Service, Status, WARP_SIZE};
+use hostcall_runtime::fuzzing::{DEVICE_BASE, DEVICE_BYTES, PortBench};
+use hostcall_runtime::{DEFAULT_CAPTURE_LIMIT, Host, HostBuilder};
+
+/// A variable the GPU may never read, set in the fuzzing process.
+pub const SECRET_VAR: &str = "HOSTCALL_FUZZ_SECRET";
+/// Its value, which must never appear in an answer.
+pub const SECRET_VALUE: &[u8] = b"s3cr3t-value";
+/// A variable the GPU may read, as the host has it.
+pub const GRANTED_VAR: &str = "HOSTCALL_FUZZ_GRANT";
+
+/// Bytes the services may hold for the GPU: out-of-order posted writes on two fds, and
+/// the capture of two fds with its closing note.
+const HELD_LIMIT: usize = 2 * (64 << 20) + 2 * (DEFAULT_CAPTURE_LIMIT + 256);
+
+/// The seeded directories, made once per process.
+pub struct World {
+    _tmp: tempfile::TempDir,
+    /// Mounted read-write at `/data`.
+    pub root: PathBuf,
+    /// Mounted read-only at `/ro`.
+    pub ro: PathBuf,
+    /// Outside every mount: must only ever hold `secret`.
+    pub outside: PathBuf,
+    /// An end of the FIFO at `/data/fifo`, held open for reading and writing so that
+    /// opening either end never waits, and pumped so reads and writes finish.
+    fifo: File,
+}
+
+impl World {
+    fn new() -> World {
+        // SAFETY: set before any thread of this process reads the environment for the
+        // fuzzer (the first case), never changed after.
+        unsafe {
+            std::env::set_var(SECRET_VAR, std::str::from_utf8(SECRET_VALUE).unwrap());
+            std::env::set_var(GRANTED_VAR, "granted");
+        }
+        let tmp = tempfile::tempdir().expect("a temporary dir");
+        let base = tmp.path().canonicalize().expect("canonical");
+        let (root, ro, outside) = (base.join("root"), base.join("ro"), base.join("outside"));
+        for d in [&root, &ro, &outside, &root.join("sub")] {
+            std::fs::create_dir_all(d).expect("seeding");
+        }
+        std::fs::write(outside.join("secret"), "outside").expect("seeding");
+        std::fs::write(root.join("inside.txt"), "inside").expect("seeding");
+        std::fs::write(ro.join("inside.txt"), "read only").expect("seeding");
+        let link = |target: &Path, name: &str| {
+            std::os::unix::fs::symlink(target, root.join(name)).expect("seeding")
+        };
+        link(&outside.join("new"), "out"); // dangling, absolute, outside
+        link(Path::new("../outside"), "up"); // relative, outside
+        link(&outside.join("secret"), "secret"); // existing, outside
+        link(Path::new("loop2"), "loop1");
+        link(Path::new("loop1"), "loop2");
+        link(Path::new("/proc/self/root"), "magic");
+        link(Path::new("/proc/self/cwd"), "magiccwd");
+        link(Path::new("."), "selfdir");
+        link(&root.join("inside.txt"), "absinside");
+        rustix::fs::mkfifoat(rustix::fs::CWD, root.join("fifo"), 0o600.into()).expect("mkfifo");
+        let fifo = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .open(root.join("fifo"))
+            .expect("opening the FIFO");
+        World {
+            _tmp: tmp,
+            root,
+            ro,
+            outside,
+            fifo,
+        }
+    }
+
+    /// The host every case runs against.
+    pub fn builder(&self) -> HostBuilder {
+        Host::builder()
+            .preopen_dir(&self.root, "/data")
+            .preopen_dir_readonly(&self.ro, "/ro")
+            .cwd("/data/sub")
+            .env("GIVEN", "value")
+            .inherit_env(GRANTED_VAR)
+            .max_open_files(64)
+            .blocking_threads(2)
+    }
+
+    /// Keeps the FIFO between empty and full, so a read or write of it always ends.
+    fn tend_fifo(&self) {
+        let mut buf = [0u8; 1 << 16];
+        let _ = (&self.fifo).read(&mut buf);
+        let _ = (&self.fifo).write(&[b'f'; 512]);
+    }
+
+    fn outside_is_untouched(&self) -> bool {
+        let names: Vec<_> = std::fs::read_dir(&self.outside)
+            .expect("listing outside")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        names == ["secret"]
+    }
+}
+
+/// The process's world.
+pub fn world() -> &'static World {
+    static W: OnceLock<World> = OnceLock::new();
+    W.get_or_init(World::new)
+}
+
+/// Paths worth trying: escapes of every kind, and ordinary files.
+const PATHS: &[&[u8]] = &[
+    b"/data",
+    b"/data/inside.txt",
+    b"/data/out",
+    b"/data/up/new",
+    b"/data/up/secret",
+    b"/data/secret",
+    b"/data/loop1",
+    b"/data/magic/etc/passwd",
+    b"/data/magiccwd",
+    b"/data/fifo",
+    b"/data/sub/x",
+    b"/data/../etc/passwd",
+    b"/data/selfdir/selfdir/inside.txt",
+    b"/data/absinside",
+    b"/ro/inside.txt",
+    b"/ro/new",
+    b"x.txt",
+    b"../inside.txt",
+    b"/etc/passwd",
+    b"/",
+    b"",
+];
+
+/// An argument, chosen so the fuzzer reaches deep paths quickly.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+enum Arg {
+    Raw(u64),
+    /// The length of the lane's input.
+    InputLen,
+    /// A small number (a length, a flag, a whence).
+    Small(u16),
+    /// An fd this case opened earlier, or stdio.
+    Fd(u8),
+    /// Open flags from the ones the service knows.
+    Flags(u32),
+    /// A device address inside the bench's device memory.
+    Device(u16),
+}
+
+#[derive(Arbitrary, Debug, Clone)]
+enum Input {
+    Path {
+        pick: u8,
+        suffix: Vec<u8>,
+    },
+    Bytes(Vec<u8>),
+    /// `/a` repeated: long paths.
+    Long(u16),
+    Name(u8),
+}
+
+#[derive(Arbitrary, Debug, Clone)]
+struct Lane {
+    service: u8,
+    args: [Arg; 6],
+    input: Input,
+    /// Written for another sequence than the one published (a stale or forged slot).
+    stale: bool,
+}
+
+#[derive(Arbitrary, Debug, Clone)]
+struct Packet {
+    lanes: Vec<Lane>,
+    /// Publish only the first lane, which then has the port's whole bulk area.
+    lone: bool,
+}
+
+#[derive(Arbitrary, Debug)]
+struct Case {
+    packets: Vec<Packet>,
+    /// Rewrite the port's slots and bulk bytes from another thread while serving.
+    mutate: bool,
+}
+
+const NAMES: &[&[u8]] = &[
+    b"GIVEN",
+    SECRET_VAR.as_bytes(),
+    GRANTED_VAR.as_bytes(),
+    b"PATH",
+];
+const KNOWN_FLAGS: u32 = 0o3 | 0o100 | 0o200 | 0o400 | 0o1000 | 0o2000 | 0o100000 | 0o200000;
+
+fn input_bytes(input: &Input) -> Vec<u8> {
+    match input {
+        Input::Path { pick, suffix } => {
+            let mut p = PATHS[*pick as usize % PATHS.len()].to_vec();
+            p.extend_from_slice(&suffix[..suffix.len().min(64)]);
+            p
+        }
+        Input::Bytes(b) => b.clone(),
+        Input::Long(n) => b"/a".repeat((*n as usize).min(PORT_BULK / 2)),
+        Input::Name(i) => NAMES[*i as usize % NAMES.len()].to_vec(),
+    }
+}
+
+/// Rewrites bytes of the port until told to stop.
+fn mutator(port: usize, stop: Arc<AtomicBool>, seed: u64) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let base = port as *const u8;
+        let mut x = seed | 1;
+        while !stop.load(Relaxed) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // The lane slots and bulk area, never the header or answer words (the GPU
+            // owns those only by protocol; breaking them is the transport's business).
+            let lanes = std::mem::offset_of!(Port, lanes);
+            let at = lanes + (x as usize % (size_of::<Port>() - lanes));
+            // SAFETY: `at` is inside the port, which outlives this thread (joined before
+            // the bench drops); the server reads the port only with atomics.
+            unsafe { &*base.add(at).cast::<AtomicU8>() }.store((x >> 32) as u8, Relaxed);
+            std::hint::spin_loop();
+        }
+    })
+}
+
+/// Runs one fuzz case; panics if an invariant breaks.
+pub fn run(data: &[u8]) {
+    let Ok(case) = Case::arbitrary_take_rest(Unstructured::new(data)) else {
+        return;
+    };
+    let world = world();
+    let panics_before = PortBench::handler_panics();
+    let mut bench = PortBench::new(world.builder()).expect("a bench over the seeded root");
+    let stop = Arc::new(AtomicBool::new(false));
+    let mutating = case
+        .mutate
+        .then(|| mutator(bench.port() as usize, stop.clone(), data.len() as u64));
+    let mut fds: Vec<u64> = vec![0, 1, 2];
+    for packet in case.packets.iter().take(6) {
+        let lanes: Vec<&Lane> = packet.lanes.iter().take(WARP_SIZE).collect();
+        if lanes.is_empty() {
+            continue;
+        }
+        let lone = packet.lone || lanes.len() == 1;
+        let lanes = if lone { &lanes[..1] } else { &lanes[..] };
+        let seq = bench.next_seq();
+        let mut services = Vec::new();
+        for (i, lane) in lanes.iter().enumerate() {
+            let input = input_bytes(&lane.input);
+            let cap = if lone { PORT_BULK } else { BULK_PER_LANE };
+            let input = &input[..input.len().min(cap)];
+            let arg = |a: &Arg| match *a {
+                Arg::Raw(v) => v,
+                Arg::InputLen => input.len() as u64,
+                Arg::Small(v) => v as u64,
+                Arg::Fd(k) => fds[k as usize % fds.len()],
+                Arg::Flags(f) => (f & KNOWN_FLAGS) as u64,
+                Arg::Device(o) => DEVICE_BASE + (o as u64 % DEVICE_BYTES as u64),
+            };
+            let service = lane.service as u32 % (Service::ALL.len() as u32 + 2);
+            services.push(service);
+            let (bulk, _) = bulk_of(bench.port(), i, lone);
+            for (k, b) in input.iter().enumerate() {
+                // SAFETY: `k < cap`, inside the lane's bulk buffer.
+                unsafe { &*bulk.add(k).cast::<AtomicU8>() }.store(*b, Relaxed);
+            }
+            bench.write_slot(
+                i,
+                LaneSlot {
+                    service,
+                    seq: if lane.stale { seq.wrapping_add(7) } else { seq },
+                    block: 0,
+                    thread: i as u32,
+                    args: lane.args.map(|a| arg(&a)),
+                },
+            );
+        }
+        // `lanes.len() <= 32`: the first `len` bits.
+        let mask = ((1u64 << lanes.len()) - 1) as u32;
+        let answered =
+            bench.publish_and_serve(mask, Duration::from_secs(10), &mut || world.tend_fifo());
+        assert!(
+            answered,
+            "a packet of {services:?} was not answered within 10 s"
+        );
+        for (i, &service) in services.iter().enumerate() {
+            let a = bench.answer(i).expect("an answer word");
+            let slot = bench.slot(i);
+            let (result, out) = match a.inline {
+                Some(r) => (r, 0),
+                None => (slot.args[0] as i64, slot.args[5] as usize),
+            };
+            if a.status == Status::Ok && service == Service::Open as u32 && result >= 0 {
+                fds.push(result as u64);
+            }
+            if service == Service::Getenv as u32 && out > 0 {
+                let (bulk, _) = bulk_of(bench.port(), i, lone);
+                let got: Vec<u8> = (0..out)
+                    // SAFETY: `out` is at most the lane's bulk capacity (the server
+                    // bounds it).
+                    .map(|k| unsafe { &*bulk.add(k).cast::<AtomicU8>() }.load(Relaxed))
+                    .collect();
+                assert_ne!(
+                    got, SECRET_VALUE,
+                    "a variable that was not granted was read"
+                );
+            }
+        }
+        let outside = bench.files_outside_mounts();
+        assert!(
+            outside.is_empty(),
+            "GPU files outside every mount: {outside:?}"
+        );
+        assert!(
+            world.outside_is_untouched(),
+            "something was created outside the root"
+        );
+        assert!(
+            bench.held_bytes() <= HELD_LIMIT,
+            "held {} bytes",
+            bench.held_bytes()
+        );
+    }
+    stop.store(true, Relaxed);
+    if let Some(t) = mutating {
+        t.join().expect("the mutator");
+    }
+    assert_eq!(
+        PortBench::handler_panics(),
+        panics_before,
+        "a handler panicked"
+    );
+}
+
+/// Lane `lane`'s bulk buffer in `port`.
+fn bulk_of(port: *mut Port, lane: usize, lone: bool) -> (*mut u8, usize) {
+    // SAFETY: inside the port.
+    let area = unsafe { (&raw mut (*port).bulk).cast::<u8>() };
+    if lone {
+        (area, PORT_BULK)
+    } else {
+        // SAFETY: `lane < WARP_SIZE`, inside the bulk area.
+        (unsafe { area.add(lane * BULK_PER_LANE) }, BULK_PER_LANE)
+    }
+}

@@ -1,0 +1,225 @@
+//! A port in host memory served by the real server and services, with no GPU and no
+//! device half: a fuzzer (or a test) writes any bytes into it, publishes, and checks
+//! what the host did. Built with the `fuzzing` feature only.
+
+use std::alloc::Layout;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hostcall_abi::answer::Answer;
+use hostcall_abi::{Doorbell, LaneSlot, Port};
+
+use crate::module::{DeviceMemory, StreamStop};
+use crate::server::{Context, Mode, Scratch, serve_port};
+use crate::services::{Capture, EnvPolicy, FdTable, Files, Process, ServiceTable, Stdio};
+use crate::{HostBuilder, Result};
+
+/// Where the bench's device memory starts, for `WriteFromDevice` requests.
+pub const DEVICE_BASE: u64 = 0x7000_0000_0000;
+/// Bytes of the bench's device memory.
+pub const DEVICE_BYTES: usize = 1 << 16;
+
+/// Device memory for `WriteFromDevice`: [`DEVICE_BYTES`] bytes at [`DEVICE_BASE`]; any
+/// other address fails to copy, as an unmapped GPU address does.
+struct FakeDevice {
+    bytes: Vec<u8>,
+}
+
+impl DeviceMemory for FakeDevice {
+    fn stream(
+        &self,
+        addr: u64,
+        len: u64,
+        sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> (u64, Option<StreamStop>) {
+        let start = addr.wrapping_sub(DEVICE_BASE);
+        let range = usize::try_from(start)
+            .ok()
+            .zip(usize::try_from(len).ok())
+            .and_then(|(s, n)| self.bytes.get(s..s.checked_add(n)?));
+        match range {
+            None => (0, Some(StreamStop::Copy("not device memory".into()))),
+            Some(b) => match sink(b) {
+                Ok(()) => (len, None),
+                Err(e) => (0, Some(StreamStop::Sink(e))),
+            },
+        }
+    }
+}
+
+/// One port, its doorbell, and the host's services behind it.
+pub struct PortBench {
+    port: *mut Port,
+    doorbell: Box<Doorbell>,
+    ctx: Arc<Context>,
+    files: Arc<Files>,
+    scratch: Scratch,
+    seq: u32,
+    mounts: Vec<PathBuf>,
+}
+
+// SAFETY: the port is owned by the bench and only touched through atomics and copies.
+unsafe impl Send for PortBench {}
+
+const PORT_LAYOUT: Layout = Layout::new::<Port>();
+
+impl PortBench {
+    /// Services as `builder` grants them, over a zeroed port. Output is captured, not
+    /// echoed.
+    pub fn new(builder: HostBuilder) -> Result<PortBench> {
+        let host = builder.echo_output(false).capture_output(true).build()?;
+        // SAFETY: `Port` is not zero-sized; zeroed memory is a valid idle port.
+        let port = unsafe { std::alloc::alloc_zeroed(PORT_LAYOUT) }.cast::<Port>();
+        assert!(!port.is_null(), "allocating a port");
+        let doorbell = Box::new(Doorbell::new(0));
+        let files = Arc::new(Files {
+            table: Mutex::new(FdTable::new(host.files_allowed)),
+            device: Arc::new(FakeDevice {
+                bytes: (0..DEVICE_BYTES).map(|i| i as u8).collect(),
+            }),
+            sandbox: host.sandbox.clone(),
+            stdio: Stdio {
+                echo: false,
+                stdin: host.b.stdin,
+                captured: Some(Capture::new(host.b.capture_limit)),
+                posted: Default::default(),
+            },
+        });
+        let env: Arc<EnvPolicy> = host.env.clone();
+        let mut services = ServiceTable::builtin(files.clone(), env, Arc::new(Process::default()));
+        for (id, h) in &host.b.extra {
+            services.register(*id, h.clone());
+        }
+        let ports = crate::server::Ports {
+            base: port,
+            doorbells: &*doorbell,
+            len: 1,
+        };
+        let ctx = Context::new(ports, Arc::new(services), host.b.blocking_threads, false)?;
+        let mounts = host
+            .sandbox
+            .mounts()
+            .iter()
+            .map(|m| m.host.clone())
+            .collect();
+        Ok(PortBench {
+            port,
+            doorbell,
+            ctx,
+            files,
+            scratch: Scratch::new(),
+            seq: 0,
+            mounts,
+        })
+    }
+
+    /// The port, to write slots and bulk bytes into (from any thread, with atomics or
+    /// volatile accesses: the server reads it concurrently).
+    pub fn port(&self) -> *mut Port {
+        self.port
+    }
+
+    /// Writes lane `lane`'s slot for the next publication.
+    pub fn write_slot(&self, lane: usize, slot: LaneSlot) {
+        // SAFETY: `lane < 32` (indexing panics otherwise); the port is live.
+        unsafe { (&raw mut (*self.port).lanes[lane]).write_volatile(slot) };
+    }
+
+    /// The sequence the next publication carries.
+    pub fn next_seq(&self) -> u32 {
+        self.seq.wrapping_add(1)
+    }
+
+    /// Publishes the packet of `mask`'s lanes and serves it as a consumer would, waiting
+    /// up to `patience` for work handed to the blocking pool; `tend` runs while waiting
+    /// (to unblock a FIFO, say). Returns whether every lane was answered.
+    pub fn publish_and_serve(
+        &mut self,
+        mask: u32,
+        patience: Duration,
+        tend: &mut dyn FnMut(),
+    ) -> bool {
+        self.seq = self.next_seq();
+        // SAFETY: the header is accessed only through atomics.
+        let header = unsafe { &(*self.port).header };
+        header.lane_mask.store(mask, Relaxed);
+        for lane in (0..32).filter(|l| mask & (1 << l) != 0) {
+            // SAFETY: as above.
+            unsafe { (*self.port).answers[lane].store(0, Relaxed) };
+        }
+        self.doorbell.store(self.seq, Release);
+        serve_port(&self.ctx, 0, self.seq, &mut self.scratch, Mode::Live);
+        let started = Instant::now();
+        while header.response.load(Acquire) != self.seq {
+            if started.elapsed() > patience {
+                return false;
+            }
+            tend();
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        true
+    }
+
+    /// Lane `lane`'s answer word, decoded.
+    pub fn answer(&self, lane: usize) -> Option<Answer> {
+        // SAFETY: answer words are atomics; the port is live.
+        Answer::decode(unsafe { (*self.port).answers[lane].load(Acquire) })
+    }
+
+    /// Lane `lane`'s slot as the host left it (result and bulk count when not inline).
+    pub fn slot(&self, lane: usize) -> LaneSlot {
+        // SAFETY: as for `write_slot`.
+        unsafe { (&raw const (*self.port).lanes[lane]).read_volatile() }
+    }
+
+    /// Host paths of the GPU's open files that lie outside every mount (should be none).
+    pub fn files_outside_mounts(&self) -> Vec<PathBuf> {
+        let table = self.files.table.lock().unwrap_or_else(|p| p.into_inner());
+        table
+            .files()
+            .iter()
+            .filter_map(|f| std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())).ok())
+            .filter(|p| !self.mounts.iter().any(|m| p.starts_with(m)))
+            .collect()
+    }
+
+    /// Bytes the services hold for the GPU: out-of-order posted writes and captures.
+    pub fn held_bytes(&self) -> usize {
+        let stdio = &self.files.stdio;
+        stdio.held() + stdio.captured.as_ref().map_or(0, Capture::held)
+    }
+
+    /// Nanoseconds one copy of `n` input bytes out of the port takes, averaged over
+    /// `iters` copies: the price of copying requests in before serving them.
+    pub fn copy_in_ns(&self, n: usize, iters: u32) -> f64 {
+        let cap = hostcall_abi::PORT_BULK;
+        assert!(n <= cap, "at most the port's bulk area");
+        // SAFETY: a field address inside the live port.
+        let at = unsafe { (&raw const (*self.port).bulk).cast::<u8>() };
+        let mut into = Vec::with_capacity(cap);
+        let started = Instant::now();
+        for _ in 0..iters {
+            // SAFETY: the bulk area is 8-aligned and `cap` bytes long; `n <= cap`.
+            unsafe { crate::server::copy_in(std::hint::black_box(at), n, cap, &mut into) };
+            std::hint::black_box(&into);
+        }
+        started.elapsed().as_nanos() as f64 / iters as f64
+    }
+
+    /// How many handler panics the server caught since the process started.
+    pub fn handler_panics() -> u64 {
+        crate::server::HANDLER_PANICS.load(Relaxed)
+    }
+}
+
+impl Drop for PortBench {
+    fn drop(&mut self) {
+        self.ctx.retire();
+        // SAFETY: allocated in `new` with this layout; no pool job writes it after
+        // `retire`.
+        unsafe { std::alloc::dealloc(self.port.cast(), PORT_LAYOUT) };
+    }
+}

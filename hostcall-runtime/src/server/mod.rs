@@ -1,0 +1,657 @@
+//! The hostcall server: consumer threads that poll the channel's ports, serve each lane
+//! of a published packet and answer it (step 5 of the protocol in `hostcall_abi`). Port
+//! `p` belongs to consumer `p % consumers`, so no two host threads ever serve one port.
+//!
+//! A port is GPU-writable, so the server treats it as untrusted input: each lane's slot
+//! and its declared input bytes are copied into host memory once ([`shared`]), the
+//! service runs on the copy and writes its output into host memory, which is copied back
+//! before the answer word. A handler that panics answers `EIO`. Calls that may block run
+//! on the [`pool`], and once the launch is being killed every packet is answered
+//! [`Status::Killed`].
+
+mod pool;
+mod shared;
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use hostcall_abi::answer::Answer;
+use hostcall_abi::errno::{EINVAL, EIO, ENOSYS};
+use hostcall_abi::{
+    BULK_PER_LANE, Doorbell, LaneSlot, PORT_BULK, Port, Service, Status, WARP_SIZE,
+};
+
+use crate::services::{Call, Entry, Handler, Malformed, Reply, ServiceTable};
+use pool::{BlockingPool, PortsAlive};
+#[cfg(feature = "fuzzing")]
+pub(crate) use shared::copy_in;
+
+/// The host's view of the channel: `len` ports from `base`, their doorbells from
+/// `doorbells`.
+#[derive(Clone, Copy)]
+pub(crate) struct Ports {
+    pub base: *mut Port,
+    pub doorbells: *const Doorbell,
+    pub len: usize,
+}
+
+impl Ports {
+    /// The sequence last published on port `p` (acquire: the packet is visible).
+    fn doorbell(&self, p: usize) -> u32 {
+        // SAFETY: `p < len`, the length of the doorbell array; doorbells are atomics.
+        unsafe { &*self.doorbells.add(p) }.load(Acquire)
+    }
+
+    /// The sequence last answered on port `p`.
+    fn response(&self, p: usize) -> u32 {
+        // SAFETY: `p < len`; the header is accessed only through atomics.
+        unsafe { &(*self.base.add(p)).header }
+            .response
+            .load(Relaxed)
+    }
+
+    /// Where lane `lane`'s bulk bytes start, and how many it may use: a lone lane has
+    /// the port's whole bulk area, a lane of a shared packet its own part.
+    fn bulk(&self, p: usize, lane: usize, alone: bool) -> (*mut u8, usize) {
+        // SAFETY: `p < len` and `lane < WARP_SIZE`: the address is inside the port.
+        let area = unsafe { (&raw mut (*self.base.add(p)).bulk).cast::<u8>() };
+        if alone {
+            (area, PORT_BULK)
+        } else {
+            // SAFETY: as above.
+            (unsafe { area.add(lane * BULK_PER_LANE) }, BULK_PER_LANE)
+        }
+    }
+
+    /// A copy of lane `lane`'s slot on port `p`.
+    fn slot(&self, p: usize, lane: usize) -> LaneSlot {
+        // SAFETY: `p < len`, `lane < WARP_SIZE`; volatile, as the GPU writes it: the copy
+        // is taken once and everything after reads the copy.
+        unsafe { (&raw const (*self.base.add(p)).lanes[lane]).read_volatile() }
+    }
+}
+
+// SAFETY: the ports live in memory owned by the GPU module for the whole run; host threads
+// access them only through atomics and copies, one consumer (or its pool job) per port.
+unsafe impl Send for Ports {}
+// SAFETY: as for Send.
+unsafe impl Sync for Ports {}
+
+/// Polls spin first, then yield, then sleep with a doubling delay up to
+/// `MAX_IDLE_SLEEP`, so an idle GPU costs the host almost no CPU. Leaving the spin phase
+/// counts as going idle: the services' idle hooks run then (buffered output is written).
+struct Backoff {
+    idle: u32,
+}
+
+const SPIN_POLLS: u32 = 4096;
+const YIELD_POLLS: u32 = 256;
+const MAX_IDLE_SLEEP: Duration = Duration::from_millis(1);
+
+impl Backoff {
+    fn wait(&mut self, services: &ServiceTable) {
+        self.idle = self.idle.saturating_add(1);
+        if self.idle == SPIN_POLLS {
+            services.idle();
+        }
+        if self.idle < SPIN_POLLS {
+            std::hint::spin_loop();
+        } else if self.idle < SPIN_POLLS + YIELD_POLLS {
+            std::thread::yield_now();
+        } else {
+            let doublings = (self.idle - SPIN_POLLS - YIELD_POLLS).min(7);
+            let sleep = Duration::from_micros(8 << doublings).min(MAX_IDLE_SLEEP);
+            std::thread::sleep(sleep);
+        }
+    }
+}
+
+/// A lane's request still waiting for its answer, for the report of a killed launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InFlight {
+    /// The port it was published on.
+    pub port: usize,
+    /// The caller's linear block index.
+    pub block: u32,
+    /// The caller's thread index within its block.
+    pub thread: u32,
+    /// The service id it asked for.
+    pub service: u32,
+}
+
+impl std::fmt::Display for InFlight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = Service::from_id(self.service).map_or("custom", Service::name);
+        write!(
+            f,
+            "{name}#{} by block {} thread {} on port {}",
+            self.service, self.block, self.thread, self.port
+        )
+    }
+}
+
+/// Handler panics caught since the process started (the fuzzer checks there are none).
+pub(crate) static HANDLER_PANICS: AtomicU64 = AtomicU64::new(0);
+
+/// What consumers and pool jobs share.
+pub(crate) struct Context {
+    ports: Ports,
+    services: Arc<ServiceTable>,
+    trace: bool,
+    killing: AtomicBool,
+    pool: BlockingPool,
+    alive: PortsAlive,
+}
+
+impl Context {
+    /// Serving state for `ports`, with `blocking` pool workers.
+    pub fn new(
+        ports: Ports,
+        services: Arc<ServiceTable>,
+        blocking: usize,
+        trace: bool,
+    ) -> std::io::Result<Arc<Context>> {
+        Ok(Arc::new(Context {
+            ports,
+            services,
+            trace,
+            killing: AtomicBool::new(false),
+            pool: BlockingPool::start(blocking)?,
+            alive: PortsAlive::new(),
+        }))
+    }
+
+    /// Takes no more pool work and forbids any later write to the ports.
+    pub fn retire(&self) {
+        self.pool.close();
+        if self.pool.busy() > 0 {
+            log::warn!(
+                "{} blocking hostcalls were still running when the launch ended; their answers are dropped",
+                self.pool.busy()
+            );
+        }
+        self.alive.retire();
+    }
+}
+
+/// Host buffers a consumer reuses for every lane, so serving allocates nothing.
+pub(crate) struct Scratch {
+    input: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        Scratch {
+            input: Vec::with_capacity(PORT_BULK),
+            out: vec![0; PORT_BULK],
+        }
+    }
+}
+
+/// Whether the launch is still running (packets may block and get pool workers) or has
+/// ended (only what needs no waiting is served: nobody is left to wait for the rest).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Live,
+    Drain,
+}
+
+/// Running consumer threads.
+pub(crate) struct Server {
+    ctx: Arc<Context>,
+    stop: Arc<AtomicBool>,
+    calls: Arc<AtomicU64>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Starts `consumers` threads serving `ports` with `services`, and `blocking` pool
+    /// workers for calls that may block; `trace` logs each call.
+    pub fn start(
+        ports: Ports,
+        services: Arc<ServiceTable>,
+        consumers: usize,
+        blocking: usize,
+        trace: bool,
+    ) -> std::io::Result<Server> {
+        let ctx = Context::new(ports, services, blocking, trace)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let calls = Arc::new(AtomicU64::new(0));
+        let consumers = consumers.clamp(1, ports.len.max(1));
+        let spawned = (0..consumers)
+            .map(|k| {
+                let (stop, calls, ctx) = (stop.clone(), calls.clone(), ctx.clone());
+                std::thread::Builder::new()
+                    .name(format!("hostcall-{k}"))
+                    .spawn(move || consume(&ctx, k, consumers, &stop, &calls))
+            })
+            .collect::<Vec<_>>();
+        let mut server = Server {
+            ctx,
+            stop,
+            calls,
+            threads: Vec::new(),
+        };
+        for t in spawned {
+            match t {
+                Ok(t) => server.threads.push(t),
+                Err(e) => {
+                    server.finish(); // ends the consumers already started
+                    return Err(e);
+                }
+            }
+        }
+        Ok(server)
+    }
+
+    /// From now on every packet is answered [`Status::Killed`]: its lanes trap.
+    pub fn kill(&self) {
+        self.ctx.killing.store(true, Relaxed);
+    }
+
+    /// The requests published and not yet answered.
+    pub fn in_flight(&self) -> Vec<InFlight> {
+        let ports = self.ctx.ports;
+        let mut found = Vec::new();
+        for p in 0..ports.len {
+            let bell = ports.doorbell(p);
+            if bell == ports.response(p) {
+                continue;
+            }
+            // SAFETY: `p < len`; the header is accessed only through atomics.
+            let mask = unsafe { &(*ports.base.add(p)).header }
+                .lane_mask
+                .load(Relaxed);
+            for lane in (0..WARP_SIZE).filter(|l| mask & (1 << l) != 0) {
+                let s = ports.slot(p, lane);
+                if s.seq == bell {
+                    found.push(InFlight {
+                        port: p,
+                        block: s.block,
+                        thread: s.thread,
+                        service: s.service,
+                    });
+                }
+            }
+        }
+        found
+    }
+
+    /// Stops the consumers, serves what was published before the launch ended, and
+    /// forbids any later write to the ports (a pool worker may still be blocked in a
+    /// service); returns how many lane calls were served.
+    pub fn finish(self) -> u64 {
+        self.stop.store(true, Relaxed);
+        for t in self.threads {
+            // A consumer that panicked has already reported through the panic hook.
+            let _ = t.join();
+        }
+        self.ctx.pool.close();
+        // Posted requests published just before the launch ended (or trapped) may not
+        // have been served yet: serve every port once more.
+        let mut scratch = Scratch::new();
+        let ports = self.ctx.ports;
+        let drained: u64 = (0..ports.len)
+            .map(|p| {
+                let bell = ports.doorbell(p);
+                if bell == ports.response(p) {
+                    0
+                } else {
+                    serve_port(&self.ctx, p, bell, &mut scratch, Mode::Drain)
+                }
+            })
+            .sum();
+        self.ctx.retire();
+        self.calls.load(Relaxed) + drained
+    }
+}
+
+/// Consumer `k` of `consumers`: polls its ports until `stop`.
+fn consume(ctx: &Arc<Context>, k: usize, consumers: usize, stop: &AtomicBool, calls: &AtomicU64) {
+    let ports = ctx.ports;
+    let mut backoff = Backoff { idle: 0 };
+    let mut scratch = Scratch::new();
+    // The sequence this consumer last answered (or handed to the pool) on each of its
+    // ports: it alone serves them, so its own record is the truth.
+    let mut answered = vec![0u32; ports.len];
+    while !stop.load(Relaxed) {
+        let mut served = 0;
+        for p in (k..ports.len).step_by(consumers) {
+            let bell = ports.doorbell(p);
+            if bell != answered[p] {
+                served += serve_port(ctx, p, bell, &mut scratch, Mode::Live);
+                answered[p] = bell;
+            }
+        }
+        if served > 0 {
+            calls.fetch_add(served, Relaxed);
+            backoff.idle = 0;
+        } else {
+            backoff.wait(&ctx.services);
+        }
+    }
+}
+
+/// Serves the packet published on port `p` as sequence `seq` (protocol step 5 in
+/// `hostcall_abi`), lane by lane; from the first lane whose call may block, the rest of
+/// the packet goes to the pool. Returns the lanes taken.
+pub(crate) fn serve_port(
+    ctx: &Arc<Context>,
+    p: usize,
+    seq: u32,
+    scratch: &mut Scratch,
+    mode: Mode,
+) -> u64 {
+    let ports = ctx.ports;
+    // SAFETY: `p < ports.len`; the header is accessed only through atomics.
+    let header = unsafe { &(*ports.base.add(p)).header };
+    let mask = header.lane_mask.load(Relaxed);
+    if mask == 0 {
+        log::warn!("malformed packet on port {p}: empty lane mask; answered without serving");
+        header.response.store(seq, Release);
+        return 0;
+    }
+    let alone = mask.count_ones() == 1;
+    prefetch_packet(ports.base.wrapping_add(p), mask);
+    let killing = ctx.killing.load(Relaxed);
+    let mut lanes = mask;
+    while lanes != 0 {
+        let lane = lanes.trailing_zeros() as usize;
+        if killing {
+            answer(
+                ctx,
+                p,
+                lane,
+                seq,
+                alone,
+                Status::Killed,
+                Reply::errno(EIO),
+                &[],
+            );
+            lanes &= lanes - 1;
+            continue;
+        }
+        // The one read of this lane's slot: everything below uses the copy.
+        let slot = ports.slot(p, lane);
+        let entry = ctx.services.entry(slot.service);
+        let blocks = slot.seq == seq
+            && entry.is_some_and(|e| e.can_block && e.handler.may_block(slot.service, &slot.args));
+        if blocks {
+            // The lanes before this one were served here.
+            let taken = (mask & ((1u32 << lane) - 1)).count_ones() as u64;
+            if mode == Mode::Drain {
+                log::warn!(
+                    "a call that may block was published on port {p} as the launch ended; not served"
+                );
+                return taken;
+            }
+            return taken + hand_to_pool(ctx, p, seq, alone, (lane, slot), lanes & (lanes - 1));
+        }
+        let (at, cap) = ports.bulk(p, lane, alone);
+        let (status, reply) = match copy_input(entry, &slot, at, cap, &mut scratch.input) {
+            Ok(()) => run_lane(
+                ctx,
+                entry,
+                &slot,
+                seq,
+                &scratch.input,
+                &mut scratch.out[..cap],
+            ),
+            Err(m) => malformed(&slot, &m),
+        };
+        answer(ctx, p, lane, seq, alone, status, reply, &scratch.out);
+        lanes &= lanes - 1;
+    }
+    header.response.store(seq, Release);
+    mask.count_ones() as u64
+}
+
+/// Copies lane `first`'s request (already read) and those of the lanes in `rest`, with
+/// their input bytes, into a job for the blocking pool, which answers them and then
+/// the port; returns the lanes taken.
+fn hand_to_pool(
+    ctx: &Arc<Context>,
+    p: usize,
+    seq: u32,
+    alone: bool,
+    first: (usize, LaneSlot),
+    rest: u32,
+) -> u64 {
+    let ports = ctx.ports;
+    let requests: Vec<(usize, LaneSlot, Result<Vec<u8>, Malformed>)> = std::iter::once(first)
+        .chain(
+            (0..WARP_SIZE)
+                .filter(|l| rest & (1 << l) != 0)
+                .map(|l| (l, ports.slot(p, l))),
+        )
+        .map(|(lane, slot)| {
+            let (at, cap) = ports.bulk(p, lane, alone);
+            let mut input = Vec::new();
+            let entry = ctx.services.entry(slot.service);
+            let copied = copy_input(entry, &slot, at, cap, &mut input);
+            (lane, slot, copied.map(|()| input))
+        })
+        .collect();
+    let job_ctx = ctx.clone();
+    let taken = requests.len() as u64;
+    let job = Box::new(move || {
+        let ctx = &job_ctx;
+        let mut out = vec![0u8; if alone { PORT_BULK } else { BULK_PER_LANE }];
+        let answers: Vec<_> = requests
+            .into_iter()
+            .map(|(lane, slot, input)| {
+                let entry = ctx.services.entry(slot.service);
+                let (status, reply) = match input {
+                    Ok(input) => run_lane(ctx, entry, &slot, seq, &input, &mut out),
+                    Err(m) => malformed(&slot, &m),
+                };
+                let n = reply.bulk_out.min(out.len());
+                (lane, status, reply, out[..n].to_vec())
+            })
+            .collect();
+        let Some(_alive) = ctx.alive.hold() else {
+            return;
+        };
+        for (lane, status, reply, bytes) in answers {
+            answer(ctx, p, lane, seq, alone, status, reply, &bytes);
+        }
+        // SAFETY: `p < len`; the header is accessed only through atomics; the ports are
+        // held alive above.
+        unsafe { &(*ctx.ports.base.add(p)).header }
+            .response
+            .store(seq, Release);
+    });
+    if ctx.pool.submit(job) { taken } else { 0 }
+}
+
+/// Copies the input bytes `slot`'s service declares, from the lane's bulk buffer at `at`
+/// (`cap` bytes), into `into`.
+fn copy_input(
+    entry: Option<&Entry>,
+    slot: &LaneSlot,
+    at: *const u8,
+    cap: usize,
+    into: &mut Vec<u8>,
+) -> Result<(), Malformed> {
+    into.clear();
+    let Some(arg) = entry.and_then(|e| e.input_arg) else {
+        return Ok(());
+    };
+    let n = slot.args.get(arg).copied().unwrap_or(0);
+    if n > cap as u64 {
+        return Err(Malformed(format!(
+            "input length argument {arg} is {n}, over the {cap}-byte bulk buffer"
+        )));
+    }
+    // SAFETY: `at..at + cap` is the lane's bulk buffer inside the port (`Ports::bulk`),
+    // 8-byte aligned, of a multiple of 8 bytes, mapped for the launch; `n <= cap`.
+    unsafe { shared::copy_in(at, n as usize, cap, into) };
+    Ok(())
+}
+
+/// The answer to a request that broke its service's rules, with a log line.
+fn malformed(slot: &LaneSlot, m: &Malformed) -> (Status, Reply) {
+    log::warn!(
+        "malformed {} request from GPU thread (block {}, thread {}): {}",
+        Service::from_id(slot.service).map_or("custom", Service::name),
+        slot.block,
+        slot.thread,
+        m.0
+    );
+    (Status::Malformed, Reply::errno(EINVAL))
+}
+
+/// Writes lane `lane`'s answer: output bytes, then the result where it does not fit the
+/// word, then the answer word itself, last, with release.
+#[allow(clippy::too_many_arguments)] // one answer's parts, each from a different place
+fn answer(
+    ctx: &Context,
+    p: usize,
+    lane: usize,
+    seq: u32,
+    alone: bool,
+    status: Status,
+    reply: Reply,
+    out: &[u8],
+) {
+    let ports = ctx.ports;
+    let (at, cap) = ports.bulk(p, lane, alone);
+    let status = if ctx.killing.load(Relaxed) {
+        Status::Killed
+    } else {
+        status
+    };
+    let bulk_out = reply.bulk_out.min(cap).min(out.len());
+    // SAFETY: the lane's bulk buffer holds `cap >= bulk_out` bytes; until this lane's
+    // answer word is written the protocol gives it to the host.
+    unsafe { shared::copy_out(&out[..bulk_out], at) };
+    let inline = (bulk_out == 0 && Answer::fits(reply.result)).then_some(reply.result);
+    // SAFETY: `p < len`, `lane < WARP_SIZE`.
+    let port = unsafe { ports.base.add(p) };
+    if inline.is_none() {
+        // SAFETY: the slot is still the host's (see above); volatile, as the GPU reads it.
+        unsafe {
+            (&raw mut (*port).lanes[lane].args[0]).write_volatile(reply.result as u64);
+            (&raw mut (*port).lanes[lane].args[5]).write_volatile(bulk_out as u64);
+        }
+    }
+    let word = Answer {
+        seq,
+        status,
+        inline,
+    }
+    .encode();
+    // The answer word goes last, with release: a lane that reads it (acquire) then reads
+    // this answer's slot and bulk bytes, never older ones.
+    // SAFETY: answer words are accessed only through atomics.
+    unsafe { (*port).answers[lane].store(word, Release) };
+}
+
+/// Asks the CPU to fetch the slots, answer words and first bulk bytes of `mask`'s lanes
+/// now: the GPU wrote every one of those cache lines, so each is a miss, and fetched one
+/// lane at a time they would be taken one after another instead of all at once.
+fn prefetch_packet(port: *mut Port, mask: u32) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let alone = mask.count_ones() == 1;
+        for lane in (0..WARP_SIZE).filter(|l| mask & (1 << l) != 0) {
+            let bulk = if alone { 0 } else { lane * BULK_PER_LANE };
+            // SAFETY: prefetching is a hint and never faults; the addresses are inside
+            // the port (`lane < WARP_SIZE`).
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>((&raw const (*port).lanes[lane]).cast());
+                _mm_prefetch::<_MM_HINT_T0>((&raw const (*port).answers[lane]).cast());
+                _mm_prefetch::<_MM_HINT_T0>((&raw const (*port).bulk).cast::<i8>().add(bulk));
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (port, mask);
+}
+
+/// Runs one lane's request (already copied into host memory); returns the transport
+/// status and the service's reply, whose output bytes are in `out`.
+fn run_lane(
+    ctx: &Context,
+    entry: Option<&Entry>,
+    slot: &LaneSlot,
+    seq: u32,
+    input: &[u8],
+    out: &mut [u8],
+) -> (Status, Reply) {
+    if slot.seq != seq {
+        log::warn!(
+            "malformed slot: written for sequence {}, published as {seq}",
+            slot.seq
+        );
+        return (Status::Malformed, Reply::errno(EINVAL));
+    }
+    let started = ctx.trace.then(Instant::now);
+    let name = || Service::from_id(slot.service).map_or("custom", Service::name);
+    let (status, reply) = match entry {
+        None => {
+            log::warn!(
+                "unknown hostcall service id {} from GPU thread (block {}, thread {}): answered ENOSYS",
+                slot.service,
+                slot.block,
+                slot.thread
+            );
+            (Status::UnknownService, Reply::errno(ENOSYS))
+        }
+        Some(e) => run_handler(e.handler.as_ref(), slot, input, out),
+    };
+    if let Some(t) = started {
+        log::info!(
+            target: "hostcall",
+            "block {} thread {} {}#{}({:#x}, {:#x}, {:#x}) -> {} {:?} in {:.1?}",
+            slot.block,
+            slot.thread,
+            name(),
+            slot.service,
+            slot.args[0],
+            slot.args[1],
+            slot.args[2],
+            reply.result,
+            status,
+            t.elapsed()
+        );
+    }
+    (status, reply)
+}
+
+/// Calls `h`; a panic becomes `EIO` and a log line, and the consumer carries on.
+fn run_handler(h: &dyn Handler, slot: &LaneSlot, input: &[u8], out: &mut [u8]) -> (Status, Reply) {
+    let mut call = Call {
+        service: slot.service,
+        block: slot.block,
+        thread: slot.thread,
+        args: slot.args,
+        input,
+        out,
+    };
+    match std::panic::catch_unwind(AssertUnwindSafe(|| h.call(&mut call))) {
+        Ok(Ok(r)) => (Status::Ok, r),
+        Ok(Err(m)) => malformed(slot, &m),
+        Err(panic) => {
+            HANDLER_PANICS.fetch_add(1, Relaxed);
+            let why = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a non-text panic".into());
+            log::error!(
+                "the handler of service {} panicked serving GPU thread (block {}, thread {}): {why}; answered EIO",
+                slot.service,
+                slot.block,
+                slot.thread
+            );
+            (Status::Ok, Reply::errno(EIO))
+        }
+    }
+}
