@@ -2,55 +2,24 @@
 //! each driven end to end through the emulated backend (the ones that need a forged
 //! port are in `hostcall-fuzz/tests/untrusted_port.rs`).
 
+mod common;
+
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::{neg, quiet, run_on};
 use hostcall_abi::errno::*;
 use hostcall_abi::{PORT_BULK, Service, Status};
-use hostcall_client::{Channel, calls};
+use hostcall_client::calls;
 use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::services::{Call, Handler, Malformed, Reply};
-use hostcall_runtime::{Error, Host, HostBuilder, Launch, Outcome, RunReport};
+use hostcall_runtime::{Error, Launch, Outcome, RunReport};
 
 const O_RDONLY: i32 = 0;
 const O_WRONLY: i32 = 1;
 const O_CREAT: i32 = 0o100;
-
-fn quiet() -> HostBuilder {
-    Host::builder()
-        .echo_output(false)
-        .capture_output(true)
-        .timeout(Duration::from_secs(30))
-}
-
-fn neg(e: i32) -> i64 {
-    -(e as i64)
-}
-
-/// Runs `body` on `threads` emulated GPU threads of one block; returns thread 0's value.
-fn run_on<T: Send + 'static>(
-    host: HostBuilder,
-    threads: u32,
-    body: impl Fn(&Channel, &EmuThread) -> T + Send + Sync + 'static,
-) -> (T, RunReport) {
-    let out = Arc::new(Mutex::new(None));
-    let o = out.clone();
-    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
-        let v = body(t.channel(), t);
-        if t.thread == 0 {
-            *o.lock().unwrap() = Some(v);
-        }
-    });
-    let report = host
-        .build()
-        .unwrap()
-        .run(&mut m, &Launch::linear("k", 1, threads, vec![]))
-        .unwrap();
-    let v = out.lock().unwrap().take().expect("thread 0 finished");
-    (v, report)
-}
 
 /// A root with an escape hatch of each kind, and a sibling directory outside it.
 struct Seeded {
@@ -296,18 +265,20 @@ fn a_panicking_handler_answers_eio_and_serving_goes_on() {
     assert_eq!(r, ((Status::Ok, neg(EIO)), (Status::Ok, 7), 5));
 }
 
+/// Runs `kernel` on `threads` threads of one block under a quiet host.
+fn run_kernel(threads: u32, kernel: impl Fn(&EmuThread) + Send + Sync + 'static) -> RunReport {
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", kernel);
+    let launch = Launch::linear("k", 1, threads, vec![]);
+    quiet().build().unwrap().run(&mut m, &launch).unwrap()
+}
+
 /// Finding 9: `exit(-1)` ends with 255, as on Linux.
 #[test]
 fn exit_status_is_the_low_byte_as_on_linux() {
-    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", |t: &EmuThread| {
+    let r = run_kernel(1, |t| {
         calls::exit::<Emu>(t.channel(), -1);
         t.trap();
     });
-    let r = quiet()
-        .build()
-        .unwrap()
-        .run(&mut m, &Launch::linear("k", 1, 1, vec![]))
-        .unwrap();
     assert_eq!(r.outcome, Outcome::Exited(255));
     assert_eq!(r.outcome.exit_code(), 255);
 }
@@ -315,7 +286,7 @@ fn exit_status_is_the_low_byte_as_on_linux() {
 /// Finding 9: a fault after an `exit` is still reported.
 #[test]
 fn a_fault_after_exit_is_reported() {
-    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", |t: &EmuThread| {
+    let r = run_kernel(2, |t| {
         if t.thread == 0 {
             calls::exit::<Emu>(t.channel(), 3);
             t.trap();
@@ -323,11 +294,6 @@ fn a_fault_after_exit_is_reported() {
         std::thread::sleep(Duration::from_millis(100));
         panic!("illegal address");
     });
-    let r = quiet()
-        .build()
-        .unwrap()
-        .run(&mut m, &Launch::linear("k", 1, 2, vec![]))
-        .unwrap();
     assert!(
         matches!(&r.outcome, Outcome::Faulted(m) if m.contains("illegal address") && m.contains("after exit(3)")),
         "{:?}",

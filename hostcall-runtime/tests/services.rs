@@ -1,14 +1,16 @@
 //! Every built-in service, success and error paths, driven through the real device half
 //! of the transport on the emulated backend.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+mod common;
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use common::{neg, quiet, run_on};
 use hostcall_abi::errno::*;
 use hostcall_abi::stat::{FileStat, STAT_SIZE};
 use hostcall_client::{Channel, calls};
 use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
-use hostcall_runtime::{Host, HostBuilder, Launch, Outcome, RunReport};
+use hostcall_runtime::{HostBuilder, Launch, Outcome, RunReport};
 
 const O_RDONLY: i32 = 0;
 const O_WRONLY: i32 = 1;
@@ -18,35 +20,12 @@ const O_EXCL: i32 = 0o200;
 const O_TRUNC: i32 = 0o1000;
 const O_CLOEXEC: i32 = 0o2000000;
 
-fn quiet() -> HostBuilder {
-    Host::builder()
-        .echo_output(false)
-        .capture_output(true)
-        .timeout(Duration::from_secs(60))
-}
-
-/// Runs `body` on one emulated GPU thread and returns what it produced with the report.
+/// Runs `body` on one emulated GPU thread.
 fn run_one<T: Send + 'static>(
     host: HostBuilder,
     body: impl Fn(&Channel, &EmuThread) -> T + Send + Sync + 'static,
 ) -> (T, RunReport) {
-    let out = Arc::new(Mutex::new(None));
-    let o = out.clone();
-    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
-        let v = body(t.channel(), t);
-        *o.lock().unwrap() = Some(v);
-    });
-    let report = host
-        .build()
-        .unwrap()
-        .run(&mut m, &Launch::linear("k", 1, 1, vec![]))
-        .unwrap();
-    let v = out.lock().unwrap().take().expect("the kernel finished");
-    (v, report)
-}
-
-fn neg(e: i32) -> i64 {
-    -(e as i64)
+    run_on(host, 1, body)
 }
 
 #[test]

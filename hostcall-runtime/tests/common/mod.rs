@@ -1,0 +1,46 @@
+//! Helpers the emulated end-to-end tests share.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hostcall_client::Channel;
+use hostcall_runtime::emulated::{EmuThread, EmulatedModule, WarpMode};
+use hostcall_runtime::{Host, HostBuilder, Launch, RunReport};
+
+/// A host that captures output instead of echoing it, with a timeout far beyond any
+/// test's needs (so a hang fails instead of stalling the suite).
+pub fn quiet() -> HostBuilder {
+    Host::builder()
+        .echo_output(false)
+        .capture_output(true)
+        .timeout(Duration::from_secs(60))
+}
+
+/// `-errno` as a service returns it.
+pub fn neg(e: i32) -> i64 {
+    -(e as i64)
+}
+
+/// Runs `body` on `threads` emulated GPU threads of one block; returns thread 0's value
+/// with the report.
+pub fn run_on<T: Send + 'static>(
+    host: HostBuilder,
+    threads: u32,
+    body: impl Fn(&Channel, &EmuThread) -> T + Send + Sync + 'static,
+) -> (T, RunReport) {
+    let out = Arc::new(Mutex::new(None));
+    let o = out.clone();
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
+        let v = body(t.channel(), t);
+        if t.thread == 0 {
+            *o.lock().unwrap() = Some(v);
+        }
+    });
+    let report = host
+        .build()
+        .unwrap()
+        .run(&mut m, &Launch::linear("k", 1, threads, vec![]))
+        .unwrap();
+    let v = out.lock().unwrap().take().expect("thread 0 finished");
+    (v, report)
+}
