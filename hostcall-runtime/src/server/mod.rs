@@ -552,22 +552,20 @@ fn answer(
     unsafe { (*port).answers[lane].store(word, Release) };
 }
 
-/// Asks the CPU to fetch the slots, answer words and first bulk bytes of `mask`'s lanes
-/// now: the GPU wrote every one of those cache lines, so each is a miss, and fetched one
-/// lane at a time they would be taken one after another instead of all at once.
+/// Asks the CPU to fetch the slots and answer words of `mask`'s lanes now: the GPU wrote
+/// every one of those cache lines, so each is a miss, and fetched one lane at a time they
+/// would be taken one after another instead of all at once. (Bulk bytes are not
+/// prefetched: most calls send none, and the extra misses would queue behind these.)
 fn prefetch_packet(port: *mut Port, mask: u32) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let alone = mask.count_ones() == 1;
         for lane in (0..WARP_SIZE).filter(|l| mask & (1 << l) != 0) {
-            let bulk = if alone { 0 } else { lane * BULK_PER_LANE };
             // SAFETY: prefetching is a hint and never faults; the addresses are inside
             // the port (`lane < WARP_SIZE`).
             unsafe {
                 _mm_prefetch::<_MM_HINT_T0>((&raw const (*port).lanes[lane]).cast());
                 _mm_prefetch::<_MM_HINT_T0>((&raw const (*port).answers[lane]).cast());
-                _mm_prefetch::<_MM_HINT_T0>((&raw const (*port).bulk).cast::<i8>().add(bulk));
             }
         }
     }

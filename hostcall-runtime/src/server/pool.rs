@@ -1,16 +1,17 @@
 //! Threads for services that may block (stdin, FIFOs, slow file systems). A consumer
 //! hands such a packet over, already copied out of its port, and goes on polling its
-//! other ports, so one stuck `read(0)` never holds up another warp's calls.
+//! other ports, so one stuck `read(0)` never holds up another warp's calls. A worker
+//! that finished a job polls briefly for the next before it sleeps.
 //!
 //! Workers are joined when the pool closes idle; a busy one may sit in a system call
 //! that never returns, so then none is waited for. The port memory is guarded instead: a worker writes its answers under the read half of
 //! [`PortsAlive`], and [`PortsAlive::retire`] takes the write half before the launch's
 //! memory is freed, after which workers write nothing.
 
+use std::collections::VecDeque;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -43,27 +44,45 @@ const CLOSE_GRACE: Duration = Duration::from_millis(100);
 
 /// A fixed set of worker threads taking jobs from one queue.
 pub(crate) struct BlockingPool {
-    queue: Mutex<Option<Sender<Job>>>,
-    busy: Arc<AtomicUsize>,
+    shared: Arc<Shared>,
     workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// The queue the workers share, and how many jobs are queued or running.
+struct Shared {
+    queue: Mutex<Queue>,
+    ready: Condvar,
+    busy: AtomicUsize,
+}
+
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Job>,
+    closed: bool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl BlockingPool {
     /// Starts `workers` threads (at least one).
     pub fn start(workers: usize) -> std::io::Result<BlockingPool> {
-        let (tx, rx) = channel::<Job>();
-        let rx = Arc::new(Mutex::new(rx));
-        let busy = Arc::new(AtomicUsize::new(0));
         let pool = BlockingPool {
-            queue: Mutex::new(Some(tx)),
-            busy,
+            shared: Arc::new(Shared {
+                queue: Mutex::new(Queue::default()),
+                ready: Condvar::new(),
+                busy: AtomicUsize::new(0),
+            }),
             workers: Mutex::new(Vec::new()),
         };
         for k in 0..workers.max(1) {
-            let (rx, busy) = (rx.clone(), pool.busy.clone());
+            let shared = pool.shared.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("hostcall-blocking-{k}"))
-                .spawn(move || worker(&rx, &busy));
+                .spawn(move || worker(&shared));
             match spawned {
                 Ok(t) => pool.lock_workers().push(t),
                 Err(e) => {
@@ -77,26 +96,28 @@ impl BlockingPool {
 
     /// Queues `job`; false once the pool is closed.
     pub fn submit(&self, job: Job) -> bool {
-        let q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        match &*q {
-            Some(tx) => {
-                self.busy.fetch_add(1, Relaxed);
-                tx.send(job).is_ok()
-            }
-            None => false,
+        let mut q = self.shared.lock();
+        if q.closed {
+            return false;
         }
+        self.shared.busy.fetch_add(1, Relaxed);
+        q.jobs.push_back(job);
+        drop(q);
+        self.shared.ready.notify_one();
+        true
     }
 
     /// Jobs queued or running.
     pub fn busy(&self) -> usize {
-        self.busy.load(Relaxed)
+        self.shared.busy.load(Relaxed)
     }
 
     /// Takes no more jobs; idle workers exit, busy ones when their job ends. When none
     /// is busy (after [`CLOSE_GRACE`] for jobs just answering), waits for them to exit,
     /// so a finished run leaves no thread behind.
     pub fn close(&self) {
-        self.queue.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.shared.lock().closed = true;
+        self.shared.ready.notify_all();
         let deadline = Instant::now() + CLOSE_GRACE;
         while self.busy() > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_micros(100));
@@ -109,16 +130,39 @@ impl BlockingPool {
         }
     }
 
-    fn lock_workers(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
+    fn lock_workers(&self) -> MutexGuard<'_, Vec<JoinHandle<()>>> {
         self.workers.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
-fn worker(rx: &Mutex<Receiver<Job>>, busy: &AtomicUsize) {
+/// How long a worker polls for its next job before it sleeps: file calls come in bursts
+/// (a large write is many calls), and waking a sleeping thread can cost hundreds of
+/// microseconds on a virtual machine.
+const WARM: Duration = Duration::from_micros(500);
+
+fn worker(shared: &Shared) {
     loop {
-        let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
-        let Ok(job) = job else { return };
+        let warm_until = Instant::now() + WARM;
+        let job = loop {
+            let mut q = shared.lock();
+            if let Some(job) = q.jobs.pop_front() {
+                break Some(job);
+            }
+            if q.closed {
+                break None;
+            }
+            if Instant::now() < warm_until {
+                drop(q);
+                std::thread::yield_now();
+                continue;
+            }
+            while q.jobs.is_empty() && !q.closed {
+                q = shared.ready.wait(q).unwrap_or_else(|p| p.into_inner());
+            }
+            break q.jobs.pop_front();
+        };
+        let Some(job) = job else { return };
         job();
-        busy.fetch_sub(1, Relaxed);
+        shared.busy.fetch_sub(1, Relaxed);
     }
 }
