@@ -160,7 +160,7 @@ impl Context {
             services,
             trace,
             killing: AtomicBool::new(false),
-            pool: BlockingPool::start(blocking)?,
+            pool: BlockingPool::new(blocking),
             alive: PortsAlive::new(),
         }))
     }
@@ -466,7 +466,15 @@ fn hand_to_pool(
             .response
             .store(seq, Release);
     });
-    if ctx.pool.submit(job) { taken } else { 0 }
+    match ctx.pool.submit(job) {
+        Ok(()) => taken,
+        Err(job) if !ctx.pool.is_closed() => {
+            // No thread to run it on: serve it here rather than never.
+            job();
+            taken
+        }
+        Err(_) => 0,
+    }
 }
 
 /// Copies the input bytes `slot`'s service declares, from the lane's bulk buffer at `at`

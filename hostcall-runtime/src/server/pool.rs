@@ -42,9 +42,11 @@ impl PortsAlive {
 /// How long closing waits for jobs to finish before it leaves busy workers behind.
 const CLOSE_GRACE: Duration = Duration::from_millis(100);
 
-/// A fixed set of worker threads taking jobs from one queue.
+/// A fixed set of worker threads taking jobs from one queue, started on first use.
 pub(crate) struct BlockingPool {
     shared: Arc<Shared>,
+    /// Workers to start.
+    size: usize,
     workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -68,43 +70,54 @@ impl Shared {
 }
 
 impl BlockingPool {
-    /// Starts `workers` threads (at least one).
-    pub fn start(workers: usize) -> std::io::Result<BlockingPool> {
-        let pool = BlockingPool {
+    /// A pool of `workers` threads (at least one), started with its first job: most
+    /// launches never make a call that may block, and pay for no thread.
+    pub fn new(workers: usize) -> BlockingPool {
+        BlockingPool {
             shared: Arc::new(Shared {
                 queue: Mutex::new(Queue::default()),
                 ready: Condvar::new(),
                 busy: AtomicUsize::new(0),
             }),
+            size: workers.max(1),
             workers: Mutex::new(Vec::new()),
-        };
-        for k in 0..workers.max(1) {
-            let shared = pool.shared.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("hostcall-blocking-{k}"))
-                .spawn(move || worker(&shared));
-            match spawned {
-                Ok(t) => pool.lock_workers().push(t),
-                Err(e) => {
-                    pool.close();
-                    return Err(e);
+        }
+    }
+
+    /// Queues `job`, starting the workers on first use; hands it back if the pool is
+    /// closed or no worker could be started (the caller then runs it itself).
+    pub fn submit(&self, job: Job) -> Result<(), Job> {
+        {
+            let mut workers = self.lock_workers();
+            while workers.len() < self.size {
+                let shared = self.shared.clone();
+                let spawned = std::thread::Builder::new()
+                    .name(format!("hostcall-blocking-{}", workers.len()))
+                    .spawn(move || worker(&shared));
+                match spawned {
+                    Ok(t) => workers.push(t),
+                    Err(e) if workers.is_empty() => {
+                        log::warn!("starting a thread for blocking hostcalls: {e}");
+                        return Err(job);
+                    }
+                    Err(_) => break,
                 }
             }
         }
-        Ok(pool)
-    }
-
-    /// Queues `job`; false once the pool is closed.
-    pub fn submit(&self, job: Job) -> bool {
         let mut q = self.shared.lock();
         if q.closed {
-            return false;
+            return Err(job);
         }
         self.shared.busy.fetch_add(1, Relaxed);
         q.jobs.push_back(job);
         drop(q);
         self.shared.ready.notify_one();
-        true
+        Ok(())
+    }
+
+    /// Whether the pool takes no more jobs.
+    pub fn is_closed(&self) -> bool {
+        self.shared.lock().closed
     }
 
     /// Jobs queued or running.
