@@ -5,8 +5,8 @@
 use std::alloc::Layout;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hostcall_abi::answer::Answer;
@@ -14,7 +14,7 @@ use hostcall_abi::{Doorbell, LaneSlot, Port};
 
 use crate::module::{DeviceMemory, StreamStop};
 use crate::server::{Context, Mode, Scratch, serve_port};
-use crate::services::{Capture, EnvPolicy, FdTable, Files, Process, ServiceTable, Stdio};
+use crate::services::{Capture, Files};
 use crate::{HostBuilder, Result};
 
 /// Where the bench's device memory starts, for `WriteFromDevice` requests.
@@ -75,30 +75,15 @@ impl PortBench {
         let port = unsafe { std::alloc::alloc_zeroed(PORT_LAYOUT) }.cast::<Port>();
         assert!(!port.is_null(), "allocating a port");
         let doorbell = Box::new(Doorbell::new(0));
-        let files = Arc::new(Files {
-            table: Mutex::new(FdTable::new(host.files_allowed)),
-            device: Arc::new(FakeDevice {
-                bytes: (0..DEVICE_BYTES).map(|i| i as u8).collect(),
-            }),
-            sandbox: host.sandbox.clone(),
-            stdio: Stdio {
-                echo: false,
-                stdin: host.b.stdin,
-                captured: Some(Capture::new(host.b.capture_limit)),
-                posted: Default::default(),
-            },
-        });
-        let env: Arc<EnvPolicy> = host.env.clone();
-        let mut services = ServiceTable::builtin(files.clone(), env, Arc::new(Process::default()));
-        for (id, h) in &host.b.extra {
-            services.register(*id, h.clone());
-        }
+        let (files, _, services) = host.services(Arc::new(FakeDevice {
+            bytes: (0..DEVICE_BYTES).map(|i| i as u8).collect(),
+        }));
         let ports = crate::server::Ports {
             base: port,
             doorbells: &*doorbell,
             len: 1,
         };
-        let ctx = Context::new(ports, Arc::new(services), host.b.blocking_threads, false)?;
+        let ctx = Context::new(ports, Arc::new(services), host.b.blocking_threads, false);
         let mounts = host
             .sandbox
             .mounts()

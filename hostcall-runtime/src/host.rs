@@ -10,7 +10,7 @@ use hostcall_abi::{
     LaunchState, Port, PortState, ThreadArea,
 };
 
-use crate::module::{GpuModule, Launch, LaunchEnd};
+use crate::module::{DeviceMemory, GpuModule, Launch, LaunchEnd};
 use crate::server::{Ports, Server};
 use crate::services::sandbox::Access;
 use crate::services::{
@@ -410,22 +410,7 @@ impl Host {
         };
         module.write_config(&config)?;
 
-        let files = Arc::new(Files {
-            table: Mutex::new(FdTable::new(self.files_allowed)),
-            device: module.device_memory(),
-            sandbox: self.sandbox.clone(),
-            stdio: Stdio {
-                echo: self.b.echo,
-                stdin: self.b.stdin,
-                captured: self.b.capture.then(|| Capture::new(self.b.capture_limit)),
-                posted: Default::default(),
-            },
-        });
-        let process = Arc::new(Process::default());
-        let mut services = ServiceTable::builtin(files.clone(), self.env.clone(), process.clone());
-        for (id, h) in &self.b.extra {
-            services.register(*id, h.clone());
-        }
+        let (files, process, services) = self.services(module.device_memory());
         let ports = Ports {
             base: ports.host.cast::<Port>(),
             doorbells: doorbells.host.cast::<Doorbell>(),
@@ -467,6 +452,32 @@ impl Host {
             calls,
             elapsed,
         })
+    }
+
+    /// The services of one launch over this host's grants: the file services (with
+    /// stdio), the process state, and the table the server dispatches with, embedder
+    /// services included.
+    pub(crate) fn services(
+        &self,
+        device: Arc<dyn DeviceMemory>,
+    ) -> (Arc<Files>, Arc<Process>, ServiceTable) {
+        let files = Arc::new(Files {
+            table: Mutex::new(FdTable::new(self.files_allowed)),
+            device,
+            sandbox: self.sandbox.clone(),
+            stdio: Stdio {
+                echo: self.b.echo,
+                stdin: self.b.stdin,
+                captured: self.b.capture.then(|| Capture::new(self.b.capture_limit)),
+                posted: Default::default(),
+            },
+        });
+        let process = Arc::new(Process::default());
+        let mut table = ServiceTable::builtin(files.clone(), self.env.clone(), process.clone());
+        for (id, h) in &self.b.extra {
+            table.register(*id, h.clone());
+        }
+        (files, process, table)
     }
 
     /// Waits for the launch to end, or for the timeout: then every call is answered

@@ -154,15 +154,15 @@ impl Context {
         services: Arc<ServiceTable>,
         blocking: usize,
         trace: bool,
-    ) -> std::io::Result<Arc<Context>> {
-        Ok(Arc::new(Context {
+    ) -> Arc<Context> {
+        Arc::new(Context {
             ports,
             services,
             trace,
             killing: AtomicBool::new(false),
             pool: BlockingPool::new(blocking),
             alive: PortsAlive::new(),
-        }))
+        })
     }
 
     /// Takes no more pool work and forbids any later write to the ports.
@@ -219,7 +219,7 @@ impl Server {
         blocking: usize,
         trace: bool,
     ) -> std::io::Result<Server> {
-        let ctx = Context::new(ports, services, blocking, trace)?;
+        let ctx = Context::new(ports, services, blocking, trace);
         let stop = Arc::new(AtomicBool::new(false));
         let calls = Arc::new(AtomicU64::new(0));
         let consumers = consumers.clamp(1, ports.len.max(1));
