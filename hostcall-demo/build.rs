@@ -31,10 +31,7 @@ fn embed() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?);
-    let module = ptx_builder::PtxBuilder::new(manifest.join("../culinux")).build()?;
-    module.emit_rerun_if_changed();
-
-    let out = PathBuf::from(std::env::var("OUT_DIR")?).join("culinux_module.rs");
-    std::fs::write(out, module.embed_rs())?;
+    ptx_builder::PtxBuilder::new(manifest.join("../culinux"))
+        .build_into_out_dir("culinux_module.rs")?;
     Ok(())
 }

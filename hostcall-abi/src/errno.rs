@@ -5,6 +5,7 @@
 
 pub const EPERM: i32 = 1;
 pub const ENOENT: i32 = 2;
+pub const ESRCH: i32 = 3;
 pub const EIO: i32 = 5;
 pub const EBADF: i32 = 9;
 pub const EAGAIN: i32 = 11;
@@ -12,6 +13,7 @@ pub const ENOMEM: i32 = 12;
 pub const EACCES: i32 = 13;
 pub const EFAULT: i32 = 14;
 pub const EEXIST: i32 = 17;
+pub const EXDEV: i32 = 18;
 pub const ENOTDIR: i32 = 20;
 pub const EISDIR: i32 = 21;
 pub const EINVAL: i32 = 22;
@@ -22,5 +24,6 @@ pub const EROFS: i32 = 30;
 pub const ERANGE: i32 = 34;
 pub const ENAMETOOLONG: i32 = 36;
 pub const ENOSYS: i32 = 38;
+pub const ENOTEMPTY: i32 = 39;
 pub const ELOOP: i32 = 40;
 pub const ETIMEDOUT: i32 = 110;

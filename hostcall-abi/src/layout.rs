@@ -100,11 +100,23 @@ pub struct LaunchState {
     pub stdio_tickets: [AtomicU64; 3],
     /// 0 until a GPU thread claims the right to write the [`FaultRecord`] (first one wins).
     pub fault_claim: AtomicU32,
-    /// Zero.
-    pub reserved0: u32,
+    /// 1 once a thread-local value with a destructor has been set: the host then runs
+    /// the destructors (`THREAD_EXIT_KERNEL`) when the kernel ends.
+    pub tls_destructors: AtomicU32,
+    /// The program's `argv` array (device heap), fetched once per launch by the first
+    /// thread that asks: 0 not yet, 1 being fetched, else the address.
+    pub argv: AtomicU64,
+    /// The address of the program's `environ` variable (device heap), as `argv`.
+    pub environ: AtomicU64,
     /// Room to grow without changing the allocation.
-    pub reserved: [u64; 4],
+    pub reserved: [u64; 2],
 }
+
+/// The kernel every module exports (from libc-hostcall) that runs a launch's
+/// thread-local destructors: the host launches it with the launch's own geometry once
+/// the kernel has ended, so each GPU thread's destructors run on that thread's
+/// coordinates, as on Linux when a thread ends.
+pub const THREAD_EXIT_KERNEL: &str = "__hostcall_thread_exit";
 
 /// Why a GPU thread gave up on the transport (`FaultRecord::kind`).
 #[repr(u32)]

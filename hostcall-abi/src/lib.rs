@@ -95,6 +95,7 @@
 #![no_std]
 
 pub mod answer;
+pub mod dirent;
 pub mod errno;
 pub mod layout;
 pub mod service;
@@ -103,11 +104,14 @@ pub mod stat;
 pub use layout::{
     BULK_PER_LANE, CACHED_CLASSES, CONFIG_SYMBOL, DeviceConfig, Doorbell, FLAG_SINGLE_LANE,
     FaultKind, FaultRecord, HEAP_RESERVED, LaneSlot, LaunchState, MAX_KEYS, PORT_BULK, PORT_HELD,
-    PORT_POSTED, PORT_SEQ_SHIFT, Port, PortHeader, PortState, ThreadArea, VERSION_SYMBOL,
-    WARP_SIZE,
+    PORT_POSTED, PORT_SEQ_SHIFT, Port, PortHeader, PortState, THREAD_EXIT_KERNEL, ThreadArea,
+    VERSION_SYMBOL, WARP_SIZE,
 };
-pub use service::{DEVICE_WRITE_MAX, NAME_MAX, PATH_MAX, Service, Status};
+pub use service::{
+    AT_FDCWD, AT_REMOVEDIR, DEVICE_WRITE_MAX, NAME_MAX, PATH_MAX, STARTUP_ARGS, STARTUP_ENV,
+    Service, Status,
+};
 
 /// The version both halves must agree on; bump it on any change to this crate's layouts,
 /// service ids or argument conventions. The host refuses a module built with another.
-pub const ABI_VERSION: u32 = 3;
+pub const ABI_VERSION: u32 = 4;

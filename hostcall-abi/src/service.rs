@@ -24,6 +24,24 @@
 //! | `Getrandom` | len | out: bytes | bytes written |
 //! | `WritePosted` | fd (1 or 2), len, ticket | in: data | none: posted, nobody waits |
 //! | `WriteFromDevice` | fd, device address, len | – | bytes written (the host copies the bytes out of GPU global memory by DMA; at most [`DEVICE_WRITE_MAX`] per call) |
+//! | `OpenAt` | path len, dirfd, flags, mode | in: path | fd |
+//! | `StatAt` | path len, dirfd, follow links (0/1) | in: path, out: `struct stat` | 0 |
+//! | `UnlinkAt` | path len, dirfd, [`AT_REMOVEDIR`] or 0 | in: path | 0 |
+//! | `Mkdir` | path len, mode | in: path | 0 |
+//! | `Chmod` | path len, mode | in: path | 0 |
+//! | `Rename` | len | in: old path, NUL, new path | 0 |
+//! | `Link` | len | in: existing path, NUL, new path | 0 |
+//! | `Symlink` | len | in: target, NUL, link path | 0 |
+//! | `Fchmod` | fd, mode | – | 0 |
+//! | `Ftruncate` | fd, len | – | 0 |
+//! | `Fsync` | fd | – | 0 |
+//! | `Getdents` | fd, len | out: [`dirent`](crate::dirent) records | bytes (0 at the end) |
+//! | `Startup` | [`STARTUP_ARGS`] or [`STARTUP_ENV`], offset, len | out: the block's bytes from offset | the block's length |
+//! | `Getpid` | – | – | the host process's id |
+//!
+//! `dirfd` is a GPU fd of a directory, or [`AT_FDCWD`] for the working directory; an
+//! absolute path ignores it, as on Linux. The `Startup` blocks are NUL-terminated
+//! strings back to back: the program's arguments, and its environment as `NAME=value`.
 
 /// A host service, by numeric id.
 #[repr(u32)]
@@ -48,7 +66,33 @@ pub enum Service {
     Getrandom = 15,
     WriteFromDevice = 16,
     WritePosted = 17,
+    OpenAt = 18,
+    StatAt = 19,
+    UnlinkAt = 20,
+    Mkdir = 21,
+    Chmod = 22,
+    Rename = 23,
+    Link = 24,
+    Symlink = 25,
+    Fchmod = 26,
+    Ftruncate = 27,
+    Fsync = 28,
+    Getdents = 29,
+    Startup = 30,
+    Getpid = 31,
 }
+
+/// Linux's `AT_FDCWD`: a `dirfd` meaning the working directory.
+pub const AT_FDCWD: i32 = -100;
+
+/// Linux's `AT_REMOVEDIR`: `UnlinkAt` removes an empty directory.
+pub const AT_REMOVEDIR: i32 = 0x200;
+
+/// `Startup`'s first argument: the program's arguments (`argv`).
+pub const STARTUP_ARGS: u64 = 0;
+
+/// `Startup`'s first argument: the program's environment (`environ`).
+pub const STARTUP_ENV: u64 = 1;
 
 /// Most bytes one `WriteFromDevice` call moves; the client loops over larger writes.
 pub const DEVICE_WRITE_MAX: u64 = 64 << 20;
@@ -62,7 +106,7 @@ pub const NAME_MAX: usize = 255;
 
 impl Service {
     /// Every service, in id order.
-    pub const ALL: [Service; 18] = [
+    pub const ALL: [Service; 32] = [
         Service::Ping,
         Service::Write,
         Service::Read,
@@ -81,6 +125,20 @@ impl Service {
         Service::Getrandom,
         Service::WriteFromDevice,
         Service::WritePosted,
+        Service::OpenAt,
+        Service::StatAt,
+        Service::UnlinkAt,
+        Service::Mkdir,
+        Service::Chmod,
+        Service::Rename,
+        Service::Link,
+        Service::Symlink,
+        Service::Fchmod,
+        Service::Ftruncate,
+        Service::Fsync,
+        Service::Getdents,
+        Service::Startup,
+        Service::Getpid,
     ];
 
     /// The service with this id, if any.
@@ -95,7 +153,18 @@ impl Service {
         match self {
             Service::Write | Service::WritePosted => Some(1),
             Service::Open => Some(2),
-            Service::Stat | Service::Realpath | Service::Readlink | Service::Getenv => Some(0),
+            Service::Stat
+            | Service::Realpath
+            | Service::Readlink
+            | Service::Getenv
+            | Service::OpenAt
+            | Service::StatAt
+            | Service::UnlinkAt
+            | Service::Mkdir
+            | Service::Chmod
+            | Service::Rename
+            | Service::Link
+            | Service::Symlink => Some(0),
             _ => None,
         }
     }
@@ -121,6 +190,20 @@ impl Service {
             Service::Getrandom => "getrandom",
             Service::WriteFromDevice => "write_from_device",
             Service::WritePosted => "write_posted",
+            Service::OpenAt => "openat",
+            Service::StatAt => "statat",
+            Service::UnlinkAt => "unlinkat",
+            Service::Mkdir => "mkdir",
+            Service::Chmod => "chmod",
+            Service::Rename => "rename",
+            Service::Link => "link",
+            Service::Symlink => "symlink",
+            Service::Fchmod => "fchmod",
+            Service::Ftruncate => "ftruncate",
+            Service::Fsync => "fsync",
+            Service::Getdents => "getdents",
+            Service::Startup => "startup",
+            Service::Getpid => "getpid",
         }
     }
 }

@@ -252,3 +252,107 @@ pub fn clock_realtime<P: Platform>(ch: &Channel) -> i64 {
 pub fn getrandom<P: Platform>(ch: &Channel, buf: &mut [u8]) -> i64 {
     outcome(ch.call::<P>(Service::Getrandom as u32, [0; 6], &[], buf, Some(0)))
 }
+
+/// A service whose input is one path (its length in `a0`) and whose other arguments
+/// follow: `OpenAt`, `StatAt`, `UnlinkAt`, `Mkdir`, `Chmod`.
+fn path_call<P: Platform>(
+    ch: &Channel,
+    service: Service,
+    path: &[u8],
+    rest: [u64; 3],
+    out: &mut [u8],
+) -> i64 {
+    if too_long(path) {
+        return -(hostcall_abi::errno::ENAMETOOLONG as i64);
+    }
+    let args = [path.len() as u64, rest[0], rest[1], rest[2], 0, 0];
+    outcome(ch.call::<P>(service as u32, args, path, out, None))
+}
+
+/// Opens `path` relative to the directory `dirfd` (or `AT_FDCWD`).
+pub fn openat<P: Platform>(ch: &Channel, dirfd: i32, path: &[u8], flags: i32, mode: u32) -> i64 {
+    let rest = [dirfd as u64, flags as u64, mode as u64];
+    path_call::<P>(ch, Service::OpenAt, path, rest, &mut [])
+}
+
+/// `stat` of `path` relative to the directory `dirfd`, following links if `follow`.
+pub fn statat<P: Platform>(
+    ch: &Channel,
+    dirfd: i32,
+    path: &[u8],
+    follow: bool,
+    out: &mut [u8; STAT_SIZE],
+) -> i64 {
+    path_call::<P>(
+        ch,
+        Service::StatAt,
+        path,
+        [dirfd as u64, follow as u64, 0],
+        out,
+    )
+}
+
+/// Removes the file (or, with `AT_REMOVEDIR`, the empty directory) `path` relative to
+/// the directory `dirfd`.
+pub fn unlinkat<P: Platform>(ch: &Channel, dirfd: i32, path: &[u8], flags: i32) -> i64 {
+    path_call::<P>(
+        ch,
+        Service::UnlinkAt,
+        path,
+        [dirfd as u64, flags as u64, 0],
+        &mut [],
+    )
+}
+
+/// Makes the directory `path`.
+pub fn mkdir<P: Platform>(ch: &Channel, path: &[u8], mode: u32) -> i64 {
+    path_call::<P>(ch, Service::Mkdir, path, [mode as u64, 0, 0], &mut [])
+}
+
+/// Sets the permission bits of `path`.
+pub fn chmod<P: Platform>(ch: &Channel, path: &[u8], mode: u32) -> i64 {
+    path_call::<P>(ch, Service::Chmod, path, [mode as u64, 0, 0], &mut [])
+}
+
+/// A service of two paths (`Rename`, `Link`, `Symlink`): `joined` is `first NUL second`.
+pub fn two_paths<P: Platform>(ch: &Channel, service: Service, joined: &[u8]) -> i64 {
+    if too_long(joined) {
+        return -(hostcall_abi::errno::ENAMETOOLONG as i64);
+    }
+    let args = [joined.len() as u64, 0, 0, 0, 0, 0];
+    outcome(ch.call::<P>(service as u32, args, joined, &mut [], None))
+}
+
+/// Sets the permission bits of a GPU fd's file.
+pub fn fchmod<P: Platform>(ch: &Channel, fd: i32, mode: u32) -> i64 {
+    simple::<P>(ch, Service::Fchmod, [fd as u64, mode as u64, 0, 0, 0, 0])
+}
+
+/// Sets the length of a GPU fd's file.
+pub fn ftruncate<P: Platform>(ch: &Channel, fd: i32, len: i64) -> i64 {
+    simple::<P>(ch, Service::Ftruncate, [fd as u64, len as u64, 0, 0, 0, 0])
+}
+
+/// Flushes a GPU fd's file to its device.
+pub fn fsync<P: Platform>(ch: &Channel, fd: i32) -> i64 {
+    simple::<P>(ch, Service::Fsync, [fd as u64, 0, 0, 0, 0, 0])
+}
+
+/// The next entries of the directory open as `fd`, as `hostcall_abi::dirent` records in
+/// `out`; returns the bytes written, 0 at the end.
+pub fn getdents<P: Platform>(ch: &Channel, fd: i32, out: &mut [u8]) -> i64 {
+    let args = [fd as u64, out.len() as u64, 0, 0, 0, 0];
+    outcome(ch.call::<P>(Service::Getdents as u32, args, &[], out, Some(1)))
+}
+
+/// Copies the `which` start-up block (`STARTUP_ARGS`, `STARTUP_ENV`) from `offset` into
+/// `out`; returns the block's whole length.
+pub fn startup<P: Platform>(ch: &Channel, which: u64, offset: u64, out: &mut [u8]) -> i64 {
+    let args = [which, offset, out.len() as u64, 0, 0, 0];
+    outcome(ch.call::<P>(Service::Startup as u32, args, &[], out, Some(2)))
+}
+
+/// The host process's id (the GPU program runs inside it).
+pub fn getpid<P: Platform>(ch: &Channel) -> i64 {
+    simple::<P>(ch, Service::Getpid, [0; 6])
+}

@@ -208,18 +208,13 @@ fn verdict(a: &Args, dir: &std::path::Path, report: &RunReport) -> u8 {
                 }
             }
         }
-        (Outcome::Aborted { block, thread }, _) => {
-            eprintln!(
-                "hostcalls_bin: GPU thread (block {block}, thread {thread}) panicked; run ends with {code}"
-            );
-            code
-        }
         (Outcome::Exited(c), _) => {
             eprintln!("hostcalls_bin: the GPU program called exit({c})");
             code
         }
-        (Outcome::Faulted(why), _) => {
-            eprintln!("hostcalls_bin: the kernel faulted: {why}");
+        (outcome @ (Outcome::Aborted { .. } | Outcome::Faulted(_)), _) => {
+            let why = outcome.failure().unwrap_or_default();
+            eprintln!("hostcalls_bin: {why}");
             code
         }
         (Outcome::Completed, mode) => {

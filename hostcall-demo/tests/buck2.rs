@@ -92,7 +92,7 @@ fn external_deps(manifest: &str) -> BTreeSet<String> {
     deps
 }
 
-const CRATES: [&str; 8] = [
+const CRATES: [&str; 9] = [
     "hostcall-abi",
     "hostcall-client",
     "hostcall-runtime",
@@ -101,6 +101,7 @@ const CRATES: [&str; 8] = [
     "hostcall-demo",
     "culinux",
     "libc-hostcall",
+    "conformance",
 ];
 
 #[test]
@@ -142,6 +143,7 @@ fn third_party_lists_exactly_the_crates_cargo_uses_and_each_crate_names_its_own(
         "hostcall-demo",
         "hostcall-abi",
         "hostcall-client",
+        "conformance",
     ];
     let mut used = BTreeSet::new();
     for m in manifests {

@@ -144,7 +144,11 @@ const GPU_CASES: &[Case] = &[
             expect(
                 &out,
                 134,
-                &["deliberate panic", "GPU thread (block 1, thread 3)"],
+                &[
+                    "thread 'block 1 thread 3' (",
+                    "deliberate panic",
+                    "GPU thread (block 1, thread 3)",
+                ],
             )
         },
     },

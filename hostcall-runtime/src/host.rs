@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use hostcall_abi::{
     ABI_VERSION, DeviceConfig, Doorbell, FLAG_SINGLE_LANE, FaultKind, FaultRecord, HEAP_RESERVED,
-    LaunchState, Port, PortState, ThreadArea,
+    LaunchState, Port, PortState, THREAD_EXIT_KERNEL, ThreadArea,
 };
 
 use crate::module::{DeviceMemory, GpuModule, Launch, LaunchEnd};
@@ -172,11 +172,17 @@ impl HostBuilder {
         self
     }
 
-    /// Sets an environment variable for the GPU program.
+    /// Sets an environment variable for the GPU program. `env::vars()` on the GPU lists
+    /// inherited variables in the host's order, then set ones in the order first set.
     pub fn env(mut self, name: &str, value: &str) -> Self {
-        self.env
-            .vars
-            .insert(name.as_bytes().to_vec(), value.as_bytes().to_vec());
+        self.env.set(name.as_bytes(), value.as_bytes());
+        self
+    }
+
+    /// The program's arguments, its name first: what `env::args()` returns on the GPU
+    /// (empty unless set).
+    pub fn args<S: AsRef<[u8]>>(mut self, args: impl IntoIterator<Item = S>) -> Self {
+        self.env.args = args.into_iter().map(|a| a.as_ref().to_vec()).collect();
         self
     }
 
@@ -247,6 +253,11 @@ impl HostBuilder {
     /// lowered to leave the host a quarter of the process's `RLIMIT_NOFILE` (at least 64
     /// descriptors) for its own files, the driver's and the pre-opens.
     pub fn build(self) -> Result<Host> {
+        if self.trace {
+            // Tracing must not depend on the embedder remembering to set up a logger; one
+            // it set up already is kept (`init_logging` only fills an empty slot).
+            crate::start_logging(true);
+        }
         if self.ports == 0 || self.ports > u32::MAX as usize {
             return Err(Error::InvalidLaunch(format!("{} ports", self.ports)));
         }
@@ -328,6 +339,18 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// What went wrong, in one sentence naming the GPU thread, when the program did not
+    /// end by returning or calling `exit` (std has printed a panic's own message).
+    pub fn failure(&self) -> Option<String> {
+        match self {
+            Outcome::Completed | Outcome::Exited(_) => None,
+            Outcome::Aborted { block, thread } => Some(format!(
+                "GPU thread (block {block}, thread {thread}) panicked or aborted; the run ends with 134"
+            )),
+            Outcome::Faulted(why) => Some(format!("the GPU program faulted: {why}")),
+        }
+    }
+
     /// The process exit code that reflects this outcome.
     pub fn exit_code(&self) -> i32 {
         match self {
@@ -425,9 +448,15 @@ impl Host {
         )?;
 
         let started = Instant::now();
-        let ended = module
+        let ended = match module
             .launch(launch)
-            .and_then(|()| self.wait(module, launch, started, &server));
+            .and_then(|()| self.wait(module, launch, started, &server))
+        {
+            Ok(LaunchEnd::Completed) if process.termination().is_none() => {
+                self.thread_exit(module, launch, started, &server)
+            }
+            other => other,
+        };
         // Serves what was posted just before the launch ended, and after this no thread
         // writes the ports, which the module may free once this returns.
         let calls = server.finish();
@@ -478,6 +507,30 @@ impl Host {
             table.register(*id, h.clone());
         }
         (files, process, table)
+    }
+
+    /// Runs the thread-local destructors of a launch that ended normally, as Linux does
+    /// when threads end: the module's `THREAD_EXIT_KERNEL` on the same geometry (each
+    /// GPU thread finds its own values). A module without it (built without
+    /// libc-hostcall, or emulated) has none to run.
+    fn thread_exit(
+        &self,
+        module: &mut dyn GpuModule,
+        launch: &Launch,
+        started: Instant,
+        server: &Server,
+    ) -> Result<LaunchEnd> {
+        let exit = Launch {
+            kernel: THREAD_EXIT_KERNEL.to_owned(),
+            grid: launch.grid,
+            block: launch.block,
+            args: Vec::new(),
+        };
+        match module.launch(&exit) {
+            Err(Error::MissingSymbol(_)) => Ok(LaunchEnd::Completed),
+            Err(e) => Err(e),
+            Ok(()) => self.wait(module, &exit, started, server),
+        }
     }
 
     /// Waits for the launch to end, or for the timeout: then every call is answered

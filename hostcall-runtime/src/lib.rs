@@ -28,9 +28,13 @@ pub use module::{DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchE
 pub use server::InFlight;
 
 /// Starts `env_logger` with warnings on, and each hostcall traced when `HOSTCALL_DEBUG`
-/// is set (`RUST_LOG` still overrides both).
+/// is set (`RUST_LOG` still overrides both). A logger set up before is kept.
 pub fn init_logging() {
-    let trace = std::env::var_os("HOSTCALL_DEBUG").is_some_and(|v| v != "0");
+    start_logging(std::env::var_os("HOSTCALL_DEBUG").is_some_and(|v| v != "0"));
+}
+
+/// [`init_logging`] with tracing on or off.
+pub(crate) fn start_logging(trace: bool) {
     let default = if trace {
         "warn,hostcall=info,hostcall_runtime=info"
     } else {

@@ -18,7 +18,7 @@ const O_TMPFILE: c_int = 0o20200000;
 ///
 /// # Safety
 /// `p` must be null or point to a NUL-terminated string.
-unsafe fn cstr<'a>(p: *const c_char) -> Option<&'a [u8]> {
+pub(crate) unsafe fn cstr<'a>(p: *const c_char) -> Option<&'a [u8]> {
     // SAFETY: the caller's contract.
     (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_bytes())
 }
@@ -191,18 +191,4 @@ pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, size: u
     // SAFETY: the caller's contract.
     let out = unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), size) };
     check(calls::readlink::<Nvptx>(&channel(), path, out)) as isize
-}
-
-/// Returns a heap copy of the value the host grants (std copies it at once); null when
-/// unset or not granted.
-///
-/// # Safety
-/// `name` must be a C string.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn getenv(name: *const c_char) -> *mut c_char {
-    // SAFETY: the caller's contract.
-    let Some(name) = (unsafe { cstr(name) }) else {
-        return core::ptr::null_mut();
-    };
-    string_alloc(|out| calls::getenv::<Nvptx>(&channel(), name, out))
 }

@@ -9,13 +9,18 @@
 
 #![no_std]
 #![cfg(target_arch = "nvptx64")]
+#![feature(abi_ptx)]
 
+mod dir;
+mod env;
+mod fs;
 mod heap;
 mod io;
 mod misc;
 mod process;
 mod thread;
 mod time;
+mod unsupported;
 
 use hostcall_abi::{ABI_VERSION, DeviceConfig, LaunchState};
 use hostcall_client::Channel;

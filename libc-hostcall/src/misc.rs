@@ -7,29 +7,58 @@ use hostcall_client::calls;
 
 use crate::{Nvptx, channel, check};
 
-/// Messages for the errors a GPU program is likely to meet; others print their number.
-fn message(e: c_int) -> &'static str {
+/// glibc's messages for errno 0..=40, by number (what `strerror` prints on Linux).
+const MESSAGES: [&str; 41] = [
+    "Success",
+    "Operation not permitted",
+    "No such file or directory",
+    "No such process",
+    "Interrupted system call",
+    "Input/output error",
+    "No such device or address",
+    "Argument list too long",
+    "Exec format error",
+    "Bad file descriptor",
+    "No child processes",
+    "Resource temporarily unavailable",
+    "Cannot allocate memory",
+    "Permission denied",
+    "Bad address",
+    "Block device required",
+    "Device or resource busy",
+    "File exists",
+    "Invalid cross-device link",
+    "No such device",
+    "Not a directory",
+    "Is a directory",
+    "Invalid argument",
+    "Too many open files in system",
+    "Too many open files",
+    "Inappropriate ioctl for device",
+    "Text file busy",
+    "File too large",
+    "No space left on device",
+    "Illegal seek",
+    "Read-only file system",
+    "Too many links",
+    "Broken pipe",
+    "Numerical argument out of domain",
+    "Numerical result out of range",
+    "Resource deadlock avoided",
+    "File name too long",
+    "No locks available",
+    "Function not implemented",
+    "Directory not empty",
+    "Too many levels of symbolic links",
+];
+
+/// glibc's message for `e`, if it has one here; `ETIMEDOUT` and `EOPNOTSUPP` are the
+/// others a GPU program meets.
+fn message(e: c_int) -> Option<&'static str> {
     match e {
-        errno::EPERM => "Operation not permitted",
-        errno::ENOENT => "No such file or directory",
-        errno::EIO => "Input/output error",
-        errno::EBADF => "Bad file descriptor",
-        errno::EAGAIN => "Resource temporarily unavailable",
-        errno::ENOMEM => "Cannot allocate memory",
-        errno::EACCES => "Permission denied",
-        errno::EFAULT => "Bad address",
-        errno::EEXIST => "File exists",
-        errno::ENOTDIR => "Not a directory",
-        errno::EISDIR => "Is a directory",
-        errno::EINVAL => "Invalid argument",
-        errno::EMFILE => "Too many open files",
-        errno::ENOSPC => "No space left on device",
-        errno::ESPIPE => "Illegal seek",
-        errno::ERANGE => "Numerical result out of range",
-        errno::ENAMETOOLONG => "File name too long",
-        errno::ENOSYS => "Function not implemented on the GPU",
-        errno::ETIMEDOUT => "Connection timed out",
-        _ => "Unknown error",
+        95 => Some("Operation not supported"),
+        110 => Some("Connection timed out"),
+        _ => MESSAGES.get(usize::try_from(e).ok()?).copied(),
     }
 }
 
@@ -40,14 +69,56 @@ pub unsafe extern "C" fn __xpg_strerror_r(e: c_int, buf: *mut c_char, len: usize
     if buf.is_null() || len == 0 {
         return errno::ERANGE;
     }
-    let msg = message(e).as_bytes();
+    let mut text = Text::default();
+    let (msg, code) = match message(e) {
+        Some(m) => (m.as_bytes(), 0),
+        None => {
+            // As glibc: the number in the text, and EINVAL.
+            let _ = core::fmt::write(&mut text, format_args!("Unknown error {e}"));
+            (text.as_bytes(), errno::EINVAL)
+        }
+    };
     let n = msg.len().min(len - 1);
     // SAFETY: `n + 1 <= len` bytes of `buf` are written.
     unsafe {
         core::ptr::copy_nonoverlapping(msg.as_ptr(), buf.cast::<u8>(), n);
         buf.add(n).write(0);
     }
-    if n < msg.len() { errno::ERANGE } else { 0 }
+    if n < msg.len() { errno::ERANGE } else { code }
+}
+
+/// A small buffer `core::fmt` writes into, for messages and names built without the
+/// heap.
+pub(crate) struct Text {
+    bytes: [u8; 64],
+    len: usize,
+}
+
+impl Default for Text {
+    fn default() -> Text {
+        Text {
+            bytes: [0; 64],
+            len: 0,
+        }
+    }
+}
+
+impl Text {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl core::fmt::Write for Text {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let end = self.len + s.len();
+        self.bytes
+            .get_mut(self.len..end)
+            .ok_or(core::fmt::Error)?
+            .copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
 }
 
 /// Random bytes from the host's OS (std seeds `HashMap` with them).

@@ -6,7 +6,7 @@
 use core::ffi::{c_int, c_long, c_uint, c_void};
 use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 
-use hostcall_abi::errno::{EAGAIN, EINVAL, ENOSYS, ETIMEDOUT};
+use hostcall_abi::errno::{EAGAIN, EINVAL, ENOSYS, ERANGE, ESRCH, ETIMEDOUT};
 use hostcall_abi::{CACHED_CLASSES, MAX_KEYS, ThreadArea};
 use hostcall_client::Platform;
 
@@ -74,17 +74,20 @@ static KEYS_USED: AtomicU64 = AtomicU64::new(0);
 /// recycled key read as NULL (POSIX: a new key is NULL in every thread).
 static KEY_GENS: [AtomicU32; MAX_KEYS + 1] = [const { AtomicU32::new(0) }; MAX_KEYS + 1];
 
+/// Per key, its destructor (a function address, 0 for none).
+static KEY_DTORS: [AtomicU64; MAX_KEYS + 1] = [const { AtomicU64::new(0) }; MAX_KEYS + 1];
+
 /// Takes a free key. std creates keys lazily and racing threads each create one, the
 /// losers deleting theirs at once; so when all keys are taken this waits for one to be
-/// freed rather than failing (std aborts on failure). Destructors are not run: GPU
-/// threads end with the kernel, and the heap is reclaimed with the launch.
+/// freed rather than failing (std aborts on failure). Destructors run when the
+/// thread's kernel ends ([`__hostcall_thread_exit`]).
 ///
 /// # Safety
 /// `key` must be valid for writing a `c_uint`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_key_create(
     key: *mut c_uint,
-    _destructor: Option<unsafe extern "C" fn(*mut c_void)>,
+    destructor: Option<unsafe extern "C" fn(*mut c_void)>,
 ) -> c_int {
     let all: u64 = ((1u64 << MAX_KEYS) - 1) << 1;
     let mut backoff = 64;
@@ -104,6 +107,10 @@ pub unsafe extern "C" fn pthread_key_create(
             break k;
         }
     };
+    KEY_DTORS[k as usize].store(
+        destructor.map_or(0, |d| d as usize as u64),
+        Ordering::Relaxed,
+    );
     KEY_GENS[k as usize].fetch_add(1, Ordering::Release);
     // SAFETY: the caller's contract.
     unsafe { key.write(k) };
@@ -115,6 +122,7 @@ pub extern "C" fn pthread_key_delete(key: c_uint) -> c_int {
     if key == 0 || key as usize > MAX_KEYS {
         return EINVAL;
     }
+    KEY_DTORS[key as usize].store(0, Ordering::Relaxed);
     KEYS_USED.fetch_and(!(1u64 << key), Ordering::AcqRel);
     0
 }
@@ -155,6 +163,11 @@ pub extern "C" fn pthread_setspecific(key: c_uint, value: *const c_void) -> c_in
                 slot.write(value as u64);
                 generation.write(KEY_GENS[key as usize].load(Ordering::Acquire));
             }
+            if !value.is_null() && KEY_DTORS[key as usize].load(Ordering::Relaxed) != 0 {
+                crate::launch_state()
+                    .tls_destructors
+                    .store(1, Ordering::Relaxed);
+            }
             0
         }
         None => EINVAL,
@@ -180,11 +193,28 @@ const FUTEX_WAIT_BITSET: c_int = 9;
 const FUTEX_WAKE_BITSET: c_int = 10;
 /// Drops FUTEX_PRIVATE_FLAG and FUTEX_CLOCK_REALTIME.
 const FUTEX_CMD_MASK: c_int = 0x7f;
+const FUTEX_CLOCK_REALTIME: c_int = 256;
 
-/// How long one `FUTEX_WAIT` sleeps before returning (a spurious wake-up, which every
-/// futex user must tolerate): waiters poll instead of being woken, so `FUTEX_WAKE` has
-/// nothing to do.
-const WAIT_SLICE_NS: u32 = 500;
+/// First and longest pause between two looks at a waited-on futex word: waiters poll
+/// instead of being woken (there is no wait queue), so `FUTEX_WAKE` has nothing to do.
+const WAIT_FIRST_NS: u32 = 500;
+const WAIT_MAX_NS: u32 = 32_000;
+
+/// Waits while `*word == val`, until `deadline` (nanoseconds on a clock) if given.
+/// Returns 0 once the word changed (std's futex users change it before waking), or
+/// `ETIMEDOUT` at the deadline, as Linux's `FUTEX_WAIT` does.
+fn futex_wait(word: &AtomicI32, val: c_int, deadline: Option<(c_int, i64)>) -> c_long {
+    let mut pause = WAIT_FIRST_NS;
+    while word.load(Ordering::Acquire) == val {
+        if deadline.is_some_and(|(clock, d)| time::now_ns(clock).is_none_or(|now| now >= d)) {
+            set_errno(ETIMEDOUT);
+            return -1;
+        }
+        Nvptx::nanosleep(pause);
+        pause = (pause * 2).min(WAIT_MAX_NS);
+    }
+    0
+}
 
 /// Only `SYS_futex` is served; any other number fails with `ENOSYS`.
 ///
@@ -208,27 +238,144 @@ pub unsafe extern "C" fn syscall(num: c_long, mut args: ...) -> c_long {
     match op & FUTEX_CMD_MASK {
         FUTEX_WAIT | FUTEX_WAIT_BITSET => {
             // SAFETY: the caller passes a valid futex word.
-            if unsafe { (*uaddr).load(Ordering::Acquire) } != val {
+            let word = unsafe { &*uaddr };
+            if word.load(Ordering::Acquire) != val {
                 set_errno(EAGAIN);
                 return -1;
             }
-            Nvptx::nanosleep(WAIT_SLICE_NS);
-            // An absolute (WAIT_BITSET) or relative (WAIT) deadline: report expiry only
-            // for the absolute form, where it is cheap to tell; early return is allowed.
-            if op & FUTEX_CMD_MASK == FUTEX_WAIT_BITSET
-                && !timeout.is_null()
-                // SAFETY: non-null timeouts point to a timespec (the caller's contract).
-                && unsafe { time::expired(&*timeout) }
-            {
-                set_errno(ETIMEDOUT);
-                return -1;
-            }
-            0
+            // SAFETY: a non-null timeout points to a timespec (the caller's contract).
+            let deadline = (!timeout.is_null()).then(|| {
+                let ns = unsafe { &*timeout }.ns();
+                // WAIT_BITSET takes an absolute deadline (on CLOCK_REALTIME if asked),
+                // WAIT a relative one.
+                if op & FUTEX_CMD_MASK != FUTEX_WAIT_BITSET {
+                    (
+                        time::CLOCK_MONOTONIC,
+                        (Nvptx::globaltimer_ns() as i64).saturating_add(ns),
+                    )
+                } else if op & FUTEX_CLOCK_REALTIME != 0 {
+                    (time::CLOCK_REALTIME, ns)
+                } else {
+                    (time::CLOCK_MONOTONIC, ns)
+                }
+            });
+            futex_wait(word, val, deadline)
         }
         FUTEX_WAKE | FUTEX_WAKE_BITSET => 0,
         _ => {
             set_errno(ENOSYS);
             -1
+        }
+    }
+}
+
+/// `pthread_t` of the calling GPU thread: its place in the grid, plus one (never 0).
+#[unsafe(no_mangle)]
+pub extern "C" fn pthread_self() -> u64 {
+    Nvptx::global_thread() + 1
+}
+
+/// A GPU thread's name says where it runs: `block B thread T` (linear indices). Only
+/// the calling thread is known.
+///
+/// # Safety
+/// `buf` must be valid for writing `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_getname_np(thread: u64, buf: *mut u8, len: usize) -> c_int {
+    if thread != pthread_self() {
+        return ESRCH;
+    }
+    let (block, t) = Nvptx::caller();
+    let mut name = crate::misc::Text::default();
+    let _ = core::fmt::write(&mut name, format_args!("block {block} thread {t}"));
+    let name = name.as_bytes();
+    if name.len() + 1 > len {
+        return ERANGE;
+    }
+    // SAFETY: `name.len() + 1 <= len` bytes are written (the caller's contract).
+    unsafe {
+        core::ptr::copy_nonoverlapping(name.as_ptr(), buf, name.len());
+        buf.add(name.len()).write(0);
+    }
+    0
+}
+
+/// GPU threads keep the names of their places.
+#[unsafe(no_mangle)]
+pub extern "C" fn pthread_setname_np(_thread: u64, _name: *const u8) -> c_int {
+    ENOSYS
+}
+
+/// Attributes are accepted and mean nothing: `pthread_create` cannot start a thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn pthread_attr_init(_attr: *mut c_void) -> c_int {
+    0
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn pthread_attr_destroy(_attr: *mut c_void) -> c_int {
+    0
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn pthread_attr_setstacksize(_attr: *mut c_void, _size: usize) -> c_int {
+    0
+}
+
+/// Every thread of a GPU program is started by the launch; none can be started from
+/// inside it (`std::thread::spawn` returns `ErrorKind::Unsupported`).
+#[unsafe(no_mangle)]
+pub extern "C" fn pthread_create(
+    _thread: *mut u64,
+    _attr: *const c_void,
+    _start: extern "C" fn(*mut c_void) -> *mut c_void,
+    _arg: *mut c_void,
+) -> c_int {
+    ENOSYS
+}
+
+/// No thread was ever created to join.
+#[unsafe(no_mangle)]
+pub extern "C" fn pthread_join(_thread: u64, _ret: *mut *mut c_void) -> c_int {
+    ESRCH
+}
+
+/// Rounds of destructors, as glibc's `PTHREAD_DESTRUCTOR_ITERATIONS`: a destructor may
+/// set values again, which the next round destroys.
+const DESTRUCTOR_ROUNDS: usize = 4;
+
+/// Runs the calling thread's key destructors, as Linux does when a thread ends: each
+/// non-null value of a key with a destructor is cleared and passed to it. The host
+/// launches this with the ended launch's geometry (`hostcall_abi::THREAD_EXIT_KERNEL`),
+/// so a thread's destructors run on its own coordinates, with its own key values.
+#[unsafe(no_mangle)]
+pub extern "ptx-kernel" fn __hostcall_thread_exit() {
+    if crate::launch_state()
+        .tls_destructors
+        .load(Ordering::Relaxed)
+        == 0
+    {
+        return;
+    }
+    for _ in 0..DESTRUCTOR_ROUNDS {
+        let mut ran = false;
+        for key in 1..=MAX_KEYS as c_uint {
+            let dtor = KEY_DTORS[key as usize].load(Ordering::Relaxed);
+            let value = pthread_getspecific(key);
+            if dtor == 0 || value.is_null() {
+                continue;
+            }
+            pthread_setspecific(key, core::ptr::null());
+            // SAFETY: `dtor` was stored from a `unsafe extern "C" fn(*mut c_void)` by
+            // `pthread_key_create`, and POSIX calls it with the thread's value.
+            let dtor: unsafe extern "C" fn(*mut c_void) =
+                unsafe { core::mem::transmute(dtor as usize) };
+            // SAFETY: as above.
+            unsafe { dtor(value) };
+            ran = true;
+        }
+        if !ran {
+            break;
         }
     }
 }

@@ -9,8 +9,8 @@ use hostcall_client::calls;
 
 use crate::{Nvptx, channel, thread::set_errno};
 
-const CLOCK_REALTIME: c_int = 0;
-const CLOCK_MONOTONIC: c_int = 1;
+pub(crate) const CLOCK_REALTIME: c_int = 0;
+pub(crate) const CLOCK_MONOTONIC: c_int = 1;
 const CLOCK_PROCESS_CPUTIME_ID: c_int = 2;
 const CLOCK_THREAD_CPUTIME_ID: c_int = 3;
 const CLOCK_MONOTONIC_RAW: c_int = 4;
@@ -25,9 +25,13 @@ pub struct Timespec {
     tv_nsec: i64,
 }
 
-/// Whether an absolute `CLOCK_MONOTONIC` deadline has passed.
-pub(crate) fn expired(deadline: &Timespec) -> bool {
-    Nvptx::globaltimer_ns() as i64 >= deadline.tv_sec * 1_000_000_000 + deadline.tv_nsec
+impl Timespec {
+    /// The time in nanoseconds (saturating).
+    pub(crate) fn ns(&self) -> i64 {
+        self.tv_sec
+            .saturating_mul(1_000_000_000)
+            .saturating_add(self.tv_nsec)
+    }
 }
 
 /// Realtime minus globaltimer, in ns; 0 until first measured.

@@ -49,6 +49,38 @@ fn toml_list(items: &[&str]) -> String {
     format!("[{}]", quoted.join(","))
 }
 
+/// Whether the crate of `manifest` depends on libc-hostcall.
+fn depends_on_libc(tc: &Toolchain, manifest: &Path) -> Result<bool> {
+    let out = crate::tools::run(
+        Command::new(&tc.cargo)
+            .env("RUSTC", &tc.rustc)
+            .args([
+                "metadata",
+                "--no-deps",
+                "--format-version",
+                "1",
+                "--manifest-path",
+            ])
+            .arg(manifest),
+    )?;
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| BuildError::Toolchain(format!("reading `cargo metadata`: {e}")))?;
+    let canon = manifest.canonicalize().ok();
+    Ok(meta["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| {
+            canon.is_none()
+                || p["manifest_path"]
+                    .as_str()
+                    .map(|m| Path::new(m).canonicalize().ok())
+                    == Some(canon.clone())
+        })
+        .flat_map(|p| p["dependencies"].as_array().into_iter().flatten())
+        .any(|d| d["name"] == "libc-hostcall"))
+}
+
 /// Builds the crate at `krate` into a staticlib for the GPU target.
 pub(crate) fn build(
     tc: &Toolchain,
@@ -72,7 +104,8 @@ pub(crate) fn build(
     }
     cmd.env("RUSTC", &tc.rustc)
         .env("__CARGO_TESTS_ONLY_SRC_ROOT", library)
-        .arg("build")
+        .arg("rustc")
+        .arg("--lib")
         .arg("--release")
         .arg("--manifest-path")
         .arg(&manifest)
@@ -96,6 +129,18 @@ pub(crate) fn build(
         cmd.args([
             "--config",
             &format!("profile.release.package.{c}.rustflags={flags}"),
+        ]);
+    }
+    if depends_on_libc(tc, &manifest)? {
+        // A kernel crate that never names libc-hostcall (nothing to import when it needs
+        // no GPU coordinates) would be built without it, and std's libc calls would go
+        // unresolved: link it in whether named or not (these flags reach the kernel
+        // crate only).
+        cmd.args([
+            "--",
+            "-Zunstable-options",
+            "--extern",
+            "force:libc_hostcall",
         ]);
     }
     cmd.stdout(Stdio::piped()).stderr(if quiet {

@@ -31,6 +31,22 @@ pub const PATCHES: &[(&str, &str)] = &[
         "0004-gpu-print-without-stdout-lock.patch",
         include_str!("../../fixups/0004-gpu-print-without-stdout-lock.patch"),
     ),
+    (
+        "0005-gpu-args.patch",
+        include_str!("../../fixups/0005-gpu-args.patch"),
+    ),
+    (
+        "0006-gpu-environ.patch",
+        include_str!("../../fixups/0006-gpu-environ.patch"),
+    ),
+    (
+        "0007-gpu-thread-name.patch",
+        include_str!("../../fixups/0007-gpu-thread-name.patch"),
+    ),
+    (
+        "0008-gpu-thread-handle-name.patch",
+        include_str!("../../fixups/0008-gpu-thread-handle-name.patch"),
+    ),
 ];
 
 /// Extra rustc flags for the crates that need them (libc and unwind), one per line.

@@ -240,6 +240,23 @@ impl PtxBuilder {
         }
     }
 
+    /// For a build script: runs the pipeline, prints `cargo:rerun-if-changed` for its
+    /// sources, and writes the embedding source ([`PtxModule::embed_rs`]) to
+    /// `$OUT_DIR/file` for the crate to `include!`.
+    pub fn build_into_out_dir(&self, file: &str) -> Result<PtxModule> {
+        let module = self.build()?;
+        module.emit_rerun_if_changed();
+        let out = std::env::var_os("OUT_DIR")
+            .map(PathBuf::from)
+            .ok_or_else(|| {
+                BuildError::Toolchain("OUT_DIR is not set: not in a build script".into())
+            })?
+            .join(file);
+        std::fs::write(&out, module.embed_rs())
+            .map_err(BuildError::io(format!("writing {}", out.display())))?;
+        Ok(module)
+    }
+
     /// Runs the pipeline.
     pub fn build(&self) -> Result<PtxModule> {
         let started = Instant::now();

@@ -112,55 +112,48 @@ pub fn bound_threads_per_block(ptx: &str, max: u32) -> String {
 /// Functions the PTX declares but does not define: `.extern .func` and `.weak .func`
 /// declarations alike (the JIT rejects both).
 pub fn unresolved_in_ptx(ptx: &str) -> Vec<String> {
-    let mut found = BTreeSet::new();
-    for line in ptx.lines() {
-        let Some(rest) = line
-            .strip_prefix(".extern .func")
-            .or_else(|| line.strip_prefix(".weak .func"))
-        else {
-            continue;
-        };
-        // A declaration ends with `;` (possibly lines later); a definition has a body.
-        let rest = rest.trim_start();
-        let rest = if rest.starts_with('(') {
-            rest.find(')').map_or("", |i| &rest[i + 1..])
-        } else {
-            rest
-        };
-        let name: String = rest
-            .trim_start()
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '.'))
-            .collect();
-        if !name.is_empty() {
-            found.insert(name);
-        }
-    }
-    // `.weak .func` lines that open a definition also match; drop names defined anywhere.
-    found.into_iter().filter(|n| !defines(ptx, n)).collect()
-}
-
-fn defines(ptx: &str, name: &str) -> bool {
+    let mut declared = BTreeSet::new();
+    let mut defined = BTreeSet::new();
     let mut lines = ptx.lines().peekable();
-    while let Some(l) = lines.next() {
-        let is_decl = l.starts_with(".extern")
-            || l.starts_with(".weak")
-            || l.starts_with(".visible")
-            || l.starts_with(".func");
-        if !is_decl || !l.contains(".func") || !l.contains(name) {
+    while let Some(line) = lines.next() {
+        let Some(name) = func_name(line) else {
             continue;
-        }
+        };
         // Walk to the end of the signature: `;` means a declaration, `{` a definition.
-        for next in std::iter::once(l).chain(lines.by_ref()) {
-            if next.trim_end().ends_with(';') && !next.contains('{') {
+        for next in std::iter::once(line).chain(lines.by_ref()) {
+            if next.contains('{') {
+                defined.insert(name);
                 break;
             }
-            if next.contains('{') {
-                return true;
+            if next.trim_end().ends_with(';') {
+                declared.insert(name);
+                break;
             }
         }
     }
-    false
+    declared.difference(&defined).cloned().collect()
+}
+
+/// The function a PTX line starts to declare or define (`.extern`, `.weak`, `.visible`
+/// or plain `.func`, with or without a return parameter), by its exact name.
+fn func_name(line: &str) -> Option<String> {
+    let rest = [".extern ", ".weak ", ".visible "]
+        .iter()
+        .find_map(|p| line.strip_prefix(p))
+        .unwrap_or(line)
+        .strip_prefix(".func")?
+        .trim_start();
+    let rest = if rest.starts_with('(') {
+        &rest[rest.find(')')? + 1..]
+    } else {
+        rest
+    };
+    let name: String = rest
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '.'))
+        .collect();
+    (!name.is_empty()).then_some(name)
 }
 
 /// Which crates' bitcode references each missing symbol.
@@ -266,5 +259,24 @@ mod tests {
 }
 ";
         assert_eq!(unresolved_in_ptx(ptx), ["free", "gettid", "pause"]);
+    }
+
+    #[test]
+    fn a_definition_whose_name_contains_a_missing_one_does_not_hide_it() {
+        // std's own `sys::fs::rename` is defined; libc's `rename` is not.
+        let ptx = "\
+.extern .func  (.param .b32 func_retval0) rename
+(
+\t.param .b64 a
+)
+;
+.func  (.param .b64 func_retval0) _RNvNtNtCs9_3std3sys2fs6rename(
+\t.param .b64 p
+)
+{
+\tret;
+}
+";
+        assert_eq!(unresolved_in_ptx(ptx), ["rename"]);
     }
 }

@@ -34,6 +34,9 @@ struct Args {
     /// Emit PTX only.
     #[arg(long)]
     no_cubins: bool,
+    /// The nested build's target dir (default: the crate's own `target/`).
+    #[arg(long)]
+    target_dir: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -61,12 +64,15 @@ fn run(a: &Args) -> ptx_builder::Result<()> {
         .krate
         .as_deref()
         .expect("clap requires KRATE without --embed-rs");
-    let mut m = PtxBuilder::new(krate)
+    let mut b = PtxBuilder::new(krate)
         .sm(a.sm)
         .cubin_sms(&a.cubin_sms)
         .max_threads_per_block(a.max_threads_per_block)
-        .cubins(cubins)
-        .build()?;
+        .cubins(cubins);
+    if let Some(dir) = &a.target_dir {
+        b = b.target_dir(dir);
+    }
+    let mut m = b.build()?;
     if let Some(dir) = &a.out_dir {
         m = m.copy_to(dir)?;
     }

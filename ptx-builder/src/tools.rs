@@ -21,6 +21,9 @@ pub(crate) fn run(cmd: &mut Command) -> Result<Output> {
     Ok(out)
 }
 
+/// The rustup toolchain that compiled this crate (rustup's proxies set it for cargo).
+const BUILT_WITH: Option<&str> = option_env!("RUSTUP_TOOLCHAIN");
+
 /// The pinned toolchain as the build sees it.
 #[derive(Clone, Debug)]
 pub(crate) struct Toolchain {
@@ -34,10 +37,18 @@ pub(crate) struct Toolchain {
 
 impl Toolchain {
     /// The toolchain of the calling cargo (`RUSTC`/`CARGO` in build scripts), else the
-    /// one on PATH.
+    /// rustup toolchain this builder was compiled with, else the one on PATH.
     pub fn detect() -> Result<Toolchain> {
-        let rustc = PathBuf::from(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into()));
-        let cargo = PathBuf::from(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+        let (rustc, cargo) = match (std::env::var_os("RUSTC"), std::env::var_os("CARGO")) {
+            (Some(rustc), Some(cargo)) => (PathBuf::from(rustc), PathBuf::from(cargo)),
+            (rustc, cargo) => match Self::built_with()? {
+                Some(bin) => (bin.join("rustc"), bin.join("cargo")),
+                None => (
+                    PathBuf::from(rustc.unwrap_or_else(|| "rustc".into())),
+                    PathBuf::from(cargo.unwrap_or_else(|| "cargo".into())),
+                ),
+            },
+        };
         let text = |args: &[&str]| -> Result<String> {
             let out = run(Command::new(&rustc).args(args))?;
             Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
@@ -72,6 +83,22 @@ impl Toolchain {
     }
 
     /// An LLVM tool of the same LLVM as rustc (`llvm-link`, `opt`, `llc`, ...).
+    /// The `bin/` of the rustup toolchain this builder was compiled with, if rustup
+    /// compiled it. Used when no `RUSTC`/`CARGO` is given (the CLI outside a build
+    /// script): from another directory, `rustc` would be that directory's default
+    /// toolchain (say, stable, which cannot build std for the GPU).
+    fn built_with() -> Result<Option<PathBuf>> {
+        let Some(toolchain) = BUILT_WITH else {
+            return Ok(None);
+        };
+        let out = run(Command::new("rustc")
+            .env("RUSTUP_TOOLCHAIN", toolchain)
+            .args(["--print", "sysroot"]))?;
+        let bin = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("bin");
+        Ok(bin.join("cargo").exists().then_some(bin))
+    }
+
+    /// The path of LLVM tool `name` (`llvm-link`, `opt`, ...) of this toolchain.
     pub fn llvm(&self, name: &str) -> PathBuf {
         self.llvm_bin.join(name)
     }

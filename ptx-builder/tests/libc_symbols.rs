@@ -46,12 +46,30 @@ const STD_NEEDS: &[&str] = &[
     "posix_memalign",
 ];
 
+/// libc-hostcall's macros that define one exported stub per line of their invocation.
+const STUB_MACROS: &[&str] = &["nosys", "returns_enosys"];
+
 fn exported(src: &Path) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for e in std::fs::read_dir(src).unwrap() {
         let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
         let mut lines = text.lines();
         while let Some(l) = lines.next() {
+            // Invocations of libc-hostcall's stub macros (`nosys! { name(args) -> ret; }`)
+            // export one function per line.
+            if let Some(mac) = l.trim().strip_suffix("! {")
+                && STUB_MACROS.contains(&mac)
+            {
+                for item in lines.by_ref().take_while(|l| l.trim() != "}") {
+                    let item = item.trim();
+                    if let Some((name, _)) = item.split_once('(')
+                        && !item.starts_with("//")
+                    {
+                        names.insert(name.to_owned());
+                    }
+                }
+                continue;
+            }
             if l.trim() != "#[unsafe(no_mangle)]" {
                 continue;
             }
@@ -59,6 +77,9 @@ fn exported(src: &Path) -> BTreeSet<String> {
                 .by_ref()
                 .find(|l| !l.trim_start().starts_with("#["))
                 .unwrap_or("");
+            if item.contains('$') {
+                continue; // inside a stub macro's definition
+            }
             let words: Vec<&str> = item
                 .split(|c: char| !(c.is_alphanumeric() || c == '_'))
                 .collect();

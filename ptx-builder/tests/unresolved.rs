@@ -1,5 +1,5 @@
-//! The unresolved-symbol check on a real build: a kernel calling `fork` must fail with a
-//! message naming `fork` and the crate that calls it.
+//! The unresolved-symbol check on a real build: a kernel calling `vfork` must fail with a
+//! message naming `vfork` and the crate that calls it.
 
 use std::path::Path;
 
@@ -9,24 +9,24 @@ use ptx_builder::{BuildError, Cubins, PtxBuilder};
 fn a_kernel_calling_an_undefined_libc_function_fails_naming_it() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     // Shares the demo kernel's target dir, so std for nvptx64 is built once for both.
-    let err = PtxBuilder::new(root.join("tests/fixtures/calls-fork"))
+    let err = PtxBuilder::new(root.join("tests/fixtures/calls-vfork"))
         .target_dir(root.join("../culinux/target"))
         .cubins(Cubins::Off)
         .quiet(true)
         .build()
-        .expect_err("a module calling fork must not build");
+        .expect_err("a module calling vfork must not build");
     let BuildError::Unresolved(list) = &err else {
         panic!("expected an unresolved-symbol error, got: {err}");
     };
-    assert_eq!(list.len(), 1, "only fork is missing: {err}");
-    assert_eq!(list[0].symbol, "fork");
+    assert_eq!(list.len(), 1, "only vfork is missing: {err}");
+    assert_eq!(list[0].symbol, "vfork");
     assert!(
-        list[0].needed_by.contains(&"calls_fork".to_owned()),
+        list[0].needed_by.contains(&"calls_vfork".to_owned()),
         "{err}"
     );
     let msg = err.to_string();
     assert!(
-        msg.contains("fork") && msg.contains("needed by calls_fork"),
+        msg.contains("vfork") && msg.contains("needed by calls_vfork"),
         "{msg}"
     );
 }

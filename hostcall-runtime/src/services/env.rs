@@ -1,18 +1,22 @@
-//! `getenv`: the GPU sees only the variables the embedder grants.
+//! The program's arguments and environment (`Startup`, `Getenv`) and its process id
+//! (`Getpid`): the GPU sees only the arguments and variables the embedder grants.
 
-use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
-use hostcall_abi::errno::{ENOENT, ERANGE};
+use hostcall_abi::errno::{EINVAL, ENOENT, ERANGE};
+use hostcall_abi::{STARTUP_ARGS, STARTUP_ENV, Service};
 
 use super::{Call, Handler, Malformed, Reply};
 
-/// Which environment variables the GPU may read.
+/// What the GPU program is given: arguments, and which environment variables it sees.
 #[derive(Debug, Default)]
 pub(crate) struct EnvPolicy {
-    /// Variables set for the GPU program, whatever the host's environment says.
-    pub vars: HashMap<Vec<u8>, Vec<u8>>,
+    /// `argv`, the program's name first.
+    pub args: Vec<Vec<u8>>,
+    /// Variables set for the GPU program, in the order set, whatever the host's
+    /// environment says.
+    pub vars: Vec<(Vec<u8>, Vec<u8>)>,
     /// Host variables the GPU may read as they are.
     pub inherit: Vec<Vec<u8>>,
     /// Whether every host variable may be read.
@@ -20,14 +24,56 @@ pub(crate) struct EnvPolicy {
 }
 
 impl EnvPolicy {
+    /// Sets `name` (replacing an earlier value in place, so the order is first-set).
+    pub fn set(&mut self, name: &[u8], value: &[u8]) {
+        match self.vars.iter_mut().find(|(n, _)| n == name) {
+            Some(v) => v.1 = value.to_vec(),
+            None => self.vars.push((name.to_vec(), value.to_vec())),
+        }
+    }
+
     fn lookup(&self, name: &[u8]) -> Option<Vec<u8>> {
-        if let Some(v) = self.vars.get(name) {
+        if let Some((_, v)) = self.vars.iter().find(|(n, _)| n == name) {
             return Some(v.clone());
         }
         if self.inherit_all || self.inherit.iter().any(|n| n == name) {
             return std::env::var_os(OsStr::from_bytes(name)).map(|v| v.as_bytes().to_vec());
         }
         None
+    }
+
+    /// The environment the GPU program starts with: the host variables it may read, in
+    /// the host's order, then the ones set for it (a set one replaces an inherited one
+    /// in place).
+    pub fn environment(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut env: Vec<(Vec<u8>, Vec<u8>)> = std::env::vars_os()
+            .map(|(k, v)| (k.into_vec(), v.into_vec()))
+            .filter(|(k, _)| self.inherit_all || self.inherit.contains(k))
+            .collect();
+        for (k, v) in &self.vars {
+            match env.iter_mut().find(|(n, _)| n == k) {
+                Some(e) => e.1 = v.clone(),
+                None => env.push((k.clone(), v.clone())),
+            }
+        }
+        env
+    }
+
+    /// The two `Startup` blocks of a run, taken when it starts.
+    pub fn startup(&self) -> Startup {
+        let mut args = Vec::new();
+        for a in &self.args {
+            args.extend_from_slice(a);
+            args.push(0);
+        }
+        let mut env = Vec::new();
+        for (k, v) in self.environment() {
+            env.extend_from_slice(&k);
+            env.push(b'=');
+            env.extend_from_slice(&v);
+            env.push(0);
+        }
+        Startup { args, env }
     }
 }
 
@@ -43,5 +89,34 @@ impl Handler for EnvPolicy {
         }
         call.out[..value.len()].copy_from_slice(&value);
         Ok(Reply::bytes(value.len()))
+    }
+}
+
+/// One run's `Startup` blocks (NUL-terminated strings back to back), and `Getpid`.
+#[derive(Debug)]
+pub(crate) struct Startup {
+    args: Vec<u8>,
+    env: Vec<u8>,
+}
+
+impl Handler for Startup {
+    fn call(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
+        if call.service == Service::Getpid as u32 {
+            return Ok(Reply::value(std::process::id() as i64));
+        }
+        let block = match call.args[0] {
+            STARTUP_ARGS => &self.args,
+            STARTUP_ENV => &self.env,
+            _ => return Ok(Reply::errno(EINVAL)),
+        };
+        let from = usize::try_from(call.args[1])
+            .unwrap_or(usize::MAX)
+            .min(block.len());
+        let n = (block.len() - from).min(call.out.len());
+        call.out[..n].copy_from_slice(&block[from..from + n]);
+        Ok(Reply {
+            result: block.len() as i64,
+            bulk_out: n,
+        })
     }
 }

@@ -7,6 +7,7 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::sync::{Arc, Mutex};
 
+use cap_fs_ext::OpenOptionsFollowExt;
 use cap_std::fs::{Metadata, MetadataExt, OpenOptions, OpenOptionsExt};
 use hostcall_abi::errno::{EBADF, EFAULT, EINVAL, EMFILE, ENAMETOOLONG, ENOTDIR, EROFS, ESPIPE};
 use hostcall_abi::stat::{FileStat, STAT_SIZE};
@@ -17,7 +18,7 @@ use super::{Call, Handler, Malformed, Reply, Stdio, errno_of};
 use crate::module::{DeviceMemory, StreamStop};
 
 /// Linux open(2) flags, as the GPU's libc passes them.
-mod flags {
+pub(crate) mod flags {
     pub const ACCMODE: i32 = 0o3;
     pub const WRONLY: i32 = 0o1;
     pub const RDWR: i32 = 0o2;
@@ -28,15 +29,35 @@ mod flags {
     pub const APPEND: i32 = 0o2000;
     pub const LARGEFILE: i32 = 0o100000;
     pub const DIRECTORY: i32 = 0o200000;
+    pub const NOFOLLOW: i32 = 0o400000;
     pub const CLOEXEC: i32 = 0o2000000;
     /// Every flag the service understands; others are refused with EINVAL.
-    pub const KNOWN: i32 =
-        ACCMODE | CREAT | EXCL | NOCTTY | TRUNC | APPEND | LARGEFILE | DIRECTORY | CLOEXEC;
+    pub const KNOWN: i32 = ACCMODE
+        | CREAT
+        | EXCL
+        | NOCTTY
+        | TRUNC
+        | APPEND
+        | LARGEFILE
+        | DIRECTORY
+        | NOFOLLOW
+        | CLOEXEC;
+}
+
+/// One open file of the GPU's.
+pub(crate) struct OpenFile {
+    pub file: Arc<File>,
+    /// The access of the mount it was opened in: a directory opened read-only stays so
+    /// for the `*at` calls made through it.
+    pub access: Access,
+    /// For a directory being listed (`Getdents`): the entries not yet sent, taken whole
+    /// at the first call.
+    pub listing: Option<std::vec::IntoIter<(u64, u8, Vec<u8>)>>,
 }
 
 /// The GPU's open files. Descriptors start at 3; 0–2 are stdio.
 pub(crate) struct FdTable {
-    open: HashMap<i32, Arc<File>>,
+    open: HashMap<i32, OpenFile>,
     next: i32,
     limit: usize,
 }
@@ -51,7 +72,7 @@ impl FdTable {
         }
     }
 
-    fn insert(&mut self, f: File) -> Result<i32, i32> {
+    pub(crate) fn insert(&mut self, f: File, access: Access) -> Result<i32, i32> {
         if self.open.len() >= self.limit {
             return Err(EMFILE);
         }
@@ -59,13 +80,25 @@ impl FdTable {
             self.next = self.next.checked_add(1).unwrap_or(3);
         }
         let fd = self.next;
-        self.open.insert(fd, Arc::new(f));
+        self.open.insert(
+            fd,
+            OpenFile {
+                file: Arc::new(f),
+                access,
+                listing: None,
+            },
+        );
         self.next = fd.checked_add(1).unwrap_or(3);
         Ok(fd)
     }
 
     fn get(&self, fd: i32) -> Result<Arc<File>, i32> {
-        self.open.get(&fd).cloned().ok_or(EBADF)
+        self.open.get(&fd).map(|o| o.file.clone()).ok_or(EBADF)
+    }
+
+    /// The open file `fd`, to change its state.
+    pub(crate) fn entry(&mut self, fd: i32) -> Result<&mut OpenFile, i32> {
+        self.open.get_mut(&fd).ok_or(EBADF)
     }
 
     fn remove(&mut self, fd: i32) -> Result<(), i32> {
@@ -75,7 +108,7 @@ impl FdTable {
     /// The host files open now (for checks that every one lies under a mount).
     #[cfg(feature = "fuzzing")]
     pub fn files(&self) -> Vec<Arc<File>> {
-        self.open.values().cloned().collect()
+        self.open.values().map(|o| o.file.clone()).collect()
     }
 }
 
@@ -89,15 +122,15 @@ pub(crate) struct Files {
     pub stdio: Stdio,
 }
 
-fn is_stdio(fd: i32) -> bool {
+pub(crate) fn is_stdio(fd: i32) -> bool {
     (0..=2).contains(&fd)
 }
 
-fn to_reply(r: Result<Reply, i32>) -> Reply {
+pub(crate) fn to_reply(r: Result<Reply, i32>) -> Reply {
     r.unwrap_or_else(Reply::errno)
 }
 
-fn stat_of(m: &Metadata) -> FileStat {
+pub(crate) fn stat_of(m: &Metadata) -> FileStat {
     FileStat {
         dev: m.dev(),
         ino: m.ino(),
@@ -115,7 +148,7 @@ fn stat_of(m: &Metadata) -> FileStat {
     }
 }
 
-fn put_stat(call: &mut Call<'_>, s: FileStat) -> Reply {
+pub(crate) fn put_stat(call: &mut Call<'_>, s: FileStat) -> Reply {
     if call.out.len() < STAT_SIZE {
         return Reply::errno(EINVAL);
     }
@@ -134,54 +167,70 @@ fn put_path(call: &mut Call<'_>, b: &[u8]) -> Reply {
     Reply::bytes(b.len())
 }
 
+/// Opens `rel` beneath `dir` with Linux open(2) `flags` and `mode` as the GPU passed
+/// them. `Err(None)`: flags the service refuses (`EINVAL`); `Err(Some(e))`: the
+/// refusal of the OS, or `EROFS` for a write in a read-only mount.
+pub(crate) fn open_beneath(
+    dir: &cap_std::fs::Dir,
+    rel: &std::path::Path,
+    access: Access,
+    flags: u64,
+    mode: u64,
+) -> Result<File, Option<std::io::Error>> {
+    let (fl, mode) = (flags as i32, mode as u32);
+    if flags > u32::MAX as u64 || fl & !flags::KNOWN != 0 {
+        return Err(None);
+    }
+    let acc = fl & flags::ACCMODE;
+    let writes = acc == flags::WRONLY || acc == flags::RDWR;
+    let creates = fl & flags::CREAT != 0;
+    if access == Access::ReadOnly && (writes || creates || fl & (flags::TRUNC | flags::APPEND) != 0)
+    {
+        return Err(Some(std::io::Error::from_raw_os_error(EROFS)));
+    }
+    let mut o = OpenOptions::new();
+    o.read(acc != flags::WRONLY)
+        .write(writes)
+        .append(fl & flags::APPEND != 0)
+        .truncate(fl & flags::TRUNC != 0)
+        // Permission bits only: never setuid, setgid or sticky on the host.
+        .mode(mode & 0o777);
+    if fl & flags::NOFOLLOW != 0 {
+        // A link as the last component is refused (ELOOP), as std's remove_dir_all
+        // relies on to never follow a link it meets.
+        o.follow(cap_fs_ext::FollowSymlinks::No);
+    }
+    if creates {
+        if fl & flags::EXCL != 0 {
+            o.create_new(true);
+        } else {
+            o.create(true);
+        }
+    }
+    let f = dir.open_with(rel, &o).map_err(Some)?.into_std();
+    if fl & flags::DIRECTORY != 0 && !f.metadata().map_err(Some)?.is_dir() {
+        return Err(Some(std::io::Error::from_raw_os_error(ENOTDIR)));
+    }
+    Ok(f)
+}
+
 impl Files {
     fn open(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
-        let (fl, mode) = (call.args[0] as i32, call.args[1] as u32);
-        if call.args[0] > u32::MAX as u64 || fl & !flags::KNOWN != 0 {
-            return Err(EINVAL);
-        }
         let at = self.sandbox.resolve(call.input)?;
-        let acc = fl & flags::ACCMODE;
-        let writes = acc == flags::WRONLY || acc == flags::RDWR;
-        let creates = fl & flags::CREAT != 0;
-        if at.mount.access == Access::ReadOnly
-            && (writes || creates || fl & (flags::TRUNC | flags::APPEND) != 0)
-        {
-            return Err(EROFS);
-        }
-        let mut o = OpenOptions::new();
-        o.read(acc != flags::WRONLY)
-            .write(writes)
-            .append(fl & flags::APPEND != 0)
-            .truncate(fl & flags::TRUNC != 0)
-            // Permission bits only: never setuid, setgid or sticky on the host.
-            .mode(mode & 0o777);
-        if creates {
-            if fl & flags::EXCL != 0 {
-                o.create_new(true);
-            } else {
-                o.create(true);
-            }
-        }
-        let f = at
-            .mount
-            .dir
-            .open_with(&at.rel, &o)
-            .map_err(|e| at.mount.errno(&e))?
-            .into_std();
-        if fl & flags::DIRECTORY != 0 && !f.metadata().map_err(|e| errno_of(&e))?.is_dir() {
-            return Err(ENOTDIR);
-        }
-        let fd = self
-            .table
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(f)?;
+        let (fl, mode) = (call.args[0], call.args[1]);
+        let f = open_beneath(&at.mount.dir, &at.rel, at.mount.access, fl, mode)
+            .map_err(|e| e.map_or(EINVAL, |e| at.mount.errno(&e)))?;
+        let fd = self.table().insert(f, at.mount.access)?;
         Ok(Reply::value(fd as i64))
     }
 
-    fn file(&self, fd: i32) -> Result<Arc<File>, i32> {
-        self.table.lock().unwrap_or_else(|p| p.into_inner()).get(fd)
+    /// The fd table, locked (a panic elsewhere cannot poison it for good).
+    pub(crate) fn table(&self) -> std::sync::MutexGuard<'_, FdTable> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn file(&self, fd: i32) -> Result<Arc<File>, i32> {
+        self.table().get(fd)
     }
 
     fn write(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
@@ -347,10 +396,7 @@ impl Handler for Files {
             Service::Open => to_reply(self.open(call)),
             Service::Close => to_reply(call.fd_arg(0).and_then(|fd| {
                 if !is_stdio(fd) {
-                    self.table
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(fd)?;
+                    self.table().remove(fd)?;
                 }
                 Ok(Reply::value(0))
             })),
@@ -359,6 +405,21 @@ impl Handler for Files {
             Service::Stat => to_reply(self.stat(call)),
             Service::Getcwd | Service::Realpath | Service::Readlink => {
                 to_reply(self.path_service(call, service))
+            }
+            Service::OpenAt => to_reply(self.open_at(call)),
+            Service::StatAt => to_reply(self.stat_at(call)),
+            Service::UnlinkAt => to_reply(self.unlink_at(call)),
+            Service::Mkdir => to_reply(self.mkdir(call)),
+            Service::Chmod => to_reply(self.chmod(call)),
+            Service::Rename | Service::Link | Service::Symlink => {
+                to_reply(self.two_paths(call, service))
+            }
+            Service::Fchmod => to_reply(self.fchmod(call)),
+            Service::Ftruncate => to_reply(self.ftruncate(call)),
+            Service::Fsync => to_reply(self.fsync(call)),
+            Service::Getdents => {
+                let room = call.len_arg(1)?;
+                to_reply(self.getdents(call, room))
             }
             other => return Err(Malformed(format!("{} is not a file service", other.name()))),
         })
@@ -371,7 +432,26 @@ impl Handler for Files {
         use Service::*;
         matches!(
             Service::from_id(service),
-            Some(Open | Stat | Realpath | Readlink | Read | Write | WriteFromDevice)
+            Some(
+                Open | Stat
+                    | Realpath
+                    | Readlink
+                    | Read
+                    | Write
+                    | WriteFromDevice
+                    | OpenAt
+                    | StatAt
+                    | UnlinkAt
+                    | Mkdir
+                    | Chmod
+                    | Rename
+                    | Link
+                    | Symlink
+                    | Fchmod
+                    | Ftruncate
+                    | Fsync
+                    | Getdents
+            )
         )
     }
 

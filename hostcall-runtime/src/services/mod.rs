@@ -7,6 +7,7 @@ mod fs;
 mod process;
 pub mod sandbox;
 mod stdio;
+mod tree;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -202,6 +203,7 @@ impl ServiceTable {
 
     /// The built-in services over the given capabilities.
     pub(crate) fn builtin(files: Arc<Files>, env: Arc<EnvPolicy>, process: Arc<Process>) -> Self {
+        let startup = Arc::new(env.startup());
         let mut t = ServiceTable::default();
         let stdio = files.clone();
         t.on_idle(Arc::new(move || {
@@ -214,6 +216,7 @@ impl ServiceTable {
                 Service::Ping | Service::Exit | Service::Abort => process.clone(),
                 Service::ClockRealtime | Service::Getrandom => process.clone(),
                 Service::Getenv => env.clone(),
+                Service::Startup | Service::Getpid => startup.clone(),
                 _ => files.clone(),
             };
             t.register(s as u32, h);

@@ -1,0 +1,50 @@
+//! The conformance programs as GPU kernels. `conformance_single(i)` runs single or
+//! unsupported program `i` on each thread; `conformance_threaded(i)` runs threaded
+//! program `i`'s worker on every thread of the launch (index: the thread's place in the
+//! grid, count: the launch's size) and its `finish` on the thread that ends last. The
+//! indices are the order of `programs/mod.rs`, which the host runner reads too.
+
+#![feature(abi_ptx)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use libc_hostcall::gpu;
+
+#[path = "../../programs/mod.rs"]
+mod programs;
+
+macro_rules! tables {
+    (single: [$($s:ident),*], threaded: [$($t:ident),*], unsupported: [$($u:ident),*] $(,)?) => {
+        /// Single programs, then unsupported ones.
+        const SINGLE: &[fn()] = &[$(programs::$s::main,)* $(programs::$u::main,)*];
+        /// Threaded programs: worker and finish.
+        const THREADED: &[(fn(usize, usize), fn(usize))] =
+            &[$((programs::$t::worker, programs::$t::finish),)*];
+    };
+}
+programs::with_suite!(tables);
+
+/// Runs single program `index` (out of range: nothing).
+#[unsafe(no_mangle)]
+pub extern "ptx-kernel" fn conformance_single(index: u32) {
+    if let Some(main) = SINGLE.get(index as usize) {
+        main();
+    }
+}
+
+/// Workers that have returned in this launch.
+static DONE: AtomicU64 = AtomicU64::new(0);
+
+/// Runs threaded program `index`: its worker on every thread, then its finish on the
+/// thread whose worker returned last (every other worker happened before it).
+#[unsafe(no_mangle)]
+pub extern "ptx-kernel" fn conformance_threaded(index: u32) {
+    let Some((worker, finish)) = THREADED.get(index as usize) else {
+        return;
+    };
+    let count = gpu::launch_threads();
+    worker(gpu::global_thread() as usize, count as usize);
+    if DONE.fetch_add(1, Ordering::AcqRel) + 1 == count {
+        finish(count as usize);
+    }
+}

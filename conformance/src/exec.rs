@@ -1,0 +1,190 @@
+//! The child processes: one program run on the CPU or on the GPU, in the working
+//! directory, with the arguments, environment and stdin the parent set up. The parent
+//! names the program in `CONFORMANCE_EXEC`, which the child removes before the program
+//! starts, so the program sees exactly the environment of the suite.
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use hostcall_runtime::cuda::{CudaModule, CudaOptions, ModuleImage};
+use hostcall_runtime::{Host, KernelArg, Launch, Outcome};
+
+use crate::suite::{self, Kind, Program};
+
+/// The variable that makes this binary a child: `cpu|gpu NAME BLOCKS THREADS`.
+pub const VAR: &str = "CONFORMANCE_EXEC";
+
+/// Stack of each CPU thread of a threaded program (33,792 of them at 132×256).
+const CPU_STACK: usize = 256 << 10;
+
+/// Longest a GPU run may take before the runtime's kill switch ends it.
+const GPU_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The embedded GPU module of every program.
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/conformance_module.rs"));
+}
+
+/// The GPU module, as the CUDA backend loads it.
+pub fn image() -> ModuleImage<'static> {
+    ModuleImage {
+        ptx: embedded::PTX,
+        cubins: embedded::CUBINS,
+        sha256: embedded::SHA256,
+    }
+}
+
+/// Which side, which program, which geometry.
+pub struct Request {
+    /// Run on the GPU (else the CPU).
+    pub gpu: bool,
+    /// The program.
+    pub program: Program,
+    /// Blocks and threads per block (1×1 for single programs).
+    pub geometry: (u32, u32),
+}
+
+impl Request {
+    /// The value of [`VAR`] that asks a child for this run.
+    pub fn encode(&self) -> String {
+        let side = if self.gpu { "gpu" } else { "cpu" };
+        let (b, t) = self.geometry;
+        format!("{side} {} {b} {t}", self.program.name)
+    }
+
+    fn decode(s: &str) -> Result<Request, String> {
+        let bad = || format!("{VAR}={s:?}: expected `cpu|gpu NAME BLOCKS THREADS`");
+        let parts: Vec<&str> = s.split(' ').collect();
+        let [side, name, b, t] = parts[..] else {
+            return Err(bad());
+        };
+        let gpu = match side {
+            "gpu" => true,
+            "cpu" => false,
+            _ => return Err(bad()),
+        };
+        let program = suite::find(name).ok_or_else(|| format!("no program named {name:?}"))?;
+        let geometry = (b.parse().map_err(|_| bad())?, t.parse().map_err(|_| bad())?);
+        Ok(Request {
+            gpu,
+            program,
+            geometry,
+        })
+    }
+}
+
+/// When this process is a child: runs the program it names and returns the exit code.
+pub fn child() -> Option<ExitCode> {
+    let spec = std::env::var(VAR).ok()?;
+    // SAFETY: no other thread exists yet (the child has done nothing else).
+    unsafe { std::env::remove_var(VAR) };
+    Some(match Request::decode(&spec) {
+        Ok(r) if r.gpu => on_gpu(&r),
+        Ok(r) => on_cpu(&r),
+        Err(e) => {
+            eprintln!("conformance: {e}");
+            ExitCode::from(2)
+        }
+    })
+}
+
+/// The name the GPU gives the thread at linear index `i` of a launch of `per_block`-thread
+/// blocks: the CPU threads take the same names, so panic messages compare as they are.
+fn gpu_thread_name(i: usize, per_block: usize) -> String {
+    format!("block {} thread {}", i / per_block, i % per_block)
+}
+
+/// Runs the program on OS threads named as the GPU names its threads. A panic prints
+/// its message and aborts, as `panic = "abort"` (the GPU's only strategy) does.
+fn on_cpu(r: &Request) -> ExitCode {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        hook(info);
+        std::process::abort();
+    }));
+    let (blocks, per_block) = (r.geometry.0 as usize, r.geometry.1 as usize);
+    let count = blocks * per_block;
+    let spawn = |i: usize, f: Box<dyn FnOnce() + Send>| {
+        std::thread::Builder::new()
+            .name(gpu_thread_name(i, per_block))
+            .stack_size(CPU_STACK)
+            .spawn(f)
+    };
+    let done = std::sync::Arc::new(AtomicUsize::new(0));
+    let mut threads = Vec::with_capacity(count);
+    for i in 0..count {
+        let body: Box<dyn FnOnce() + Send> = match r.program.kind {
+            Kind::Single(main) | Kind::Unsupported(main, _) => Box::new(main),
+            Kind::Threaded(worker, finish) => {
+                let done = done.clone();
+                Box::new(move || {
+                    worker(i, count);
+                    if done.fetch_add(1, Ordering::AcqRel) + 1 == count {
+                        finish(count);
+                    }
+                })
+            }
+        };
+        match spawn(i, body) {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                eprintln!("conformance: starting CPU thread {i} of {count}: {e}");
+                return ExitCode::from(70);
+            }
+        }
+    }
+    for t in threads {
+        // A panic has aborted the process already: join only waits.
+        let _ = t.join();
+    }
+    ExitCode::SUCCESS
+}
+
+/// Runs the program on the GPU: the working directory is mounted at its own host path
+/// (so paths read the same on both sides), stdin is granted, the environment is the
+/// suite's.
+fn on_gpu(r: &Request) -> ExitCode {
+    match run_gpu(r) {
+        Ok(Outcome::Faulted(why)) => {
+            eprintln!("conformance: the GPU run faulted: {why}");
+            ExitCode::from(70)
+        }
+        Ok(outcome) => ExitCode::from(outcome.exit_code().clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("conformance: {e}");
+            ExitCode::from(if matches!(e, hostcall_runtime::Error::NoDevice(_)) {
+                2
+            } else {
+                70
+            })
+        }
+    }
+}
+
+fn run_gpu(r: &Request) -> hostcall_runtime::Result<Outcome> {
+    let mut module = CudaModule::load(&image(), &CudaOptions::default())?;
+    let cwd = std::env::current_dir()?;
+    let guest = cwd.to_string_lossy().into_owned();
+    let mut host = Host::builder()
+        .preopen_dir(&cwd, &guest)
+        .cwd(&guest)
+        .args(std::iter::once(r.program.name).chain(suite::ARGS))
+        .stdin(true)
+        .timeout(GPU_TIMEOUT);
+    for (k, v) in suite::ENV {
+        host = host.env(k, v);
+    }
+    let host = host.build()?;
+    let (kernel, index) = match r.program.kind {
+        Kind::Threaded(..) => ("conformance_threaded", r.program.gpu_index),
+        Kind::Single(_) | Kind::Unsupported(..) => ("conformance_single", r.program.gpu_index),
+    };
+    let launch = Launch::linear(
+        kernel,
+        r.geometry.0,
+        r.geometry.1,
+        vec![KernelArg::U32(index)],
+    );
+    Ok(host.run(&mut module, &launch)?.outcome)
+}

@@ -1,0 +1,92 @@
+//! The programs, from the one list in `programs/mod.rs`, with what each run gets.
+
+/// The programs' sources, compiled for the host: the CPU side of every comparison.
+/// They are the suite's inputs, written as users write std code (some do odd things on
+/// purpose: `0.0 / 0.0`, a `print!` ending in `\n`), so the project's lints stay out.
+#[allow(clippy::all)]
+#[path = "../programs/mod.rs"]
+mod programs;
+
+/// How a program runs.
+#[derive(Clone, Copy, Debug)]
+pub enum Kind {
+    /// `main()` on one thread.
+    Single(fn()),
+    /// `worker(index, count)` on every thread, then `finish(count)` on the last to end.
+    Threaded(fn(usize, usize), fn(usize)),
+    /// `main()` on one thread; the GPU must fail cleanly where the CPU succeeds, so the
+    /// GPU's stdout is checked against `expected/NAME.stdout` (the second field, built
+    /// in) instead of the CPU's.
+    Unsupported(fn(), &'static str),
+}
+
+/// One program of the suite.
+#[derive(Clone, Copy, Debug)]
+pub struct Program {
+    /// Its file name in `programs/`, without `.rs`.
+    pub name: &'static str,
+    /// How it runs.
+    pub kind: Kind,
+    /// Its index among the GPU module's single (unsupported included) or threaded
+    /// programs: the kernel's parameter.
+    pub gpu_index: u32,
+}
+
+impl Program {
+    /// Whether it runs on many threads.
+    pub fn threaded(&self) -> bool {
+        matches!(self.kind, Kind::Threaded(..))
+    }
+}
+
+macro_rules! table {
+    (single: [$($s:ident),*], threaded: [$($t:ident),*], unsupported: [$($u:ident),*] $(,)?) => {
+        /// Every program, in the list's order.
+        pub fn all() -> Vec<Program> {
+            let mut all = Vec::new();
+            let mut single = 0..;
+            let mut threaded = 0..;
+            $(all.push(Program {
+                name: stringify!($s),
+                kind: Kind::Single(programs::$s::main),
+                gpu_index: single.next().unwrap(),
+            });)*
+            $(all.push(Program {
+                name: stringify!($u),
+                kind: Kind::Unsupported(
+                    programs::$u::main,
+                    include_str!(concat!("../expected/", stringify!($u), ".stdout")),
+                ),
+                gpu_index: single.next().unwrap(),
+            });)*
+            $(all.push(Program {
+                name: stringify!($t),
+                kind: Kind::Threaded(programs::$t::worker, programs::$t::finish),
+                gpu_index: threaded.next().unwrap(),
+            });)*
+            all
+        }
+    };
+}
+programs::with_suite!(table);
+
+/// Finds a program by name.
+pub fn find(name: &str) -> Option<Program> {
+    all().into_iter().find(|p| p.name == name)
+}
+
+/// What every program's arguments are after its name (`env::args` shows them).
+pub const ARGS: [&str; 3] = ["alpha", "beta gamma", "ünïcode"];
+
+/// Every program's whole environment, in the order `env::vars` lists it on both sides.
+pub const ENV: [(&str, &str); 3] = [
+    ("CONFORMANCE_EMPTY", ""),
+    ("CONFORMANCE_GREETING", "hello"),
+    ("LANG", "C"),
+];
+
+/// What every program reads from stdin.
+pub const STDIN: &str = "first line\nsecond\nthird\nfourth\nfifth: the rest\nno newline at the end";
+
+/// The file every program finds in its working directory.
+pub const INPUT_FILE: (&str, &str) = ("input.txt", "one\ntwo two\nthree three three\n");

@@ -1,0 +1,30 @@
+//! Runs the kernel on 132 blocks of 256 threads, granting it `data/` and one variable.
+
+use hostcall_runtime::cuda::{CudaModule, CudaOptions, ModuleImage};
+use hostcall_runtime::{Host, KernelArg, Launch};
+
+mod module {
+    include!(concat!(env!("OUT_DIR"), "/module.rs"));
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let image = ModuleImage {
+        ptx: module::PTX,
+        cubins: module::CUBINS,
+        sha256: module::SHA256,
+    };
+    let mut m = CudaModule::load(&image, &CudaOptions::default())?;
+    std::fs::create_dir_all("data")?;
+    let host = Host::builder()
+        .preopen_dir("data", "/data")
+        .env("MODE", "fast")
+        .build()?;
+    let report = host.run(
+        &mut m,
+        &Launch::linear("kmain", 132, 256, vec![KernelArg::U32(8)]),
+    )?;
+    if let Some(why) = report.outcome.failure() {
+        eprintln!("{why}");
+    }
+    std::process::exit(report.outcome.exit_code());
+}

@@ -1,0 +1,24 @@
+//! The README's porting guide shows these crates' files: each must appear there
+//! verbatim, so the guide's code is the code `cargo test` compiles (this crate's build
+//! script builds the kernel for the GPU).
+
+use std::path::Path;
+
+#[test]
+fn the_readme_shows_every_file_of_the_example_as_it_is() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    for (file, lang) in [
+        ("examples/porting/kernel/Cargo.toml", "toml"),
+        ("examples/porting/kernel/src/lib.rs", "rust"),
+        ("examples/porting/host/build.rs", "rust"),
+        ("examples/porting/host/src/main.rs", "rust"),
+    ] {
+        let code = std::fs::read_to_string(root.join(file)).unwrap();
+        let block = format!("```{lang}\n{code}```");
+        assert!(
+            readme.contains(&block),
+            "README.md does not show {file} as it is"
+        );
+    }
+}

@@ -1,0 +1,324 @@
+//! The services that change or list the directory tree (`OpenAt`, `StatAt`, `UnlinkAt`,
+//! `Mkdir`, `Chmod`, `Rename`, `Link`, `Symlink`, `Getdents`) and the fd services
+//! beyond reading and writing (`Fchmod`, `Ftruncate`, `Fsync`). Paths resolve as for
+//! `Open`: beneath a mount's handle, or beneath a directory fd the GPU opened there.
+
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::{DirEntryExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use cap_std::fs::{Dir, FileTypeExt, Permissions};
+use hostcall_abi::dirent::{Record, kind};
+use hostcall_abi::errno::{EBADF, EINVAL, ENAMETOOLONG, ENOENT, ENOTDIR, EPERM, EROFS, EXDEV};
+use hostcall_abi::{AT_FDCWD, AT_REMOVEDIR, NAME_MAX, PATH_MAX, Service};
+
+use super::fs::{Files, is_stdio, open_beneath, put_stat, stat_of};
+use super::sandbox::{Access, Mount};
+use super::{Call, Reply, errno_of};
+
+/// Where a path of an `*at` call resolves: beneath a mount, or beneath a directory fd.
+struct Beneath<'a> {
+    dir: DirRef<'a>,
+    rel: PathBuf,
+    access: Access,
+}
+
+enum DirRef<'a> {
+    /// A mount's own handle (errors go through [`Mount::errno`]).
+    Mount(&'a Mount),
+    /// A handle made from a GPU directory fd.
+    Fd(Dir),
+}
+
+impl Beneath<'_> {
+    fn dir(&self) -> &Dir {
+        match &self.dir {
+            DirRef::Mount(m) => &m.dir,
+            DirRef::Fd(d) => d,
+        }
+    }
+
+    fn errno(&self, e: &std::io::Error) -> i32 {
+        match &self.dir {
+            DirRef::Mount(m) => m.errno(e),
+            DirRef::Fd(_) => errno_of(e),
+        }
+    }
+
+    fn writable(&self) -> Result<(), i32> {
+        match self.access {
+            Access::ReadWrite => Ok(()),
+            Access::ReadOnly => Err(EROFS),
+        }
+    }
+}
+
+/// The two paths of `Rename`, `Link` and `Symlink` (`first NUL second`).
+fn split_two(input: &[u8]) -> Result<(&[u8], &[u8]), i32> {
+    let nul = input.iter().position(|b| *b == 0).ok_or(EINVAL)?;
+    Ok((&input[..nul], &input[nul + 1..]))
+}
+
+/// An `std::fs` permission set from the GPU's mode: permission bits only.
+fn permissions(mode: u64) -> Permissions {
+    Permissions::from_std(std::fs::Permissions::from_mode(mode as u32 & 0o777))
+}
+
+/// `d_type` of an entry.
+fn kind_of(t: cap_std::fs::FileType) -> u8 {
+    if t.is_dir() {
+        kind::DT_DIR
+    } else if t.is_symlink() {
+        kind::DT_LNK
+    } else if t.is_file() {
+        kind::DT_REG
+    } else if t.is_fifo() {
+        kind::DT_FIFO
+    } else if t.is_socket() {
+        kind::DT_SOCK
+    } else if t.is_char_device() {
+        kind::DT_CHR
+    } else if t.is_block_device() {
+        kind::DT_BLK
+    } else {
+        kind::DT_UNKNOWN
+    }
+}
+
+impl Files {
+    /// Resolves `path` for an `*at` call: an absolute path, or `AT_FDCWD`, as `Open`
+    /// does; otherwise beneath the directory open as `dirfd`.
+    fn beneath(&self, dirfd: u64, path: &[u8]) -> Result<Beneath<'_>, i32> {
+        let dirfd = i32::try_from(dirfd as i64).map_err(|_| EBADF)?;
+        if dirfd == AT_FDCWD || path.first() == Some(&b'/') {
+            let at = self.sandbox.resolve(path)?;
+            return Ok(Beneath {
+                dir: DirRef::Mount(at.mount),
+                rel: at.rel,
+                access: at.mount.access,
+            });
+        }
+        if path.len() >= PATH_MAX {
+            return Err(ENAMETOOLONG);
+        }
+        if path.contains(&0) {
+            return Err(EINVAL);
+        }
+        if path.split(|b| *b == b'/').any(|c| c.len() > NAME_MAX) {
+            return Err(ENAMETOOLONG);
+        }
+        if is_stdio(dirfd) {
+            return Err(ENOTDIR);
+        }
+        let (file, access) = {
+            let mut t = self.table();
+            let e = t.entry(dirfd)?;
+            (e.file.clone(), e.access)
+        };
+        if !file.metadata().map_err(|e| errno_of(&e))?.is_dir() {
+            return Err(ENOTDIR);
+        }
+        let dir = Dir::from_std_file(file.try_clone().map_err(|e| errno_of(&e))?);
+        let rel = if path.is_empty() {
+            PathBuf::from(".")
+        } else {
+            PathBuf::from(std::ffi::OsStr::from_bytes(path))
+        };
+        Ok(Beneath {
+            dir: DirRef::Fd(dir),
+            rel,
+            access,
+        })
+    }
+
+    pub(super) fn open_at(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
+        let b = self.beneath(call.args[1], call.input)?;
+        let f = open_beneath(b.dir(), &b.rel, b.access, call.args[2], call.args[3])
+            .map_err(|e| e.map_or(EINVAL, |e| b.errno(&e)))?;
+        let fd = self.table().insert(f, b.access)?;
+        Ok(Reply::value(fd as i64))
+    }
+
+    pub(super) fn stat_at(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
+        let b = self.beneath(call.args[1], call.input)?;
+        let m = if call.args[2] != 0 {
+            b.dir().metadata(&b.rel)
+        } else {
+            b.dir().symlink_metadata(&b.rel)
+        };
+        let m = m.map_err(|e| b.errno(&e))?;
+        Ok(put_stat(call, stat_of(&m)))
+    }
+
+    pub(super) fn unlink_at(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
+        let flags = call.args[2];
+        if flags & !(AT_REMOVEDIR as u64) != 0 {
+            return Err(EINVAL);
+        }
+        let b = self.beneath(call.args[1], call.input)?;
+        b.writable()?;
+        let r = if flags != 0 {
+            b.dir().remove_dir(&b.rel)
+        } else {
+            b.dir().remove_file(&b.rel)
+        };
+        r.map_err(|e| b.errno(&e))?;
+        Ok(Reply::value(0))
+    }
+
+    pub(super) fn mkdir(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
+        let at = self.sandbox.resolve(call.input)?;
+        if at.mount.access == Access::ReadOnly {
+            return Err(EROFS);
+        }
+        let mut builder = cap_std::fs::DirBuilder::new();
+        cap_std::fs::DirBuilderExt::mode(&mut builder, call.args[1] as u32 & 0o777);
+        at.mount
+            .dir
+            .create_dir_with(&at.rel, &builder)
+            .map_err(|e| at.mount.errno(&e))?;
+        Ok(Reply::value(0))
+    }
+
+    pub(super) fn chmod(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
+        let at = self.sandbox.resolve(call.input)?;
+        if at.mount.access == Access::ReadOnly {
+            return Err(EROFS);
+        }
+        at.mount
+            .dir
+            .set_permissions(&at.rel, permissions(call.args[1]))
+            .map_err(|e| at.mount.errno(&e))?;
+        Ok(Reply::value(0))
+    }
+
+    /// `Rename`, `Link` (both paths in one mount, else `EXDEV`) and `Symlink`.
+    pub(super) fn two_paths(&self, call: &mut Call<'_>, service: Service) -> Result<Reply, i32> {
+        let (first, second) = split_two(call.input)?;
+        if service == Service::Symlink {
+            return self.symlink(first, second);
+        }
+        let from = self.sandbox.resolve(first)?;
+        let to = self.sandbox.resolve(second)?;
+        if !std::ptr::eq(from.mount, to.mount) {
+            return Err(EXDEV);
+        }
+        if from.mount.access == Access::ReadOnly {
+            return Err(EROFS);
+        }
+        let dir = &from.mount.dir;
+        let r = if service == Service::Rename {
+            dir.rename(&from.rel, dir, &to.rel)
+        } else {
+            dir.hard_link(&from.rel, dir, &to.rel)
+        };
+        r.map_err(|e| from.mount.errno(&e))?;
+        Ok(Reply::value(0))
+    }
+
+    /// A link whose target, read from the link's own directory, stays in its mount:
+    /// an absolute target, or one that climbs out, is refused (`EPERM`), so that no link
+    /// the GPU makes leads a host program outside the directory it granted.
+    fn symlink(&self, target: &[u8], link: &[u8]) -> Result<Reply, i32> {
+        if target.is_empty() {
+            return Err(ENOENT);
+        }
+        let at = self.sandbox.resolve(link)?;
+        if at.mount.access == Access::ReadOnly {
+            return Err(EROFS);
+        }
+        let target = Path::new(std::ffi::OsStr::from_bytes(target));
+        let mut depth = at.rel.parent().map_or(0, |p| p.components().count()) as i64;
+        for c in target.components() {
+            match c {
+                Component::ParentDir => depth -= 1,
+                Component::Normal(_) => depth += 1,
+                Component::CurDir => {}
+                Component::RootDir | Component::Prefix(_) => return Err(EPERM),
+            }
+            if depth < 0 {
+                return Err(EPERM);
+            }
+        }
+        at.mount
+            .dir
+            .symlink_contents(target, &at.rel)
+            .map_err(|e| at.mount.errno(&e))?;
+        Ok(Reply::value(0))
+    }
+
+    /// The open file `fd` and the access of its mount (stdio has no file here).
+    fn fd_file(&self, call: &Call<'_>) -> Result<(std::sync::Arc<std::fs::File>, Access), i32> {
+        let fd = call.fd_arg(0)?;
+        if is_stdio(fd) {
+            return Err(EINVAL);
+        }
+        let mut t = self.table();
+        let e = t.entry(fd)?;
+        Ok((e.file.clone(), e.access))
+    }
+
+    pub(super) fn fchmod(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
+        let (f, access) = self.fd_file(call)?;
+        if access == Access::ReadOnly {
+            return Err(EROFS);
+        }
+        f.set_permissions(std::fs::Permissions::from_mode(call.args[1] as u32 & 0o777))
+            .map_err(|e| errno_of(&e))?;
+        Ok(Reply::value(0))
+    }
+
+    pub(super) fn ftruncate(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
+        let (f, _) = self.fd_file(call)?;
+        let len = u64::try_from(call.args[1] as i64).map_err(|_| EINVAL)?;
+        // A file opened without write access refuses, as on Linux (EINVAL there too).
+        f.set_len(len).map_err(|e| errno_of(&e))?;
+        Ok(Reply::value(0))
+    }
+
+    pub(super) fn fsync(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
+        let (f, _) = self.fd_file(call)?;
+        f.sync_all().map_err(|e| errno_of(&e))?;
+        Ok(Reply::value(0))
+    }
+
+    /// The next entries of directory `fd`: all of them are read at the first call and
+    /// sent as many as fit in `room` bytes per call, then 0.
+    pub(super) fn getdents(&self, call: &mut Call<'_>, room: usize) -> Result<Reply, i32> {
+        let fd = call.fd_arg(0)?;
+        if is_stdio(fd) {
+            return Err(ENOTDIR);
+        }
+        let file = self.table().entry(fd)?.file.clone();
+        if self.table().entry(fd)?.listing.is_none() {
+            if !file.metadata().map_err(|e| errno_of(&e))?.is_dir() {
+                return Err(ENOTDIR);
+            }
+            let dir = Dir::from_std_file(file.try_clone().map_err(|e| errno_of(&e))?);
+            let mut all = Vec::new();
+            for e in dir.entries().map_err(|e| errno_of(&e))? {
+                let e = e.map_err(|e| errno_of(&e))?;
+                let kind = e.file_type().map(kind_of).unwrap_or(kind::DT_UNKNOWN);
+                all.push((e.ino(), kind, e.file_name().into_vec()));
+            }
+            self.table().entry(fd)?.listing = Some(all.into_iter());
+        }
+        let mut t = self.table();
+        let listing = t.entry(fd)?.listing.as_mut().ok_or(EBADF)?;
+        let mut n = 0;
+        while let Some((ino, kind, name)) = listing.as_slice().first() {
+            let r = Record {
+                ino: *ino,
+                kind: *kind,
+                name,
+            };
+            match r.encode(&mut call.out[n..room]) {
+                Some(len) => n += len,
+                None if n == 0 => return Err(EINVAL),
+                None => break,
+            }
+            listing.next();
+        }
+        Ok(Reply::bytes(n))
+    }
+}

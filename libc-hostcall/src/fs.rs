@@ -1,0 +1,245 @@
+//! File-system calls beyond open/read/write: the `*at` family, directories, links,
+//! renames, permissions, lengths and syncs. All by hostcall, through the host's
+//! capability handles; `AT_FDCWD` means the working directory the host gave the program.
+
+use core::ffi::{c_char, c_int, c_uint, c_void};
+
+use hostcall_abi::errno::{EFAULT, EINVAL, ENAMETOOLONG, ENOMEM, ENOSYS};
+use hostcall_abi::stat::STAT_SIZE;
+use hostcall_abi::{AT_FDCWD, AT_REMOVEDIR, BULK_PER_LANE, Service};
+use hostcall_client::calls;
+
+use crate::heap::{free, malloc};
+use crate::io::cstr;
+use crate::{Nvptx, channel, check, thread::set_errno};
+
+const O_CREAT: c_int = 0o100;
+const O_TMPFILE: c_int = 0o20200000;
+const AT_SYMLINK_NOFOLLOW: c_int = 0x100;
+const AT_SYMLINK_FOLLOW: c_int = 0x400;
+const AT_EMPTY_PATH: c_int = 0x1000;
+
+/// Runs `f` on the bytes of C string `p`, or fails with `EFAULT` if it is null.
+///
+/// # Safety
+/// `p` must be null or a C string.
+unsafe fn with_path(p: *const c_char, f: impl FnOnce(&[u8]) -> i64) -> c_int {
+    // SAFETY: the caller's contract.
+    match unsafe { cstr(p) } {
+        Some(path) => check(f(path)) as c_int,
+        None => {
+            set_errno(EFAULT);
+            -1
+        }
+    }
+}
+
+/// # Safety
+/// `path` must be a C string; a mode argument must follow when `flags` has `O_CREAT`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn openat64(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mut args: ...
+) -> c_int {
+    let mode = if flags & O_CREAT != 0 || flags & O_TMPFILE == O_TMPFILE {
+        // SAFETY: with these flags, the caller passes a mode (the caller's contract).
+        unsafe { args.next_arg::<c_uint>() }
+    } else {
+        0
+    };
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_path(path, |p| {
+            calls::openat::<Nvptx>(&channel(), dirfd, p, flags, mode)
+        })
+    }
+}
+
+/// # Safety
+/// `path` must be a C string and `out` valid for writing an x86_64 `struct stat`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fstatat64(
+    dirfd: c_int,
+    path: *const c_char,
+    out: *mut c_void,
+    flags: c_int,
+) -> c_int {
+    if out.is_null() {
+        set_errno(EFAULT);
+        return -1;
+    }
+    // SAFETY: the caller's contract (a struct stat is STAT_SIZE bytes).
+    let out = unsafe { &mut *out.cast::<[u8; STAT_SIZE]>() };
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_path(path, |p| {
+            if p.is_empty() && flags & AT_EMPTY_PATH != 0 {
+                return calls::fstat::<Nvptx>(&channel(), dirfd, out);
+            }
+            let follow = flags & AT_SYMLINK_NOFOLLOW == 0;
+            calls::statat::<Nvptx>(&channel(), dirfd, p, follow, out)
+        })
+    }
+}
+
+/// # Safety
+/// `path` must be a C string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_path(path, |p| {
+            calls::unlinkat::<Nvptx>(&channel(), dirfd, p, flags)
+        })
+    }
+}
+
+/// # Safety
+/// `path` must be a C string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { unlinkat(AT_FDCWD, path, 0) }
+}
+
+/// # Safety
+/// `path` must be a C string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { unlinkat(AT_FDCWD, path, AT_REMOVEDIR) }
+}
+
+/// # Safety
+/// `path` must be a C string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mkdir(path: *const c_char, mode: c_uint) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { with_path(path, |p| calls::mkdir::<Nvptx>(&channel(), p, mode)) }
+}
+
+/// # Safety
+/// `path` must be a C string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn chmod(path: *const c_char, mode: c_uint) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { with_path(path, |p| calls::chmod::<Nvptx>(&channel(), p, mode)) }
+}
+
+/// Sends `first NUL second` to a two-path service.
+///
+/// # Safety
+/// Both must be C strings.
+unsafe fn two_paths(service: Service, first: *const c_char, second: *const c_char) -> c_int {
+    // SAFETY: the caller's contract.
+    let (Some(a), Some(b)) = (unsafe { cstr(first) }, unsafe { cstr(second) }) else {
+        set_errno(EFAULT);
+        return -1;
+    };
+    let len = a.len() + 1 + b.len();
+    if len > BULK_PER_LANE {
+        set_errno(ENAMETOOLONG);
+        return -1;
+    }
+    // In the heap: a 4 KiB stack frame would eat much of a GPU thread's stack.
+    let buf = malloc(len).cast::<u8>();
+    if buf.is_null() {
+        set_errno(ENOMEM);
+        return -1;
+    }
+    // SAFETY: `buf` holds `len` bytes, written in full before they are read.
+    let joined = unsafe { core::slice::from_raw_parts_mut(buf, len) };
+    joined[..a.len()].copy_from_slice(a);
+    joined[a.len()] = 0;
+    joined[a.len() + 1..].copy_from_slice(b);
+    let r = check(calls::two_paths::<Nvptx>(&channel(), service, joined)) as c_int;
+    // SAFETY: `buf` came from malloc and nothing refers to it any more.
+    unsafe { free(buf.cast()) };
+    r
+}
+
+/// # Safety
+/// Both must be C strings.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { two_paths(Service::Rename, old, new) }
+}
+
+/// `std::fs::hard_link`'s call. Only the working directory as both `dirfd`s and no
+/// flag but `AT_SYMLINK_FOLLOW`'s absence are served (what std passes).
+///
+/// # Safety
+/// Both paths must be C strings.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn linkat(
+    olddirfd: c_int,
+    old: *const c_char,
+    newdirfd: c_int,
+    new: *const c_char,
+    flags: c_int,
+) -> c_int {
+    if olddirfd != AT_FDCWD || newdirfd != AT_FDCWD || flags & AT_SYMLINK_FOLLOW != 0 {
+        set_errno(EINVAL);
+        return -1;
+    }
+    // SAFETY: the caller's contract.
+    unsafe { two_paths(Service::Link, old, new) }
+}
+
+/// # Safety
+/// Both must be C strings.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn symlink(target: *const c_char, link: *const c_char) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { two_paths(Service::Symlink, target, link) }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn fchmod(fd: c_int, mode: c_uint) -> c_int {
+    check(calls::fchmod::<Nvptx>(&channel(), fd, mode)) as c_int
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn ftruncate64(fd: c_int, len: i64) -> c_int {
+    check(calls::ftruncate::<Nvptx>(&channel(), fd, len)) as c_int
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn fsync(fd: c_int) -> c_int {
+    check(calls::fsync::<Nvptx>(&channel(), fd)) as c_int
+}
+
+/// As `fsync`: the host flushes data and metadata alike.
+#[unsafe(no_mangle)]
+pub extern "C" fn fdatasync(fd: c_int) -> c_int {
+    fsync(fd)
+}
+
+/// The working directory is the host's grant, fixed for the run.
+#[unsafe(no_mangle)]
+pub extern "C" fn chdir(_path: *const c_char) -> c_int {
+    set_errno(ENOSYS);
+    -1
+}
+
+/// Only `F_GETFD`/`F_SETFD` (close-on-exec, which means nothing without `exec`) are
+/// served; the rest fail with `EINVAL` as for an unknown command.
+///
+/// # Safety
+/// As `fcntl(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fcntl(_fd: c_int, cmd: c_int, _args: ...) -> c_int {
+    const F_GETFD: c_int = 1;
+    const F_SETFD: c_int = 2;
+    match cmd {
+        F_GETFD => 1,
+        F_SETFD => 0,
+        _ => {
+            set_errno(EINVAL);
+            -1
+        }
+    }
+}
