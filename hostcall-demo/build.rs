@@ -11,7 +11,6 @@ fn main() {
 }
 
 fn embed() -> Result<(), Box<dyn std::error::Error>> {
-    println!("cargo:rerun-if-env-changed=PTXAS");
     let commit = std::process::Command::new("git")
         .args(["describe", "--always", "--dirty", "--abbrev=12"])
         .output()

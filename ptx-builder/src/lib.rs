@@ -241,9 +241,10 @@ impl PtxBuilder {
     }
 
     /// For a build script: runs the pipeline, prints `cargo:rerun-if-changed` for its
-    /// sources, and writes the embedding source ([`PtxModule::embed_rs`]) to
+    /// sources (and `PTXAS`, which picks the ptxas), and writes the embedding source ([`PtxModule::embed_rs`]) to
     /// `$OUT_DIR/file` for the crate to `include!`.
     pub fn build_into_out_dir(&self, file: &str) -> Result<PtxModule> {
+        println!("cargo:rerun-if-env-changed=PTXAS");
         let module = self.build()?;
         module.emit_rerun_if_changed();
         let out = std::env::var_os("OUT_DIR")
