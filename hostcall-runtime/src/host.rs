@@ -453,7 +453,7 @@ impl Host {
             .and_then(|()| self.wait(module, launch, started, &server))
         {
             Ok(LaunchEnd::Completed) if process.termination().is_none() => {
-                self.thread_exit(module, launch, started, &server)
+                self.thread_exit(module, launch, config.launch_state, started, &server)
             }
             other => other,
         };
@@ -511,15 +511,26 @@ impl Host {
 
     /// Runs the thread-local destructors of a launch that ended normally, as Linux does
     /// when threads end: the module's `THREAD_EXIT_KERNEL` on the same geometry (each
-    /// GPU thread finds its own values). A module without it (built without
-    /// libc-hostcall, or emulated) has none to run.
+    /// GPU thread finds its own values). Launched only when the GPU's libc recorded a
+    /// value with a destructor (`LaunchState::tls_destructors`); a module without the
+    /// kernel (built without libc-hostcall, or emulated) has none to run.
     fn thread_exit(
         &self,
         module: &mut dyn GpuModule,
         launch: &Launch,
+        launch_state: u64,
         started: Instant,
         server: &Server,
     ) -> Result<LaunchEnd> {
+        let flag = launch_state + std::mem::offset_of!(LaunchState, tls_destructors) as u64;
+        let mut set = false;
+        let (_, stop) = module.device_memory().stream(flag, 4, &mut |b| {
+            set |= b.iter().any(|&x| x != 0);
+            Ok(())
+        });
+        if stop.is_none() && !set {
+            return Ok(LaunchEnd::Completed);
+        }
         let exit = Launch {
             kernel: THREAD_EXIT_KERNEL.to_owned(),
             grid: launch.grid,

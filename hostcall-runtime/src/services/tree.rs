@@ -289,22 +289,23 @@ impl Files {
         if is_stdio(fd) {
             return Err(ENOTDIR);
         }
-        let file = self.table().entry(fd)?.file.clone();
-        if self.table().entry(fd)?.listing.is_none() {
-            if !file.metadata().map_err(|e| errno_of(&e))?.is_dir() {
-                return Err(ENOTDIR);
-            }
-            let dir = Dir::from_std_file(file.try_clone().map_err(|e| errno_of(&e))?);
-            let mut all = Vec::new();
-            for e in dir.entries().map_err(|e| errno_of(&e))? {
-                let e = e.map_err(|e| errno_of(&e))?;
-                let kind = e.file_type().map(kind_of).unwrap_or(kind::DT_UNKNOWN);
-                all.push((e.ino(), kind, e.file_name().into_vec()));
-            }
-            self.table().entry(fd)?.listing = Some(all.into_iter());
-        }
+        let unlisted = {
+            let mut t = self.table();
+            let e = t.entry(fd)?;
+            e.listing.is_none().then(|| e.file.clone())
+        };
+        // The directory is read without the table locked (a slow file system must not
+        // hold up every other fd), then the listing is stored and served in one lock.
+        let read = match unlisted {
+            Some(file) => Some(list(&file)?),
+            None => None,
+        };
         let mut t = self.table();
-        let listing = t.entry(fd)?.listing.as_mut().ok_or(EBADF)?;
+        let entry = t.entry(fd)?;
+        if let (None, Some(all)) = (&entry.listing, read) {
+            entry.listing = Some(all.into_iter());
+        }
+        let listing = entry.listing.as_mut().ok_or(EBADF)?;
         let mut n = 0;
         while let Some((ino, kind, name)) = listing.as_slice().first() {
             let r = Record {
@@ -321,4 +322,19 @@ impl Files {
         }
         Ok(Reply::bytes(n))
     }
+}
+
+/// Every entry of the directory open as `file`: inode, `d_type`, name.
+fn list(file: &std::fs::File) -> Result<Vec<(u64, u8, Vec<u8>)>, i32> {
+    if !file.metadata().map_err(|e| errno_of(&e))?.is_dir() {
+        return Err(ENOTDIR);
+    }
+    let dir = Dir::from_std_file(file.try_clone().map_err(|e| errno_of(&e))?);
+    let mut all = Vec::new();
+    for e in dir.entries().map_err(|e| errno_of(&e))? {
+        let e = e.map_err(|e| errno_of(&e))?;
+        let kind = e.file_type().map(kind_of).unwrap_or(kind::DT_UNKNOWN);
+        all.push((e.ino(), kind, e.file_name().into_vec()));
+    }
+    Ok(all)
 }
