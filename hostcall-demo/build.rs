@@ -1,5 +1,5 @@
-//! Builds culinux for the GPU and generates the code that embeds its PTX, cubins and
-//! SHA-256 into `hostcalls_bin`.
+//! Records the commit the binaries are built from (the GPU module is built by the
+//! `culinux-ptx` crate's build script).
 
 use std::path::PathBuf;
 
@@ -29,8 +29,5 @@ fn embed() -> Result<(), Box<dyn std::error::Error>> {
             println!("cargo:rerun-if-changed={}", git.join(r).display());
         }
     }
-    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?);
-    ptx_builder::PtxBuilder::new(manifest.join("../culinux"))
-        .build_into_out_dir("culinux_module.rs")?;
     Ok(())
 }

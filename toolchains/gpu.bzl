@@ -1,32 +1,125 @@
-"""gpu_module: a Rust crate written against std, built into PTX + cubins + SHA-256.
+"""The GPU build as Buck2 actions, one per stage of ptx-builder's pipeline.
 
-Runs the ptx-builder CLI (//ptx-builder:ptx-build) with RUSTC and CARGO taken from the
-stage0 sysroot (pinned by URL and SHA-256 in stage0/BUCK), the fixups and target spec
-compiled into the builder, and ptxas from $PTXAS or the nvidia-cuda-nvcc wheel. The
-outputs are what hostcall-demo's build.rs embeds under Cargo.
+Each action runs one subcommand of the `ptx-build` CLI (//ptx-builder:ptx-build) with
+its inputs and outputs declared, so Buck2 caches every stage and reruns only those whose
+inputs changed:
+
+    patch_std (once per toolchain and fixup set, shared by every module)
+      -> bitcode (std + the kernel crate, the nested `cargo -Zbuild-std` build)
+      -> link -> optimize -> ptx -> check (unresolved functions)
+      -> cubin (ptxas, one per SM) -> module (+ SHA-256) -> embed (Rust source)
+
+The Rust toolchain is the rustup one that rust-toolchain.toml pins, or, with
+`-c rust.toolchain=stage0`, the same artefacts downloaded by URL and SHA-256
+(//stage0:sysroot).
 """
 
-def _gpu_module_impl(ctx):
-    out = ctx.actions.declare_output("module", dir = True)
-    sysroot = ctx.attrs.sysroot[DefaultInfo].default_outputs[0]
-    cmd = cmd_args(
-        "/usr/bin/env",
-        cmd_args(sysroot, format = "RUSTC={}/bin/rustc"),
-        cmd_args(sysroot, format = "CARGO={}/bin/cargo"),
-        ctx.attrs.builder[RunInfo],
-        ctx.attrs.krate,
-        "--out-dir",
-        out.as_output(),
+GpuToolchainInfo = provider(
+    doc = "How GPU stages reach rustc and cargo: the environment they run with.",
+    fields = {"env": provider_field(dict[str, typing.Any])},
+)
+
+def _stage(ctx: AnalysisContext, category: str, args, identifier = None):
+    ctx.actions.run(
+        cmd_args(ctx.attrs._builder[RunInfo], args),
+        env = ctx.attrs._toolchain[GpuToolchainInfo].env,
+        category = category,
+        identifier = identifier,
+        # The nested cargo fetches std's dependencies into CARGO_HOME, and ptxas is
+        # found on this machine: not remote-executable.
+        local_only = True,
     )
-    ctx.actions.run(cmd, category = "gpu_module", local_only = True)
+
+def _gpu_toolchain_impl(ctx: AnalysisContext) -> list[Provider]:
+    env = {}
+    if ctx.attrs.sysroot:
+        root = ctx.attrs.sysroot[DefaultInfo].default_outputs[0]
+        env = {
+            "CARGO": cmd_args(root, format = "{}/bin/cargo"),
+            "RUSTC": cmd_args(root, format = "{}/bin/rustc"),
+        }
+    return [DefaultInfo(), GpuToolchainInfo(env = env)]
+
+gpu_toolchain = rule(
+    impl = _gpu_toolchain_impl,
+    attrs = {
+        "sysroot": attrs.option(attrs.exec_dep(), default = None, doc = "a sysroot with bin/rustc and bin/cargo; none: rustup's"),
+    },
+    doc = "The rustc and cargo the GPU stages run.",
+)
+
+def _patched_std_impl(ctx: AnalysisContext) -> list[Provider]:
+    out = ctx.actions.declare_output("library", dir = True)
+    _stage(ctx, "patch_std", ["patch-std", "--out", out.as_output()])
     return [DefaultInfo(default_output = out)]
+
+_COMMON = {
+    "_builder": attrs.exec_dep(default = "root//ptx-builder:ptx-build"),
+    "_toolchain": attrs.exec_dep(default = "toolchains//:gpu", providers = [GpuToolchainInfo]),
+}
+
+patched_std = rule(
+    impl = _patched_std_impl,
+    attrs = _COMMON,
+    doc = "rust-src's library/ with fixups/ applied (they are compiled into ptx-build).",
+)
+
+def _gpu_module_impl(ctx: AnalysisContext) -> list[Provider]:
+    std = ctx.attrs.std[DefaultInfo].default_outputs[0]
+    out = lambda name: ctx.actions.declare_output(name)
+
+    staticlib = out("kernel.a")
+    _stage(ctx, "gpu_bitcode", cmd_args(
+        "bitcode",
+        ctx.attrs.krate,
+        "--std",
+        std,
+        "--out",
+        staticlib.as_output(),
+        hidden = ctx.attrs.srcs,
+    ))
+    linked = out("linked.bc")
+    _stage(ctx, "gpu_link", ["link", staticlib, "--out", linked.as_output()])
+    optimized, kernels = out("optimized.bc"), out("kernels")
+    _stage(ctx, "gpu_optimize", [
+        "optimize",
+        linked,
+        "--out",
+        optimized.as_output(),
+        "--kernels-out",
+        kernels.as_output(),
+    ])
+    unchecked = out("unchecked.ptx")
+    _stage(ctx, "gpu_ptx", ["ptx", optimized, "--out", unchecked.as_output()])
+    ptx = out("module.ptx")
+    _stage(ctx, "gpu_check", ["check", unchecked, "--staticlib", staticlib, "--out", ptx.as_output()])
+    cubins = []
+    for sm in ctx.attrs.cubin_sms:
+        cubin = out("module.sm_{}.cubin".format(sm))
+        _stage(ctx, "gpu_cubin", ["cubin", ptx, "--sm", str(sm), "--out", cubin.as_output()], identifier = "sm_{}".format(sm))
+        cubins.append(cmd_args(cubin, format = "--cubin={}=".format(sm) + "{}"))
+    module = ctx.actions.declare_output("module", dir = True)
+    _stage(ctx, "gpu_module", ["module", ptx, cubins, "--kernels", kernels, "--out-dir", module.as_output()])
+    embed = ctx.actions.declare_output("embed", dir = True)
+    _stage(ctx, "gpu_embed", ["embed", module, "--out-dir", embed.as_output(), "--file", ctx.attrs.embed_file])
+    return [DefaultInfo(
+        default_output = module,
+        sub_targets = {
+            "embed": [DefaultInfo(default_output = embed)],
+            "ptx": [DefaultInfo(default_output = ptx)],
+        },
+    )]
 
 gpu_module = rule(
     impl = _gpu_module_impl,
-    attrs = {
+    attrs = _COMMON | {
+        "cubin_sms": attrs.list(attrs.int(), default = [90], doc = "SM versions to build cubins for (ptxas is then required)"),
+        "embed_file": attrs.string(doc = "the Rust file [embed] writes, which the host crate includes from OUT_DIR"),
         "krate": attrs.string(doc = "the kernel crate's folder, from the repo root"),
-        "srcs": attrs.list(attrs.source(), default = [], doc = "inputs that invalidate the module"),
-        "builder": attrs.exec_dep(default = "//ptx-builder:ptx-build"),
-        "sysroot": attrs.exec_dep(default = "//stage0:sysroot"),
+        "srcs": attrs.list(attrs.source(), default = [], doc = "every file the kernel build reads (its crate and path dependencies)"),
+        "std": attrs.dep(default = "root//fixups:patched_std"),
     },
+    doc = """A Rust crate written against std, built into a GPU module: the default output is
+the module folder (module.ptx, module.sm_NN.cubin, module.sha256, module.kernels);
+[embed] adds the Rust source a host crate includes; [ptx] is the checked PTX alone.""",
 )

@@ -33,8 +33,9 @@ enum Mode {
     CallLoop,
 }
 
+/// Runs the culinux real-std kernel on an NVIDIA GPU, serving its hostcalls.
 #[derive(Parser)]
-#[command(version, about)]
+#[command(name = "hostcalls_bin", version)]
 struct Args {
     /// Blocks in the launch.
     #[arg(long, default_value_t = 4)]
@@ -79,7 +80,7 @@ fn run(a: &Args, started: std::time::Instant) -> Result<u8, Error> {
     };
     std::fs::create_dir_all(&dir)?;
 
-    let image = hostcall_demo::image();
+    let image = culinux_ptx::image();
     let options = CudaOptions::default()
         .stack_bytes((a.stack_kib as usize) << 10)
         .force_jit(a.jit);

@@ -170,6 +170,19 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Copies the `library/` of `toolchain`'s rust-src to `dest` and applies every fixup.
+pub(crate) fn patch_library(toolchain: &Toolchain, dest: &Path) -> Result<()> {
+    copy_dir(&toolchain.library(), dest)?;
+    for (name, text) in PATCHES {
+        let file = dest.join(target_file(name, text)?);
+        let contents = fs::read_to_string(&file)
+            .map_err(BuildError::io(format!("reading {}", file.display())))?;
+        let patched = apply(name, text, &contents)?;
+        fs::write(&file, patched).map_err(BuildError::io(format!("writing {}", file.display())))?;
+    }
+    Ok(())
+}
+
 /// The patched `library/` for `toolchain`, made once per toolchain and fixup set under
 /// `cache_root` (the key hashes `rustc -vV` and every fixup).
 pub(crate) fn patched_library(toolchain: &Toolchain, cache_root: &Path) -> Result<PathBuf> {
@@ -192,14 +205,7 @@ pub(crate) fn patched_library(toolchain: &Toolchain, cache_root: &Path) -> Resul
     }
     let staging = cache_root.join(format!("rust-src-{key}.tmp-{}", std::process::id()));
     let _ = fs::remove_dir_all(&staging);
-    copy_dir(&toolchain.library(), &staging.join("library"))?;
-    for (name, text) in PATCHES {
-        let file = staging.join("library").join(target_file(name, text)?);
-        let contents = fs::read_to_string(&file)
-            .map_err(BuildError::io(format!("reading {}", file.display())))?;
-        let patched = apply(name, text, &contents)?;
-        fs::write(&file, patched).map_err(BuildError::io(format!("writing {}", file.display())))?;
-    }
+    patch_library(toolchain, &staging.join("library"))?;
     fs::write(staging.join(".complete"), key.as_bytes())
         .map_err(BuildError::io(format!("writing {}", staging.display())))?;
     let _ = fs::remove_dir_all(&root);

@@ -21,6 +21,7 @@ mod error;
 mod fixups;
 mod link;
 mod ptxas;
+pub mod stage;
 mod tools;
 
 use std::path::{Path, PathBuf};
@@ -286,7 +287,9 @@ impl PtxBuilder {
         let name = built.name.clone();
 
         self.stage("linking bitcode, optimizing, emitting PTX");
-        let linked = link::link(&toolchain, &built.staticlib, &out, &name)?;
+        let members = out.join(format!("bitcode-{name}"));
+        let linked = out.join(format!("{name}.linked.bc"));
+        link::link(&toolchain, &built.staticlib, &members, &linked)?;
         let kernels = match &self.kernels {
             Some(k) => k.clone(),
             None => link::find_kernels(&toolchain, &linked)?,
@@ -299,15 +302,16 @@ impl PtxBuilder {
             .map(String::as_str)
             .chain(HOST_VISIBLE)
             .collect();
-        let ptx = link::optimize_and_emit(
+        let optimized = out.join(format!("{name}.opt.bc"));
+        link::optimize(&toolchain, &linked, &public, &optimized)?;
+        let ptx = out.join(format!("{name}.ptx"));
+        link::emit_ptx(
             &toolchain,
-            &linked,
-            &out,
-            &name,
-            &public,
+            &optimized,
             self.sm,
             self.ptx_version,
             self.max_threads_per_block,
+            &ptx,
         )?;
 
         self.stage("checking for unresolved functions");
@@ -316,7 +320,7 @@ impl PtxBuilder {
         let missing = link::unresolved_in_ptx(&text);
         if !missing.is_empty() {
             return Err(BuildError::Unresolved(link::attribute(
-                &toolchain, &out, &name, &missing,
+                &toolchain, &members, &missing,
             )));
         }
 
@@ -338,16 +342,7 @@ impl PtxBuilder {
             }
         }
 
-        let mut h = Sha256::new();
-        h.update(text.as_bytes());
-        for (sm, path) in &cubins {
-            h.update(sm.to_le_bytes());
-            h.update(
-                std::fs::read(path)
-                    .map_err(BuildError::io(format!("reading {}", path.display())))?,
-            );
-        }
-        let sha256: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        let sha256 = module_sha256(text.as_bytes(), &cubins)?;
         self.stage(&format!(
             "done in {:.1?}: {} ({} lines), {} cubin(s), kernels {kernels:?}",
             started.elapsed(),
@@ -363,6 +358,19 @@ impl PtxBuilder {
             sources: built.sources,
         })
     }
+}
+
+/// SHA-256 (hex) over a module's PTX and its cubins, each preceded by its SM version.
+fn module_sha256(ptx: &[u8], cubins: &[(u32, PathBuf)]) -> Result<String> {
+    let mut h = Sha256::new();
+    h.update(ptx);
+    for (sm, path) in cubins {
+        h.update(sm.to_le_bytes());
+        h.update(
+            std::fs::read(path).map_err(BuildError::io(format!("reading {}", path.display())))?,
+        );
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 #[cfg(test)]

@@ -8,31 +8,35 @@ use std::process::Command;
 use crate::tools::{Toolchain, run};
 use crate::{BuildError, Result, Unresolved};
 
-fn members_dir(out: &Path, name: &str) -> PathBuf {
-    out.join(format!("bitcode-{name}"))
-}
-
-/// Extracts the archive's members and links them into one bitcode module.
-pub(crate) fn link(tc: &Toolchain, staticlib: &Path, out: &Path, name: &str) -> Result<PathBuf> {
-    let dir = members_dir(out, name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(BuildError::io(format!("creating {}", dir.display())))?;
-    run(Command::new(tc.llvm("llvm-ar"))
-        .arg("x")
-        .arg(staticlib)
-        .current_dir(&dir))?;
-    let mut members: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map_err(BuildError::io(format!("reading {}", dir.display())))?
+/// Extracts the archive's members into `members` and links them into `linked`.
+pub(crate) fn link(tc: &Toolchain, staticlib: &Path, members: &Path, linked: &Path) -> Result<()> {
+    let _ = std::fs::remove_dir_all(members);
+    std::fs::create_dir_all(members)
+        .map_err(BuildError::io(format!("creating {}", members.display())))?;
+    extract(tc, staticlib, members)?;
+    let mut objects: Vec<PathBuf> = std::fs::read_dir(members)
+        .map_err(BuildError::io(format!("reading {}", members.display())))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "o"))
         .collect();
-    members.sort();
-    let linked = out.join(format!("{name}.linked.bc"));
+    objects.sort();
     run(Command::new(tc.llvm("llvm-link"))
-        .args(&members)
+        .args(&objects)
         .arg("-o")
-        .arg(&linked))?;
-    Ok(linked)
+        .arg(linked))?;
+    Ok(())
+}
+
+/// Extracts the members of `staticlib` (bitcode objects) into the existing `dir`.
+pub(crate) fn extract(tc: &Toolchain, staticlib: &Path, dir: &Path) -> Result<()> {
+    let staticlib = staticlib
+        .canonicalize()
+        .map_err(BuildError::io(format!("resolving {}", staticlib.display())))?;
+    run(Command::new(tc.llvm("llvm-ar"))
+        .arg("x")
+        .arg(staticlib)
+        .current_dir(dir))?;
+    Ok(())
 }
 
 /// Names of the `ptx_kernel` functions the module defines.
@@ -52,20 +56,13 @@ pub(crate) fn find_kernels(tc: &Toolchain, linked: &Path) -> Result<Vec<String>>
         .collect())
 }
 
-/// Internalizes everything but `public`, optimizes, and emits PTX for `sm` whose
-/// kernels take at most `max_threads` threads per block.
-#[allow(clippy::too_many_arguments)] // the pipeline's inputs, each used once
-pub(crate) fn optimize_and_emit(
+/// Internalizes everything but `public` in `linked`, and optimizes it into `optimized`.
+pub(crate) fn optimize(
     tc: &Toolchain,
     linked: &Path,
-    out: &Path,
-    name: &str,
     public: &[&str],
-    sm: u32,
-    ptx_version: u32,
-    max_threads: u32,
-) -> Result<PathBuf> {
-    let optimized = out.join(format!("{name}.opt.bc"));
+    optimized: &Path,
+) -> Result<()> {
     run(Command::new(tc.llvm("opt"))
         .arg("--passes=internalize,globaldce,default<O2>,globaldce")
         .arg(format!(
@@ -74,19 +71,31 @@ pub(crate) fn optimize_and_emit(
         ))
         .arg(linked)
         .arg("-o")
-        .arg(&optimized))?;
-    let ptx = out.join(format!("{name}.ptx"));
+        .arg(optimized))?;
+    Ok(())
+}
+
+/// Lowers `optimized` to PTX for `sm` at `ptx`, its kernels bounded to `max_threads`
+/// threads per block.
+pub(crate) fn emit_ptx(
+    tc: &Toolchain,
+    optimized: &Path,
+    sm: u32,
+    ptx_version: u32,
+    max_threads: u32,
+    ptx: &Path,
+) -> Result<()> {
     run(Command::new(tc.llvm("llc"))
         .arg("-mtriple=nvptx64-nvidia-cuda")
         .arg(format!("-mcpu=sm_{sm}"))
         .arg(format!("-mattr=+ptx{ptx_version}"))
-        .arg(&optimized)
+        .arg(optimized)
         .arg("-o")
-        .arg(&ptx))?;
+        .arg(ptx))?;
     let io = |what: &str| BuildError::io(format!("{what} {}", ptx.display()));
-    let text = std::fs::read_to_string(&ptx).map_err(io("reading"))?;
-    std::fs::write(&ptx, bound_threads_per_block(&text, max_threads)).map_err(io("writing"))?;
-    Ok(ptx)
+    let text = std::fs::read_to_string(ptx).map_err(io("reading"))?;
+    std::fs::write(ptx, bound_threads_per_block(&text, max_threads)).map_err(io("writing"))?;
+    Ok(())
 }
 
 /// `ptx` with every kernel entry declaring that it runs with at most `max` threads per
@@ -156,14 +165,9 @@ fn func_name(line: &str) -> Option<String> {
     (!name.is_empty()).then_some(name)
 }
 
-/// Which crates' bitcode references each missing symbol.
-pub(crate) fn attribute(
-    tc: &Toolchain,
-    out: &Path,
-    name: &str,
-    missing: &[String],
-) -> Vec<Unresolved> {
-    let dir = members_dir(out, name);
+/// Which crates' bitcode (the archive members in `members`) references each missing
+/// symbol.
+pub(crate) fn attribute(tc: &Toolchain, members: &Path, missing: &[String]) -> Vec<Unresolved> {
     let mut list: Vec<Unresolved> = missing
         .iter()
         .map(|s| Unresolved {
@@ -171,7 +175,7 @@ pub(crate) fn attribute(
             needed_by: Vec::new(),
         })
         .collect();
-    let Ok(entries) = std::fs::read_dir(&dir) else {
+    let Ok(entries) = std::fs::read_dir(members) else {
         return list;
     };
     for member in entries.filter_map(|e| e.ok().map(|e| e.path())) {

@@ -1,33 +1,36 @@
-//! `ptx-build`: the builder from the command line, with its progress on stderr.
+//! `ptx-build`: the builder from the command line, with its progress on stderr. Without
+//! a subcommand it runs the whole pipeline; each subcommand runs one stage
+//! (`ptx_builder::stage`), which is how Buck2 caches the stages as separate actions.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
-use ptx_builder::{Cubins, PtxBuilder, PtxModule};
+use clap::{CommandFactory, Parser, Subcommand};
+use ptx_builder::{Cubins, PtxBuilder, stage};
 
 /// Builds a Rust kernel crate that uses std into PTX (and cubins when ptxas is found).
 #[derive(Parser)]
-#[command(version)]
-struct Args {
+#[command(name = "ptx-build", version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    stage: Option<Stage>,
+    #[command(flatten)]
+    whole: Whole,
+}
+
+/// The whole pipeline.
+#[derive(clap::Args)]
+struct Whole {
     /// The kernel crate's folder.
-    #[arg(required_unless_present = "embed_rs")]
     krate: Option<PathBuf>,
     /// Also copy the module into this folder under stable names (module.ptx, ...).
     #[arg(long)]
     out_dir: Option<PathBuf>,
-    /// Print the Rust source embedding the module an --out-dir holds, and build nothing.
-    #[arg(long, conflicts_with = "krate")]
-    embed_rs: Option<PathBuf>,
-    /// SM version the PTX targets.
-    #[arg(long, default_value_t = ptx_builder::DEFAULT_SM)]
-    sm: u32,
+    #[command(flatten)]
+    target: Target,
     /// SM versions to build cubins for (repeatable).
     #[arg(long = "cubin", default_values_t = [ptx_builder::DEFAULT_SM])]
     cubin_sms: Vec<u32>,
-    /// Most threads per block any kernel is launched with (registers are capped to fit).
-    #[arg(long, default_value_t = ptx_builder::DEFAULT_MAX_THREADS_PER_BLOCK)]
-    max_threads_per_block: u32,
     /// Fail if no ptxas is found.
     #[arg(long, conflicts_with = "no_cubins")]
     require_cubins: bool,
@@ -39,9 +42,139 @@ struct Args {
     target_dir: Option<PathBuf>,
 }
 
+/// What the PTX is lowered for.
+#[derive(clap::Args)]
+struct Target {
+    /// SM version the PTX targets.
+    #[arg(long, default_value_t = ptx_builder::DEFAULT_SM)]
+    sm: u32,
+    /// PTX ISA version to emit.
+    #[arg(long, default_value_t = ptx_builder::DEFAULT_PTX_VERSION)]
+    ptx_version: u32,
+    /// Most threads per block any kernel is launched with (registers are capped to fit).
+    #[arg(long, default_value_t = ptx_builder::DEFAULT_MAX_THREADS_PER_BLOCK)]
+    max_threads_per_block: u32,
+}
+
+/// One stage: every input and output is named on the command line.
+#[derive(Subcommand)]
+enum Stage {
+    /// Write rust-src's library/ with every fixup applied into a new folder.
+    PatchStd {
+        /// The folder to create.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Build the kernel crate and std for the GPU into an archive of bitcode.
+    Bitcode {
+        /// The kernel crate's folder.
+        krate: PathBuf,
+        /// The patched library/ (from `patch-std`).
+        #[arg(long)]
+        std: PathBuf,
+        /// The nested cargo build's target dir (default: a new folder in the temporary
+        /// folder, removed afterwards).
+        #[arg(long)]
+        target_dir: Option<PathBuf>,
+        /// The archive to write.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Link an archive's bitcode members into one module.
+    Link {
+        /// The archive (from `bitcode`).
+        staticlib: PathBuf,
+        /// The linked bitcode to write.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Internalize all but the kernels and optimize.
+    Optimize {
+        /// The linked bitcode.
+        linked: PathBuf,
+        /// A kernel to export (repeatable; default: every `extern "ptx-kernel"` fn).
+        #[arg(long = "kernel")]
+        kernels: Vec<String>,
+        /// The optimized bitcode to write.
+        #[arg(long)]
+        out: PathBuf,
+        /// Where to write the exported kernels' names, one per line.
+        #[arg(long)]
+        kernels_out: PathBuf,
+    },
+    /// Lower optimized bitcode to PTX.
+    Ptx {
+        /// The optimized bitcode.
+        optimized: PathBuf,
+        #[command(flatten)]
+        target: Target,
+        /// The PTX to write.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Fail if the PTX calls a function nobody defines; else copy it to --out.
+    Check {
+        /// The PTX.
+        ptx: PathBuf,
+        /// The archive it came from, to name the crates that need a missing function.
+        #[arg(long)]
+        staticlib: PathBuf,
+        /// Where the checked PTX goes.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Compile PTX to a cubin with ptxas (required).
+    Cubin {
+        /// The checked PTX.
+        ptx: PathBuf,
+        /// The SM version.
+        #[arg(long, default_value_t = ptx_builder::DEFAULT_SM)]
+        sm: u32,
+        /// The cubin to write.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Put the PTX, cubins and kernel names under stable names in a folder, with the
+    /// module's SHA-256.
+    Module {
+        /// The checked PTX.
+        ptx: PathBuf,
+        /// A cubin as SM=PATH (repeatable).
+        #[arg(long = "cubin", value_parser = parse_cubin)]
+        cubins: Vec<(u32, PathBuf)>,
+        /// The kernel names (from `optimize`).
+        #[arg(long)]
+        kernels: PathBuf,
+        /// The folder to write.
+        #[arg(long)]
+        out_dir: PathBuf,
+    },
+    /// Copy a module folder and write the Rust source that embeds it beside it.
+    Embed {
+        /// The module folder (from `module` or --out-dir).
+        module: PathBuf,
+        /// The folder to write (a crate's OUT_DIR).
+        #[arg(long)]
+        out_dir: PathBuf,
+        /// The Rust file's name in it.
+        #[arg(long)]
+        file: String,
+    },
+}
+
+fn parse_cubin(s: &str) -> Result<(u32, PathBuf), String> {
+    let (sm, path) = s.split_once('=').ok_or("expected SM=PATH")?;
+    let sm = sm.parse().map_err(|e| format!("SM {sm:?}: {e}"))?;
+    Ok((sm, PathBuf::from(path)))
+}
+
 fn main() -> ExitCode {
-    let a = Args::parse();
-    match run(&a) {
+    let cli = Cli::parse();
+    let result = match cli.stage {
+        Some(s) => run_stage(s),
+        None => run_whole(&cli.whole),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -50,24 +183,104 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(a: &Args) -> ptx_builder::Result<()> {
-    if let Some(dir) = &a.embed_rs {
-        print!("{}", PtxModule::load_dir(dir)?.embed_rs());
-        return Ok(());
+fn run_stage(s: Stage) -> ptx_builder::Result<()> {
+    let write = |path: &PathBuf, text: String| {
+        std::fs::write(path, text).map_err(|source| ptx_builder::BuildError::Io {
+            context: format!("writing {}", path.display()),
+            source,
+        })
+    };
+    match s {
+        Stage::PatchStd { out } => stage::patch_std(&out),
+        Stage::Bitcode {
+            krate,
+            std,
+            target_dir,
+            out,
+        } => match target_dir {
+            Some(dir) => stage::bitcode(&krate, &std, &dir, &out),
+            None => {
+                let dir = std::env::temp_dir().join(format!("ptx-build-{}", std::process::id()));
+                let built = stage::bitcode(&krate, &std, &dir, &out);
+                let _ = std::fs::remove_dir_all(&dir);
+                built
+            }
+        },
+        Stage::Link { staticlib, out } => stage::link(&staticlib, &out),
+        Stage::Optimize {
+            linked,
+            kernels,
+            out,
+            kernels_out,
+        } => {
+            let chosen = (!kernels.is_empty()).then_some(kernels.as_slice());
+            let exported = stage::optimize(&linked, chosen, &out)?;
+            write(&kernels_out, exported.join("\n"))
+        }
+        Stage::Ptx {
+            optimized,
+            target,
+            out,
+        } => stage::emit_ptx(
+            &optimized,
+            target.sm,
+            target.ptx_version,
+            target.max_threads_per_block,
+            &out,
+        ),
+        Stage::Check {
+            ptx,
+            staticlib,
+            out,
+        } => {
+            let text = stage::check(&ptx, &staticlib)?;
+            write(&out, text)
+        }
+        Stage::Cubin { ptx, sm, out } => stage::cubin(&ptx, sm, &out),
+        Stage::Module {
+            ptx,
+            cubins,
+            kernels,
+            out_dir,
+        } => {
+            let names = std::fs::read_to_string(&kernels).map_err(|source| {
+                ptx_builder::BuildError::Io {
+                    context: format!("reading {}", kernels.display()),
+                    source,
+                }
+            })?;
+            let names: Vec<String> = names.lines().map(str::to_owned).collect();
+            let m = stage::module(&ptx, &cubins, &names, &out_dir)?;
+            println!("sha256  {}", m.sha256);
+            Ok(())
+        }
+        Stage::Embed {
+            module,
+            out_dir,
+            file,
+        } => stage::embed(&module, &out_dir, &file),
     }
+}
+
+fn run_whole(a: &Whole) -> ptx_builder::Result<()> {
+    let Some(krate) = &a.krate else {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "name the kernel crate's folder, or a stage",
+            )
+            .exit()
+    };
     let cubins = match (a.require_cubins, a.no_cubins) {
         (true, _) => Cubins::Required,
         (_, true) => Cubins::Off,
         _ => Cubins::IfPtxasFound,
     };
-    let krate = a
-        .krate
-        .as_deref()
-        .expect("clap requires KRATE without --embed-rs");
     let mut b = PtxBuilder::new(krate)
-        .sm(a.sm)
+        .sm(a.target.sm)
+        .ptx_version(a.target.ptx_version)
         .cubin_sms(&a.cubin_sms)
-        .max_threads_per_block(a.max_threads_per_block)
+        .max_threads_per_block(a.target.max_threads_per_block)
         .cubins(cubins);
     if let Some(dir) = &a.target_dir {
         b = b.target_dir(dir);

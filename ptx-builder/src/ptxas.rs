@@ -61,13 +61,19 @@ pub(crate) fn compile(ptxas: &Path, ptx: &Path, sm: u32) -> Result<PathBuf> {
     }
     // A stale stamp must not outlive an interrupted ptxas.
     let _ = std::fs::remove_file(&stamp_path);
+    compile_to(ptxas, ptx, sm, &cubin)?;
+    std::fs::write(&stamp_path, stamp)
+        .map_err(BuildError::io(format!("writing {}", stamp_path.display())))?;
+    Ok(cubin)
+}
+
+/// Compiles `ptx` to the cubin `cubin` for `sm`, always.
+pub(crate) fn compile_to(ptxas: &Path, ptx: &Path, sm: u32, cubin: &Path) -> Result<()> {
     run(Command::new(ptxas)
         .arg(format!("-arch=sm_{sm}"))
         .arg("-O3")
         .arg(ptx)
         .arg("-o")
-        .arg(&cubin))?;
-    std::fs::write(&stamp_path, stamp)
-        .map_err(BuildError::io(format!("writing {}", stamp_path.display())))?;
-    Ok(cubin)
+        .arg(cubin))?;
+    Ok(())
 }

@@ -18,8 +18,10 @@ use hostcall_runtime::cuda::{CudaModule, CudaOptions};
 use hostcall_runtime::{GpuModule, Host, KernelArg, Launch, Outcome, RunReport};
 use serde_json::{Value, json};
 
+/// Measures hostcall throughput and latency on the GPU beside CUDA C references of the
+/// same run, and writes them as JSON.
 #[derive(Parser)]
-#[command(version, about)]
+#[command(name = "hostcall_bench", version)]
 struct Args {
     /// Where to write the JSON results.
     #[arg(long, default_value = "bench-results/latest.json")]
@@ -215,7 +217,7 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     let limit = |k: &str| limits[k].as_f64();
 
-    let image = hostcall_demo::image();
+    let image = culinux_ptx::image();
     let started = Instant::now();
     let mut module = CudaModule::load(&image, &CudaOptions::default())?;
     let init_ms = started.elapsed().as_secs_f64() * 1e3;

@@ -1,0 +1,153 @@
+//! The pipeline one stage at a time, each reading and writing only the paths it is
+//! given: for build systems that cache every stage as its own action (Buck2 runs them
+//! through the `ptx-build` CLI's subcommands). [`crate::PtxBuilder::build`] runs the same
+//! functions in sequence.
+
+use std::path::{Path, PathBuf};
+
+use crate::tools::Toolchain;
+use crate::{BuildError, HOST_VISIBLE, PtxModule, Result, cargo, fixups, link, ptxas};
+
+fn io(what: &str, p: &Path) -> impl FnOnce(std::io::Error) -> BuildError {
+    BuildError::io(format!("{what} {}", p.display()))
+}
+
+/// Writes rust-src's `library/`, every fixup applied, to `dest` (which must not exist):
+/// the std sources [`bitcode`] compiles.
+pub fn patch_std(dest: &Path) -> Result<()> {
+    fixups::patch_library(&Toolchain::detect()?, dest)
+}
+
+/// Compiles the kernel crate at `krate` and std (from the patched `library`) for the
+/// GPU, in `target_dir`, and copies the resulting archive of bitcode to `staticlib`.
+pub fn bitcode(krate: &Path, library: &Path, target_dir: &Path, staticlib: &Path) -> Result<()> {
+    let tc = Toolchain::detect()?;
+    std::fs::create_dir_all(target_dir).map_err(io("creating", target_dir))?;
+    let canonical = |p: &Path| p.canonicalize().map_err(io("resolving", p));
+    let (krate, library, target_dir) = (
+        canonical(krate)?,
+        canonical(library)?,
+        canonical(target_dir)?,
+    );
+    let out = target_dir.join("ptx-builder");
+    std::fs::create_dir_all(&out).map_err(io("creating", &out))?;
+    let built = cargo::build(&tc, &krate, &library, &target_dir, &out, false)?;
+    std::fs::copy(&built.staticlib, staticlib).map_err(io("writing", staticlib))?;
+    Ok(())
+}
+
+/// Links the archive's bitcode members into one module, `linked`.
+pub fn link(staticlib: &Path, linked: &Path) -> Result<()> {
+    let members = scratch(linked, "members");
+    let result = link::link(&Toolchain::detect()?, staticlib, &members, linked);
+    let _ = std::fs::remove_dir_all(&members);
+    result
+}
+
+/// The kernels `linked` exports (`kernels`, or else every `extern "ptx-kernel"` function),
+/// with everything else internalized, optimized into `optimized`. Returns the kernels.
+pub fn optimize(
+    linked: &Path,
+    kernels: Option<&[String]>,
+    optimized: &Path,
+) -> Result<Vec<String>> {
+    let tc = Toolchain::detect()?;
+    let kernels = match kernels {
+        Some(k) => k.to_vec(),
+        None => link::find_kernels(&tc, linked)?,
+    };
+    if kernels.is_empty() {
+        return Err(BuildError::NoKernels);
+    }
+    let public: Vec<&str> = kernels
+        .iter()
+        .map(String::as_str)
+        .chain(HOST_VISIBLE)
+        .collect();
+    link::optimize(&tc, linked, &public, optimized)?;
+    Ok(kernels)
+}
+
+/// Lowers `optimized` to PTX at `ptx`, for `sm` and PTX ISA `ptx_version`, every kernel
+/// bounded to `max_threads` threads per block.
+pub fn emit_ptx(
+    optimized: &Path,
+    sm: u32,
+    ptx_version: u32,
+    max_threads: u32,
+    ptx: &Path,
+) -> Result<()> {
+    link::emit_ptx(
+        &Toolchain::detect()?,
+        optimized,
+        sm,
+        ptx_version,
+        max_threads,
+        ptx,
+    )
+}
+
+/// Fails with [`BuildError::Unresolved`] if `ptx` calls a function it does not define,
+/// naming the crates of `staticlib` that reference each one. Returns the PTX's text.
+pub fn check(ptx: &Path, staticlib: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(ptx).map_err(io("reading", ptx))?;
+    let missing = link::unresolved_in_ptx(&text);
+    if missing.is_empty() {
+        return Ok(text);
+    }
+    let tc = Toolchain::detect()?;
+    let members = scratch(ptx, "members");
+    std::fs::create_dir_all(&members).map_err(io("creating", &members))?;
+    let attributed =
+        link::extract(&tc, staticlib, &members).map(|()| link::attribute(&tc, &members, &missing));
+    let _ = std::fs::remove_dir_all(&members);
+    Err(BuildError::Unresolved(attributed?))
+}
+
+/// Compiles `ptx` into `cubin` for `sm` with the ptxas [`crate::PtxBuilder`] would find
+/// (`$PTXAS`, `PATH`, the CUDA toolkit, the PyPI wheel); none is [`BuildError::NoPtxas`].
+pub fn cubin(ptx: &Path, sm: u32, cubin: &Path) -> Result<()> {
+    let bin = ptxas::find().ok_or(BuildError::NoPtxas)?;
+    ptxas::compile_to(&bin, ptx, sm, cubin)
+}
+
+/// The module of `ptx`, `cubins` and `kernels` under stable names in `dir`, with its
+/// SHA-256 ([`PtxModule::copy_to`] names the files).
+pub fn module(
+    ptx: &Path,
+    cubins: &[(u32, PathBuf)],
+    kernels: &[String],
+    dir: &Path,
+) -> Result<PtxModule> {
+    let text = std::fs::read(ptx).map_err(io("reading", ptx))?;
+    PtxModule {
+        ptx: ptx.to_path_buf(),
+        cubins: cubins.to_vec(),
+        sha256: crate::module_sha256(&text, cubins)?,
+        kernels: kernels.to_vec(),
+        sources: Vec::new(),
+    }
+    .copy_to(dir)
+}
+
+/// Copies the module in `module_dir` into `out_dir` with `out_dir/file`, the Rust source
+/// that embeds it ([`PtxModule::embed_rs`]) by names relative to itself: a crate whose
+/// `OUT_DIR` is `out_dir` includes it wherever `out_dir` lies.
+pub fn embed(module_dir: &Path, out_dir: &Path, file: &str) -> Result<()> {
+    let m = PtxModule::load_dir(module_dir)?.copy_to(out_dir)?;
+    let name = |p: &Path| PathBuf::from(p.file_name().unwrap_or(p.as_os_str()));
+    let relative = PtxModule {
+        ptx: name(&m.ptx),
+        cubins: m.cubins.iter().map(|(sm, c)| (*sm, name(c))).collect(),
+        ..m
+    };
+    let rs = out_dir.join(file);
+    std::fs::write(&rs, relative.embed_rs()).map_err(io("writing", &rs))
+}
+
+/// A scratch folder beside `output`, for files no later stage reads.
+fn scratch(output: &Path, what: &str) -> PathBuf {
+    let mut name = output.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".{what}"));
+    output.with_file_name(name)
+}
