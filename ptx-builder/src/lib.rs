@@ -41,9 +41,6 @@ pub const DEFAULT_PTX_VERSION: u32 = 80;
 /// in spills; a smaller bound leaves ptxas more registers.
 pub const DEFAULT_MAX_THREADS_PER_BLOCK: u32 = 1024;
 
-/// Symbols the host looks up in every module, kept through internalization.
-const HOST_VISIBLE: [&str; 2] = ["__hostcall_config", "__hostcall_abi_version"];
-
 /// Whether cubins are built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -290,20 +287,9 @@ impl PtxBuilder {
         let members = out.join(format!("bitcode-{name}"));
         let linked = out.join(format!("{name}.linked.bc"));
         link::link(&toolchain, &built.staticlib, &members, &linked)?;
-        let kernels = match &self.kernels {
-            Some(k) => k.clone(),
-            None => link::find_kernels(&toolchain, &linked)?,
-        };
-        if kernels.is_empty() {
-            return Err(BuildError::NoKernels);
-        }
-        let public: Vec<&str> = kernels
-            .iter()
-            .map(String::as_str)
-            .chain(HOST_VISIBLE)
-            .collect();
         let optimized = out.join(format!("{name}.opt.bc"));
-        link::optimize(&toolchain, &linked, &public, &optimized)?;
+        let kernels =
+            link::optimize_kernels(&toolchain, &linked, self.kernels.as_deref(), &optimized)?;
         let ptx = out.join(format!("{name}.ptx"));
         link::emit_ptx(
             &toolchain,

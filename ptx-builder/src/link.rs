@@ -40,7 +40,7 @@ pub(crate) fn extract(tc: &Toolchain, staticlib: &Path, dir: &Path) -> Result<()
 }
 
 /// Names of the `ptx_kernel` functions the module defines.
-pub(crate) fn find_kernels(tc: &Toolchain, linked: &Path) -> Result<Vec<String>> {
+fn find_kernels(tc: &Toolchain, linked: &Path) -> Result<Vec<String>> {
     let out = run(Command::new(tc.llvm("llvm-dis"))
         .arg(linked)
         .args(["-o", "-"]))?;
@@ -56,13 +56,36 @@ pub(crate) fn find_kernels(tc: &Toolchain, linked: &Path) -> Result<Vec<String>>
         .collect())
 }
 
-/// Internalizes everything but `public` in `linked`, and optimizes it into `optimized`.
-pub(crate) fn optimize(
+/// Symbols the host looks up in every module, kept through internalization.
+const HOST_VISIBLE: [&str; 2] = ["__hostcall_config", "__hostcall_abi_version"];
+
+/// Optimizes `linked` into `optimized` with everything internalized but the host-visible
+/// symbols and the kernels: `chosen`, or else every `ptx_kernel` function. Returns the
+/// kernels.
+pub(crate) fn optimize_kernels(
     tc: &Toolchain,
     linked: &Path,
-    public: &[&str],
+    chosen: Option<&[String]>,
     optimized: &Path,
-) -> Result<()> {
+) -> Result<Vec<String>> {
+    let kernels = match chosen {
+        Some(k) => k.to_vec(),
+        None => find_kernels(tc, linked)?,
+    };
+    if kernels.is_empty() {
+        return Err(BuildError::NoKernels);
+    }
+    let public: Vec<&str> = kernels
+        .iter()
+        .map(String::as_str)
+        .chain(HOST_VISIBLE)
+        .collect();
+    optimize(tc, linked, &public, optimized)?;
+    Ok(kernels)
+}
+
+/// Internalizes everything but `public` in `linked`, and optimizes it into `optimized`.
+fn optimize(tc: &Toolchain, linked: &Path, public: &[&str], optimized: &Path) -> Result<()> {
     run(Command::new(tc.llvm("opt"))
         .arg("--passes=internalize,globaldce,default<O2>,globaldce")
         .arg(format!(

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::tools::Toolchain;
-use crate::{BuildError, HOST_VISIBLE, PtxModule, Result, cargo, fixups, link, ptxas};
+use crate::{BuildError, PtxModule, Result, cargo, fixups, link, ptxas};
 
 fn io(what: &str, p: &Path) -> impl FnOnce(std::io::Error) -> BuildError {
     BuildError::io(format!("{what} {}", p.display()))
@@ -51,21 +51,7 @@ pub fn optimize(
     kernels: Option<&[String]>,
     optimized: &Path,
 ) -> Result<Vec<String>> {
-    let tc = Toolchain::detect()?;
-    let kernels = match kernels {
-        Some(k) => k.to_vec(),
-        None => link::find_kernels(&tc, linked)?,
-    };
-    if kernels.is_empty() {
-        return Err(BuildError::NoKernels);
-    }
-    let public: Vec<&str> = kernels
-        .iter()
-        .map(String::as_str)
-        .chain(HOST_VISIBLE)
-        .collect();
-    link::optimize(&tc, linked, &public, optimized)?;
-    Ok(kernels)
+    link::optimize_kernels(&Toolchain::detect()?, linked, kernels, optimized)
 }
 
 /// Lowers `optimized` to PTX at `ptx`, for `sm` and PTX ISA `ptx_version`, every kernel
