@@ -18,6 +18,7 @@ def _pinned_rust_toolchain_impl(ctx: AnalysisContext) -> list[Provider]:
             doctests = False,
             nightly_features = True,
             panic_runtime = PanicRuntime("unwind"),
+            rustc_flags = ctx.attrs.rustc_flags,
             rustc_target_triple = ctx.attrs.target_triple,
             rustdoc = tool("rustdoc"),
         ),
@@ -26,6 +27,7 @@ def _pinned_rust_toolchain_impl(ctx: AnalysisContext) -> list[Provider]:
 pinned_rust_toolchain = rule(
     impl = _pinned_rust_toolchain_impl,
     attrs = {
+        "rustc_flags": attrs.list(attrs.string(), default = [], doc = "flags every host crate is compiled with"),
         "sysroot": attrs.option(attrs.exec_dep(), default = None, doc = "a sysroot with bin/rustc; none: rustup's"),
         "target_triple": attrs.string(),
     },
