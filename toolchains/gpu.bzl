@@ -4,10 +4,15 @@ Each action runs one subcommand of the `ptx-build` CLI (//ptx-builder:ptx-build)
 its inputs and outputs declared, so Buck2 caches every stage and reruns only those whose
 inputs changed:
 
-    patch_std (once per toolchain and fixup set, shared by every module)
-      -> bitcode (std + the kernel crate, the nested `cargo -Zbuild-std` build)
+    bitcode (std + the kernel crate, the nested `cargo -Zbuild-std` build)
       -> link -> optimize -> ptx -> check (unresolved functions)
       -> cubin (ptxas, one per SM) -> module (+ SHA-256) -> embed (Rust source)
+
+Two stages also use the machine's cache that Cargo builds use (ptx-builder's `cache`
+module, `$HOSTCALL_CACHE`): `bitcode` compiles std from the one patched rust-src there,
+in the shared target dir, so std is built once per machine and every build of a crate
+makes the same PTX; `cubin` takes a cubin made from the same PTX, tools and options
+from there. Both are keyed by content, so they survive `buck2 kill` and never go stale.
 
 The Rust toolchain is the rustup one that rust-toolchain.toml pins, or, with
 `-c rust.toolchain=stage0`, the same artefacts downloaded by URL and SHA-256
@@ -48,32 +53,18 @@ gpu_toolchain = rule(
     doc = "The rustc and cargo the GPU stages run.",
 )
 
-def _patched_std_impl(ctx: AnalysisContext) -> list[Provider]:
-    out = ctx.actions.declare_output("library", dir = True)
-    _stage(ctx, "patch_std", ["patch-std", "--out", out.as_output()])
-    return [DefaultInfo(default_output = out)]
-
 _COMMON = {
     "_builder": attrs.exec_dep(default = "root//ptx-builder:ptx-build"),
     "_toolchain": attrs.exec_dep(default = "toolchains//:gpu", providers = [GpuToolchainInfo]),
 }
 
-patched_std = rule(
-    impl = _patched_std_impl,
-    attrs = _COMMON,
-    doc = "rust-src's library/ with fixups/ applied (they are compiled into ptx-build).",
-)
-
 def _gpu_module_impl(ctx: AnalysisContext) -> list[Provider]:
-    std = ctx.attrs.std[DefaultInfo].default_outputs[0]
     out = lambda name: ctx.actions.declare_output(name)
 
     staticlib = out("kernel.a")
     _stage(ctx, "gpu_bitcode", cmd_args(
         "bitcode",
         ctx.attrs.krate,
-        "--std",
-        std,
         "--out",
         staticlib.as_output(),
         hidden = ctx.attrs.srcs,
@@ -96,7 +87,8 @@ def _gpu_module_impl(ctx: AnalysisContext) -> list[Provider]:
     cubins = []
     for sm in ctx.attrs.cubin_sms:
         cubin = out("module.sm_{}.cubin".format(sm))
-        _stage(ctx, "gpu_cubin", ["cubin", ptx, "--sm", str(sm), "--out", cubin.as_output()], identifier = "sm_{}".format(sm))
+        fast = ["--fast-compile"] if ctx.attrs.fast_compile else []
+        _stage(ctx, "gpu_cubin", ["cubin", ptx, "--sm", str(sm)] + fast + ["--out", cubin.as_output()], identifier = "sm_{}".format(sm))
         cubins.append(cmd_args(cubin, format = "--cubin={}=".format(sm) + "{}"))
     module = ctx.actions.declare_output("module", dir = True)
     _stage(ctx, "gpu_module", ["module", ptx, cubins, "--kernels", kernels, "--out-dir", module.as_output()])
@@ -115,9 +107,9 @@ gpu_module = rule(
     attrs = _COMMON | {
         "cubin_sms": attrs.list(attrs.int(), default = [90], doc = "SM versions to build cubins for (ptxas is then required)"),
         "embed_file": attrs.string(doc = "the Rust file [embed] writes, which the host crate includes from OUT_DIR"),
+        "fast_compile": attrs.bool(default = False, doc = "ptxas --Ofast-compile=max instead of -O3: for modules that test correctness only"),
         "krate": attrs.string(doc = "the kernel crate's folder, from the repo root"),
         "srcs": attrs.list(attrs.source(), default = [], doc = "every file the kernel build reads (its crate and path dependencies)"),
-        "std": attrs.dep(default = "root//fixups:patched_std"),
     },
     doc = """A Rust crate written against std, built into a GPU module: the default output is
 the module folder (module.ptx, module.sm_NN.cubin, module.sha256, module.kernels);

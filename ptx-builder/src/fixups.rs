@@ -183,9 +183,13 @@ pub(crate) fn patch_library(toolchain: &Toolchain, dest: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The patched `library/` for `toolchain`, made once per toolchain and fixup set under
-/// `cache_root` (the key hashes `rustc -vV` and every fixup).
-pub(crate) fn patched_library(toolchain: &Toolchain, cache_root: &Path) -> Result<PathBuf> {
+/// The patched `library/` for `toolchain`, made once per toolchain and fixup set in the
+/// machine's cache ([`crate::cache`]; the key hashes `rustc -vV` and every fixup), so
+/// that every build compiles std from the same path and makes the same PTX.
+pub(crate) fn patched_library(toolchain: &Toolchain) -> Result<PathBuf> {
+    let cache_root = crate::cache::root().join("std");
+    fs::create_dir_all(&cache_root)
+        .map_err(BuildError::io(format!("creating {}", cache_root.display())))?;
     let mut h = Sha256::new();
     h.update(toolchain.version.as_bytes());
     for (name, text) in PATCHES {
@@ -208,9 +212,17 @@ pub(crate) fn patched_library(toolchain: &Toolchain, cache_root: &Path) -> Resul
     patch_library(toolchain, &staging.join("library"))?;
     fs::write(staging.join(".complete"), key.as_bytes())
         .map_err(BuildError::io(format!("writing {}", staging.display())))?;
-    let _ = fs::remove_dir_all(&root);
-    fs::rename(&staging, &root)
-        .map_err(BuildError::io(format!("renaming {}", staging.display())))?;
+    // A folder left without `.complete` is from an interrupted run; a complete one may
+    // be in use by another build, and has the same contents as ours.
+    if root.exists() && !root.join(".complete").exists() {
+        let _ = fs::remove_dir_all(&root);
+    }
+    let renamed = fs::rename(&staging, &root);
+    let _ = fs::remove_dir_all(&staging);
+    if root.join(".complete").exists() {
+        return Ok(library);
+    }
+    renamed.map_err(BuildError::io(format!("renaming {}", staging.display())))?;
     Ok(library)
 }
 

@@ -16,7 +16,9 @@
 //! println!("cargo:rustc-env=KERNEL_PTX={}", module.ptx.display());
 //! ```
 
+pub mod cache;
 mod cargo;
+mod cubin;
 mod error;
 mod fixups;
 mod link;
@@ -29,6 +31,7 @@ use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
+pub use cubin::{Made, PtxasOpt};
 pub use error::{BuildError, Result, Unresolved};
 pub use link::{bound_threads_per_block, unresolved_in_ptx};
 
@@ -62,6 +65,7 @@ pub struct PtxBuilder {
     ptx_version: u32,
     cubin_sms: Vec<u32>,
     cubins: Cubins,
+    ptxas_opt: PtxasOpt,
     kernels: Option<Vec<String>>,
     max_threads_per_block: u32,
     target_dir: Option<PathBuf>,
@@ -176,6 +180,7 @@ impl PtxBuilder {
             ptx_version: DEFAULT_PTX_VERSION,
             cubin_sms: vec![DEFAULT_SM],
             cubins: Cubins::IfPtxasFound,
+            ptxas_opt: PtxasOpt::default(),
             kernels: None,
             max_threads_per_block: DEFAULT_MAX_THREADS_PER_BLOCK,
             target_dir: None,
@@ -207,6 +212,12 @@ impl PtxBuilder {
         self
     }
 
+    /// How hard ptxas optimizes the cubins (default [`PtxasOpt::Full`]).
+    pub fn ptxas_opt(mut self, opt: PtxasOpt) -> Self {
+        self.ptxas_opt = opt;
+        self
+    }
+
     /// The kernels to export; by default every `extern "ptx-kernel"` function.
     pub fn kernels(mut self, names: &[&str]) -> Self {
         self.kernels = Some(names.iter().map(|s| s.to_string()).collect());
@@ -220,7 +231,8 @@ impl PtxBuilder {
         self
     }
 
-    /// Where the nested build and outputs go (default: the kernel crate's `target/`).
+    /// Where the nested build and outputs go (default: `target/` in the machine's cache,
+    /// [`cache::root`], shared by every kernel crate, so std for the GPU is built once).
     pub fn target_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.target_dir = Some(dir.as_ref().to_path_buf());
         self
@@ -239,18 +251,26 @@ impl PtxBuilder {
     }
 
     /// For a build script: runs the pipeline, prints `cargo:rerun-if-changed` for its
-    /// sources (and `PTXAS`, which picks the ptxas), and writes the embedding source ([`PtxModule::embed_rs`]) to
+    /// sources (and for `PTXAS`, which picks the ptxas), copies the module
+    /// into `$OUT_DIR`, and writes the source that embeds it ([`PtxModule::embed_rs`]) to
     /// `$OUT_DIR/file` for the crate to `include!`.
     pub fn build_into_out_dir(&self, file: &str) -> Result<PtxModule> {
         println!("cargo:rerun-if-env-changed=PTXAS");
-        let module = self.build()?;
-        module.emit_rerun_if_changed();
-        let out = std::env::var_os("OUT_DIR")
+        let out_dir = std::env::var_os("OUT_DIR")
             .map(PathBuf::from)
             .ok_or_else(|| {
                 BuildError::Toolchain("OUT_DIR is not set: not in a build script".into())
-            })?
-            .join(file);
+            })?;
+        let built = self.build()?;
+        built.emit_rerun_if_changed();
+        // The crate embeds its own copy: the shared target dir may be cleaned or rebuilt
+        // for another profile while this crate's build stays fresh.
+        let stem = Path::new(file)
+            .file_stem()
+            .unwrap_or_default()
+            .to_string_lossy();
+        let module = built.copy_to(&out_dir.join(format!("{stem}.module")))?;
+        let out = out_dir.join(file);
         std::fs::write(&out, module.embed_rs())
             .map_err(BuildError::io(format!("writing {}", out.display())))?;
         Ok(module)
@@ -268,20 +288,23 @@ impl PtxBuilder {
         let target = self
             .target_dir
             .clone()
-            .unwrap_or_else(|| krate.join("target"));
+            .unwrap_or_else(|| cache::root().join("target"));
         let out = target.join("ptx-builder");
         std::fs::create_dir_all(&out)
             .map_err(BuildError::io(format!("creating {}", out.display())))?;
         let (target, out) = (canonical(&target)?, canonical(&out)?);
 
         self.stage("preparing patched rust-src (cached per toolchain and fixup set)");
-        let library = fixups::patched_library(&toolchain, &target)?;
+        let library = fixups::patched_library(&toolchain)?;
 
         self.stage(
             "building the kernel crate and std for nvptx64 (the first build compiles std: minutes)",
         );
         let built = cargo::build(&toolchain, &krate, &library, &target, &out, self.quiet)?;
         let name = built.name.clone();
+        let out = out.join(crate_dir_name(&name, &krate));
+        std::fs::create_dir_all(&out)
+            .map_err(BuildError::io(format!("creating {}", out.display())))?;
 
         self.stage("linking bitcode, optimizing, emitting PTX");
         let members = out.join(format!("bitcode-{name}"));
@@ -315,11 +338,10 @@ impl PtxBuilder {
             match ptxas::find() {
                 Some(bin) => {
                     for &sm in &self.cubin_sms {
-                        self.stage(&format!(
-                            "ptxas: compiling sm_{sm} cubin with {}",
-                            bin.display()
-                        ));
-                        cubins.push((sm, ptxas::compile(&bin, &ptx, sm)?));
+                        let cubin = ptx.with_extension(format!("sm_{sm}.cubin"));
+                        let made = cubin::make(&bin, &ptx, sm, self.ptxas_opt, &cubin)?;
+                        self.stage(&made_message(&made, sm, self.ptxas_opt, &bin));
+                        cubins.push((sm, cubin));
                     }
                 }
                 None if self.cubins == Cubins::Required => return Err(BuildError::NoPtxas),
@@ -343,6 +365,22 @@ impl PtxBuilder {
             kernels,
             sources: built.sources,
         })
+    }
+}
+
+/// The folder of one kernel crate's outputs in a shared target dir: its name and a hash
+/// of its path, so same-named crates of two checkouts never share files.
+fn crate_dir_name(name: &str, krate: &Path) -> String {
+    let hash = Sha256::digest(krate.as_os_str().as_encoded_bytes());
+    let short: String = hash.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    format!("{name}-{short}")
+}
+
+/// A progress line saying how the cubin for `sm` was made.
+pub(crate) fn made_message(made: &Made, sm: u32, opt: PtxasOpt, ptxas: &Path) -> String {
+    match made {
+        Made::Cached(path) => format!("sm_{sm} cubin: from the cache ({})", path.display()),
+        Made::Compiled => format!("sm_{sm} cubin: compiled by {} ({opt:?})", ptxas.display()),
     }
 }
 

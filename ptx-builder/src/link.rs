@@ -117,8 +117,72 @@ pub(crate) fn emit_ptx(
         .arg(ptx))?;
     let io = |what: &str| BuildError::io(format!("{what} {}", ptx.display()));
     let text = std::fs::read_to_string(ptx).map_err(io("reading"))?;
-    std::fs::write(ptx, bound_threads_per_block(&text, max_threads)).map_err(io("writing"))?;
+    let text = word_pad_globals(&bound_threads_per_block(&text, max_threads));
+    std::fs::write(ptx, text).map_err(io("writing"))?;
     Ok(())
+}
+
+/// `ptx` with every global of alignment 1 or 2 aligned to 4 and padded with zeros to a
+/// whole number of 4-byte words.
+///
+/// LLVM lowers an 8- or 16-bit atomic read-modify-write (`AtomicU8::compare_exchange`,
+/// as std's `panic::get_backtrace_style` does) to a 32-bit compare-and-swap on the word
+/// that holds it, so it reads up to 3 bytes past a 1-byte global. When the linker puts
+/// that global last in the module's memory, the read faults (`CUDA_ERROR_ILLEGAL_ADDRESS`:
+/// seen on an H100 with the panic path of a linked cubin). Padded, the word is the
+/// global's own.
+pub fn word_pad_globals(ptx: &str) -> String {
+    let mut out = String::with_capacity(ptx.len() + 1024);
+    for line in ptx.lines() {
+        out.push_str(&pad_global(line).unwrap_or_else(|| line.to_owned()));
+        out.push('\n');
+    }
+    out
+}
+
+/// One global declaration, padded as [`word_pad_globals`] says; `None` if it needs nothing.
+fn pad_global(line: &str) -> Option<String> {
+    let (head, rest) = line.split_once(".global .align ")?;
+    if !matches!(head, "" | ".visible " | ".weak ") {
+        return None;
+    }
+    let (align, rest) = rest.split_once(' ')?;
+    if !matches!(align, "1" | "2") {
+        return None;
+    }
+    let (ty, rest) = rest.split_once(' ')?;
+    let elem = match ty {
+        ".b8" | ".u8" | ".s8" => 1,
+        ".b16" | ".u16" | ".s16" => 2,
+        _ => return None,
+    };
+    let body = rest.strip_suffix(';')?;
+    let (decl, init) = match body.split_once(" = ") {
+        Some((d, i)) => (d, Some(i)),
+        None => (body, None),
+    };
+    let (name, count) = match decl.split_once('[') {
+        Some((n, c)) => (n, c.strip_suffix(']')?.parse::<usize>().ok()?),
+        None => (decl, 1),
+    };
+    let words = (count * elem).div_ceil(4).max(1);
+    let padded = words * 4 / elem;
+    let mut values: Vec<&str> = match init {
+        Some(i) => match i.strip_prefix('{').and_then(|i| i.strip_suffix('}')) {
+            Some(list) => list.split(", ").collect(),
+            None => vec![i],
+        },
+        None => Vec::new(),
+    };
+    let init = if values.is_empty() {
+        String::new()
+    } else {
+        values.resize(padded, "0");
+        format!(" = {{{}}}", values.join(", "))
+    };
+    Some(format!(
+        "{head}.global .align 4 {ty} {name}[{padded}]{init};"
+    ))
 }
 
 /// `ptx` with every kernel entry declaring that it runs with at most `max` threads per
@@ -259,6 +323,35 @@ mod tests {
             "{bounded}"
         );
         assert_eq!(bounded.replace(".maxntid 1024, 1, 1\n", ""), ptx);
+    }
+
+    #[test]
+    fn small_globals_are_word_aligned_and_padded_with_zeros() {
+        let ptx = "\
+.global .align 1 .b8 SHOULD_CAPTURE[1];
+.global .align 1 .u8 SAVED_$_0 = 1;
+.global .align 1 .u8 PLAIN;
+.global .align 1 .b8 text[5] = {104, 101, 108, 108, 111};
+.global .align 2 .b16 pair[3] = {1, 2, 3};
+.visible .global .align 1 .b8 words[8];
+.global .align 4 .b8 __hostcall_abi_version[4] = {4, 0, 0, 0};
+.global .align 8 .u64 table[2] = {0, generic(x)};
+\tld.relaxed.sys.global.b8 %rs1, [SHOULD_CAPTURE];
+";
+        assert_eq!(
+            word_pad_globals(ptx),
+            "\
+.global .align 4 .b8 SHOULD_CAPTURE[4];
+.global .align 4 .u8 SAVED_$_0[4] = {1, 0, 0, 0};
+.global .align 4 .u8 PLAIN[4];
+.global .align 4 .b8 text[8] = {104, 101, 108, 108, 111, 0, 0, 0};
+.global .align 4 .b16 pair[4] = {1, 2, 3, 0};
+.visible .global .align 4 .b8 words[8];
+.global .align 4 .b8 __hostcall_abi_version[4] = {4, 0, 0, 0};
+.global .align 8 .u64 table[2] = {0, generic(x)};
+\tld.relaxed.sys.global.b8 %rs1, [SHOULD_CAPTURE];
+"
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use ptx_builder::{Cubins, PtxBuilder, stage};
+use ptx_builder::{Cubins, PtxBuilder, PtxasOpt, stage};
 
 /// Builds a Rust kernel crate that uses std into PTX (and cubins when ptxas is found).
 #[derive(Parser)]
@@ -37,7 +37,10 @@ struct Whole {
     /// Emit PTX only.
     #[arg(long)]
     no_cubins: bool,
-    /// The nested build's target dir (default: the crate's own `target/`).
+    #[command(flatten)]
+    opt: Opt,
+    /// The nested build's target dir (default: the machine's cache, shared by every
+    /// build).
     #[arg(long)]
     target_dir: Option<PathBuf>,
 }
@@ -56,24 +59,34 @@ struct Target {
     max_threads_per_block: u32,
 }
 
+/// How hard ptxas optimizes.
+#[derive(clap::Args)]
+struct Opt {
+    /// `ptxas --Ofast-compile=max` instead of `-O3`: for modules that test correctness
+    /// only (much quicker and smaller on large modules; slower code).
+    #[arg(long)]
+    fast_compile: bool,
+}
+
+impl Opt {
+    fn level(&self) -> PtxasOpt {
+        if self.fast_compile {
+            PtxasOpt::FastCompile
+        } else {
+            PtxasOpt::Full
+        }
+    }
+}
+
 /// One stage: every input and output is named on the command line.
 #[derive(Subcommand)]
 enum Stage {
-    /// Write rust-src's library/ with every fixup applied into a new folder.
-    PatchStd {
-        /// The folder to create.
-        #[arg(long)]
-        out: PathBuf,
-    },
     /// Build the kernel crate and std for the GPU into an archive of bitcode.
     Bitcode {
         /// The kernel crate's folder.
         krate: PathBuf,
-        /// The patched library/ (from `patch-std`).
-        #[arg(long)]
-        std: PathBuf,
-        /// The nested cargo build's target dir (default: a new folder in the temporary
-        /// folder, removed afterwards).
+        /// The nested cargo build's target dir (default: the machine's cache, shared by
+        /// every build, so std for the GPU is built once).
         #[arg(long)]
         target_dir: Option<PathBuf>,
         /// The archive to write.
@@ -130,6 +143,8 @@ enum Stage {
         /// The SM version.
         #[arg(long, default_value_t = ptx_builder::DEFAULT_SM)]
         sm: u32,
+        #[command(flatten)]
+        opt: Opt,
         /// The cubin to write.
         #[arg(long)]
         out: PathBuf,
@@ -191,21 +206,11 @@ fn run_stage(s: Stage) -> ptx_builder::Result<()> {
         })
     };
     match s {
-        Stage::PatchStd { out } => stage::patch_std(&out),
         Stage::Bitcode {
             krate,
-            std,
             target_dir,
             out,
-        } => match target_dir {
-            Some(dir) => stage::bitcode(&krate, &std, &dir, &out),
-            None => {
-                let dir = std::env::temp_dir().join(format!("ptx-build-{}", std::process::id()));
-                let built = stage::bitcode(&krate, &std, &dir, &out);
-                let _ = std::fs::remove_dir_all(&dir);
-                built
-            }
-        },
+        } => stage::bitcode(&krate, target_dir.as_deref(), &out),
         Stage::Link { staticlib, out } => stage::link(&staticlib, &out),
         Stage::Optimize {
             linked,
@@ -236,7 +241,7 @@ fn run_stage(s: Stage) -> ptx_builder::Result<()> {
             let text = stage::check(&ptx, &staticlib)?;
             write(&out, text)
         }
-        Stage::Cubin { ptx, sm, out } => stage::cubin(&ptx, sm, &out),
+        Stage::Cubin { ptx, sm, opt, out } => stage::cubin(&ptx, sm, opt.level(), &out),
         Stage::Module {
             ptx,
             cubins,
@@ -281,6 +286,7 @@ fn run_whole(a: &Whole) -> ptx_builder::Result<()> {
         .ptx_version(a.target.ptx_version)
         .cubin_sms(&a.cubin_sms)
         .max_threads_per_block(a.target.max_threads_per_block)
+        .ptxas_opt(a.opt.level())
         .cubins(cubins);
     if let Some(dir) = &a.target_dir {
         b = b.target_dir(dir);

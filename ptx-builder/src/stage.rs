@@ -6,29 +6,23 @@
 use std::path::{Path, PathBuf};
 
 use crate::tools::Toolchain;
-use crate::{BuildError, PtxModule, Result, cargo, fixups, link, ptxas};
+use crate::{BuildError, PtxModule, PtxasOpt, Result, cargo, cubin, fixups, link, ptxas};
 
 fn io(what: &str, p: &Path) -> impl FnOnce(std::io::Error) -> BuildError {
     BuildError::io(format!("{what} {}", p.display()))
 }
 
-/// Writes rust-src's `library/`, every fixup applied, to `dest` (which must not exist):
-/// the std sources [`bitcode`] compiles.
-pub fn patch_std(dest: &Path) -> Result<()> {
-    fixups::patch_library(&Toolchain::detect()?, dest)
-}
-
-/// Compiles the kernel crate at `krate` and std (from the patched `library`) for the
-/// GPU, in `target_dir`, and copies the resulting archive of bitcode to `staticlib`.
-pub fn bitcode(krate: &Path, library: &Path, target_dir: &Path, staticlib: &Path) -> Result<()> {
+/// Compiles the kernel crate at `krate` and std (the patched copy in the machine's cache)
+/// for the GPU, in `target_dir` (default: the cache's, shared by every build), and
+/// copies the resulting archive of bitcode to `staticlib`.
+pub fn bitcode(krate: &Path, target_dir: Option<&Path>, staticlib: &Path) -> Result<()> {
     let tc = Toolchain::detect()?;
-    std::fs::create_dir_all(target_dir).map_err(io("creating", target_dir))?;
+    let target_dir =
+        target_dir.map_or_else(|| crate::cache::root().join("target"), Path::to_path_buf);
+    std::fs::create_dir_all(&target_dir).map_err(io("creating", &target_dir))?;
     let canonical = |p: &Path| p.canonicalize().map_err(io("resolving", p));
-    let (krate, library, target_dir) = (
-        canonical(krate)?,
-        canonical(library)?,
-        canonical(target_dir)?,
-    );
+    let (krate, target_dir) = (canonical(krate)?, canonical(&target_dir)?);
+    let library = fixups::patched_library(&tc)?;
     let out = target_dir.join("ptx-builder");
     std::fs::create_dir_all(&out).map_err(io("creating", &out))?;
     let built = cargo::build(&tc, &krate, &library, &target_dir, &out, false)?;
@@ -90,11 +84,14 @@ pub fn check(ptx: &Path, staticlib: &Path) -> Result<String> {
     Err(BuildError::Unresolved(attributed?))
 }
 
-/// Compiles `ptx` into `cubin` for `sm` with the ptxas [`crate::PtxBuilder`] would find
-/// (`$PTXAS`, `PATH`, the CUDA toolkit, the PyPI wheel); none is [`BuildError::NoPtxas`].
-pub fn cubin(ptx: &Path, sm: u32, cubin: &Path) -> Result<()> {
+/// Compiles `ptx` into `cubin` for `sm` at `opt` with the ptxas [`crate::PtxBuilder`]
+/// would find (`$PTXAS`, `PATH`, the CUDA toolkit, the PyPI wheel), or takes it from the
+/// machine's cache; no ptxas is [`BuildError::NoPtxas`].
+pub fn cubin(ptx: &Path, sm: u32, opt: PtxasOpt, cubin: &Path) -> Result<()> {
     let bin = ptxas::find().ok_or(BuildError::NoPtxas)?;
-    ptxas::compile_to(&bin, ptx, sm, cubin)
+    let made = cubin::make(&bin, ptx, sm, opt, cubin)?;
+    eprintln!("ptx-build: {}", crate::made_message(&made, sm, opt, &bin));
+    Ok(())
 }
 
 /// The module of `ptx`, `cubins` and `kernels` under stable names in `dir`, with its

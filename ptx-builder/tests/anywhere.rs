@@ -15,9 +15,6 @@ fn the_cli_builds_a_crate_that_never_names_libc_from_any_directory() {
         .arg("--no-cubins")
         .arg("--out-dir")
         .arg(out)
-        // Shares the demo kernel's target dir, so std for nvptx64 is built once.
-        .arg("--target-dir")
-        .arg(root.join("../culinux/target"))
         .current_dir("/")
         .env_remove("RUSTC")
         .env_remove("CARGO")

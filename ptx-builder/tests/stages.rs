@@ -1,6 +1,8 @@
 //! The pipeline run one `ptx-build` subcommand at a time, as Buck2's actions run it, each
 //! stage reading and writing only the paths on its command line: it must give the module
-//! the whole pipeline gives, and its `check` stage must stop a module calling `vfork`.
+//! the whole pipeline gives (the same PTX, so one cubin in the cache serves both), its
+//! `cubin` stage must make an executable cubin once and then take it from the cache, and
+//! its `check` stage must stop a module calling `vfork`.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -24,13 +26,18 @@ fn ok(what: &str, out: std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The fixture's folder.
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
 /// Builds `fixture` through the stages up to `check`; returns the checked PTX's path, or
 /// the `check` stage's stderr if it failed.
-fn through_check(fixture: &str, std: &Path, target: &Path, dir: &Path) -> Result<PathBuf, String> {
-    let krate = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(fixture);
-    let p = |name: &str| dir.join(format!("{fixture}.{name}"));
+fn through_check(name: &str, dir: &Path) -> Result<PathBuf, String> {
+    let krate = fixture(name);
+    let p = |what: &str| dir.join(format!("{name}.{what}"));
     let (lib, linked, opt, kernels, ptx, checked) = (
         p("a"),
         p("linked.bc"),
@@ -39,20 +46,7 @@ fn through_check(fixture: &str, std: &Path, target: &Path, dir: &Path) -> Result
         p("unchecked.ptx"),
         p("ptx"),
     );
-    let target_dir = target.to_path_buf();
-    ok(
-        "bitcode",
-        ptx_build(args![
-            "bitcode",
-            krate,
-            "--std",
-            std,
-            "--target-dir",
-            target_dir,
-            "--out",
-            lib,
-        ]),
-    );
+    ok("bitcode", ptx_build(args!["bitcode", krate, "--out", lib]));
     ok("link", ptx_build(args!["link", lib, "--out", linked]));
     ok(
         "optimize",
@@ -81,24 +75,54 @@ fn through_check(fixture: &str, std: &Path, target: &Path, dir: &Path) -> Result
 fn the_stages_one_by_one_make_the_module_and_the_check_stage_refuses_vfork() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let (std, target) = (dir.join("library"), dir.join("target"));
-    ok("patch-std", ptx_build(args!["patch-std", "--out", std]));
-    assert!(
-        std.join("std/src/lib.rs").is_file(),
-        "no std sources in {std:?}"
-    );
-
-    let ptx = through_check("names-nothing", &std, &target, dir).unwrap();
+    let ptx = through_check("names-nothing", dir).unwrap();
     let text = std::fs::read_to_string(&ptx).unwrap();
     assert!(text.contains(".entry kmain") && text.contains(".maxntid 1024, 1, 1"));
     assert!(
         text.contains("__hostcall_thread_exit"),
         "libc-hostcall was not linked"
     );
+    let whole = dir.join("whole");
+    ok(
+        "the whole pipeline",
+        ptx_build(args![
+            fixture("names-nothing"),
+            "--no-cubins",
+            "--out-dir",
+            whole
+        ]),
+    );
+    assert!(
+        std::fs::read_to_string(whole.join("module.ptx")).unwrap() == text,
+        "the stages and the whole pipeline made different PTX"
+    );
 
     let cubin = dir.join("sm_90.cubin");
-    let cubin_out = ptx_build(args!["cubin", ptx, "--sm", "90", "--out", cubin]);
+    // A cache of this test's own, so that the first run compiles.
+    let cache = dir.join("cache");
+    let cubin_stage = |out: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_ptx-build"))
+            .args(args!["cubin", ptx, "--sm", "90", "--out", out])
+            .env("HOSTCALL_CACHE", &cache)
+            .output()
+            .unwrap()
+    };
+    let cubin_out = cubin_stage(&cubin);
     let cubin_arg = if cubin_out.status.success() {
+        let said = String::from_utf8_lossy(&cubin_out.stderr);
+        assert!(said.contains("sm_90 cubin: compiled by"), "{said}");
+        let bytes = std::fs::read(&cubin).unwrap();
+        // ELF `e_type` 2: an executable, linked (ptxas -c alone makes type 1).
+        assert_eq!(
+            (&bytes[..4], bytes[16]),
+            (&b"\x7fELF"[..], 2),
+            "not a linked cubin"
+        );
+        let again = dir.join("again.cubin");
+        let second = cubin_stage(&again);
+        let said = String::from_utf8_lossy(&second.stderr);
+        assert!(said.contains("from the cache"), "{said}");
+        assert_eq!(std::fs::read(&again).unwrap(), bytes);
         format!("--cubin=90={}", cubin.display())
     } else {
         // Without ptxas the stage must say so; the module is then PTX only.
@@ -142,7 +166,7 @@ fn the_stages_one_by_one_make_the_module_and_the_check_stage_refuses_vfork() {
         rs.contains("(90, include_bytes!(\"module.sm_90.cubin\"))")
     );
 
-    let err = through_check("calls-vfork", &std, &target, dir).unwrap_err();
+    let err = through_check("calls-vfork", dir).unwrap_err();
     assert!(
         err.contains("vfork") && err.contains("needed by calls_vfork"),
         "{err}"

@@ -8,9 +8,7 @@ use ptx_builder::{BuildError, Cubins, PtxBuilder};
 #[test]
 fn a_kernel_calling_an_undefined_libc_function_fails_naming_it() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    // Shares the demo kernel's target dir, so std for nvptx64 is built once for both.
     let err = PtxBuilder::new(root.join("tests/fixtures/calls-vfork"))
-        .target_dir(root.join("../culinux/target"))
         .cubins(Cubins::Off)
         .quiet(true)
         .build()
