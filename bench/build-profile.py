@@ -111,7 +111,8 @@ def main():
         m["wall"] += s["last"] - s["first"]
         m["cpu"] += s["cpu"]
         m["rss"] = max(m["rss"], s["rss"])
-XX
+    # Each process's own CPU time (children excluded), so wrappers such as cargo count
+    # only their own work.
     ranked = sorted(merged.values(), key=lambda m: m["cpu"], reverse=True)
     peak = max((m["rss"] for m in merged.values()), default=0)
     print(f"\nbuild-profile: {' '.join(cmd)}: exit {child.returncode}, {wall:.0f} s wall, "
