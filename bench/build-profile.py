@@ -101,7 +101,7 @@ def main():
     steps = {}
     while child.poll() is None:
         roots = [child.pid] + (daemon_pids() if a.buck2 else [])
-        sample(tree(roots, children_map()) - {child.pid}, steps, time.time() - start)
+        sample(tree(roots, children_map()), steps, time.time() - start)
         time.sleep(0.2)
     wall = time.time() - start
     # Processes that ran the same program on the same input add up (e.g. rustc runs).
