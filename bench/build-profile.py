@@ -50,6 +50,21 @@ def tree(roots, kids):
     return seen
 
 
+def expand(argv, cwd):
+    """`argv` with each `@file` argument (buck2 passes rustc's arguments so) read in."""
+    out = []
+    for a in argv:
+        if a.startswith("@"):
+            try:
+                with open(os.path.join(cwd, a[1:])) as f:
+                    out.extend(line.strip().strip('"') for line in f if line.strip())
+                continue
+            except OSError:
+                pass
+        out.append(a)
+    return out
+
+
 def label(argv):
     prog = os.path.basename(argv[0]) if argv else "?"
     if prog in ("rustc", "clippy-driver") or prog.endswith("rustc"):
@@ -71,15 +86,18 @@ def sample(pids, steps, now):
         try:
             with open(f"/proc/{pid}/stat") as f:
                 stat = f.read()
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+            fields = stat[stat.rindex(")") + 2 :].split()
+            key = (pid, fields[19])  # pid and start time: one process
+            if key not in steps:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+                argv = expand(argv, os.readlink(f"/proc/{pid}/cwd"))
+                steps[key] = {"label": label(argv), "first": now, "cpu": 0.0, "rss": 0}
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2 :].split()
+        s = steps[key]
         cpu = (int(fields[11]) + int(fields[12])) / TICK
         rss = int(fields[21]) * PAGE
-        key = (pid, fields[19])  # pid and start time: one process
-        s = steps.setdefault(key, {"label": label(argv), "first": now, "cpu": 0.0, "rss": 0})
         s["last"], s["cpu"], s["rss"] = now, max(s["cpu"], cpu), max(s["rss"], rss)
 
 
