@@ -16,9 +16,10 @@ use crate::module::{
 use crate::{Error, Result};
 
 /// Per-thread stack unless set: std's formatting and I/O paths need far more than
-/// CUDA's 1 KiB default. Measured on an H100 (`bench/gpu-run.sh`'s probe): the demo, a
-/// panic's message formatting and the mixed transport stress fault at 2 KiB and pass at
-/// 4 KiB; the default leaves four times that. The driver reserves it for every resident
+/// CUDA's 1 KiB default. Measured on an H100 (`bench/gpu-run.sh`'s probe, commit
+/// 0c0e214): the demo and the mixed transport stress fault at 2 KiB and pass at 4 KiB,
+/// a panic's message formatting faults at 4 KiB and passes at 8 KiB; the default leaves
+/// twice that. The driver reserves it for every resident
 /// thread (16 KiB x 2048 threads x 132 SMs = 4.3 GiB on an H100), so it is kept small;
 /// raise it with [`CudaOptions::stack_bytes`] for deeply recursive kernels.
 pub const DEFAULT_STACK_BYTES: usize = 16 << 10;
