@@ -68,10 +68,11 @@ def expand(argv, cwd):
 def label(argv):
     prog = os.path.basename(argv[0]) if argv else "?"
     if prog in ("rustc", "clippy-driver") or prog.endswith("rustc"):
-        if "--crate-name" in argv:
-            name = argv[argv.index("--crate-name") + 1]
+        names = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--crate-name"]
+        names += [a.split("=", 1)[1] for a in argv if a.startswith("--crate-name=")]
+        if names:
             test = " (test)" if "--test" in argv else ""
-            return f"rustc {name}{test}"
+            return f"rustc {names[0]}{test}"
     if prog in ("ptxas", "opt", "llc", "llvm-link"):
         inputs = [a for a in argv[1:] if not a.startswith("-") and ("." in a)]
         return f"{prog} {os.path.basename(inputs[0]) if inputs else ''}".strip()

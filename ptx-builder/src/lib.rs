@@ -2,12 +2,16 @@
 //! a SHA-256), as a library for `build.rs` — the way rust-gpu's spirv-builder does for
 //! SPIR-V.
 //!
-//! Pipeline: patched rust-src copy (cached) → nested `cargo build -Zbuild-std` of the
-//! kernel crate as a `staticlib` for `target_specs/nvptx64-linux-gnu.json` → the
-//! archive's bitcode members → `llvm-link` → `opt` (internalize all but kernels and
-//! host-visible globals, dead-code elimination, `default<O2>`) → `llc` for `sm_XX` →
-//! a check that no function is left undefined → `ptxas` for each requested cubin when a
-//! ptxas is found.
+//! Pipeline: patched rust-src copy → nested `cargo build -Zbuild-std` of the kernel crate
+//! as a `staticlib` for `target_specs/nvptx64-linux-gnu.json` → the archive's bitcode
+//! members → `llvm-link` → `opt` (internalize all but kernels and host-visible globals,
+//! dead-code elimination, `default<O2>`) → `llc` for `sm_XX` → a check that no function
+//! is left undefined → `ptxas` for each requested cubin when a ptxas is found, at the
+//! module's [`PtxasOpt`].
+//!
+//! The patched rust-src, the nested build's target dir and the cubins live in the
+//! machine's [`cache`], shared by every checkout, profile and build system: std for the
+//! GPU is compiled once, and no PTX is compiled twice.
 //!
 //! ```no_run
 //! // build.rs
