@@ -40,6 +40,7 @@ impl PtxasOpt {
 
 /// How a cubin came to be, for the build's progress messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Made {
     /// Found in the cache (`path`), made earlier from the same PTX, ptxas and options.
     Cached(PathBuf),
