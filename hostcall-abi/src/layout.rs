@@ -210,7 +210,8 @@ pub type Doorbell = AtomicU32;
 #[repr(C, align(64))]
 #[derive(Debug, Default)]
 pub struct PortHeader {
-    /// Written only by the host: the sequence number of the latest packet it finished.
+    /// Written only by the host: the sequence number of the latest packet whose
+    /// requests it has finished reading (answered, or copied for the blocking pool).
     pub response: AtomicU32,
     /// Lanes of the packet (bit i = lane i), written before the doorbell.
     pub lane_mask: AtomicU32,

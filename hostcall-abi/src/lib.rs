@@ -48,7 +48,13 @@
 //!    `seq` is `request` (else answers `Malformed`), runs the service, writes the bulk
 //!    bytes and any non-inline result into the slot, and then the lane's answer word with
 //!    **release** (x86-64 stores are ordered; a compiler fence keeps them so). After the
-//!    last lane it stores `response = request` (release).
+//!    last lane it stores `response = request` (release). Calls that may block are
+//!    handed to a pool of threads: the consumer copies every remaining lane's request
+//!    into host memory and stores `response` then, before the pool answers them, so that
+//!    `response` only ever moves forward, in the order the consumer takes packets (a
+//!    pool storing it after its answers could set it back below the port's next
+//!    packet, and a posted next owner would wait for ever; `hostcall-model`'s pooled
+//!    host checks this).
 //! 6. **Answer.** Each waiting lane polls its own answer word until it is no longer
 //!    pending. An inline answer is the word itself, read by one single-copy-atomic load,
 //!    so the polls are relaxed; a lane whose result or bulk bytes are in its slot issues

@@ -25,7 +25,10 @@
 //!   protocol's structure (who may touch what, when), while the acquire/release pairs
 //!   that make each step's writes visible are stated in `hostcall_abi`'s docs.
 //! * **The host** serves a published packet lane by lane, interleaved with everything
-//!   else, then answers the header.
+//!   else, then answers the header ([`HostModel::Atomic`]); or, as the runtime's server
+//!   does ([`HostModel::Pooled`]), a consumer goes by its own record of the sequence it
+//!   last took, serves posted packets itself and hands waiting ones to a pool job whose
+//!   answers and `response` store are steps of their own.
 //!
 //! # Invariants ([`Violation`])
 //!
@@ -47,4 +50,4 @@ mod explore;
 mod model;
 
 pub use explore::{Report, Trace, check};
-pub use model::{CallKind, Config, LaneRef, Op, Protocol, Token, Violation};
+pub use model::{CallKind, Config, HostModel, LaneRef, Op, Protocol, Token, Violation};

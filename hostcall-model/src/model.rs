@@ -121,12 +121,31 @@ pub enum CallKind {
     Either,
 }
 
-/// A configuration to explore: the protocol, the main warp's lanes (lane ids `0..`)
-/// and the foreign warp's lanes (with the lane ids they use), each with its calls.
+/// How the host serves the port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostModel {
+    /// One host thread that decides from the header (`request != response`) and serves
+    /// each packet to its end, `response` last, before it looks again.
+    Atomic,
+    /// The runtime's server (`hostcall-runtime`'s `server`): a consumer that goes by its
+    /// own record of the sequence it last took, serves posted packets itself and hands
+    /// waiting ones (calls that may block) to a pool job, which answers the lanes and
+    /// stores `response` in steps of their own, interleaved with everything else.
+    Pooled {
+        /// The consumer stores `response` when it hands the packet over (the runtime
+        /// since issue 19); else the pool job stores it after its answers (before).
+        response_at_handover: bool,
+    },
+}
+
+/// A configuration to explore: the protocol, the host, the main warp's lanes (lane ids
+/// `0..`) and the foreign warp's lanes (with the lane ids they use), each with its calls.
 #[derive(Clone, Debug)]
 pub struct Config {
     /// The protocol followed.
     pub protocol: Protocol,
+    /// How the host serves.
+    pub host: HostModel,
     /// Calls of lanes 0, 1, ... of the main warp.
     pub main: Vec<Vec<CallKind>>,
     /// Lane id and calls of each lane of the foreign warp.
@@ -140,6 +159,7 @@ impl Config {
         use CallKind::Either;
         Config {
             protocol,
+            host: HostModel::Atomic,
             main: vec![vec![Either, Either]; 3],
             foreign: vec![(1, vec![Either])],
         }
@@ -297,6 +317,8 @@ struct Port {
     mask: u8,
     /// Ghost: the packet published as `request`.
     packet: Option<Token>,
+    /// Whether that packet is posted (the real host tells from its services).
+    posted: bool,
     slots: [Slot; MAX_LANES],
     answers: [Answer; MAX_LANES],
 }
@@ -332,12 +354,28 @@ enum Host {
     },
 }
 
+/// A waiting packet handed to the pool ([`HostModel::Pooled`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Job {
+    seq: u8,
+    todo: u8,
+    packet: Option<Token>,
+    responded: bool,
+}
+
+/// The most jobs the modelled pool holds at once (the consumer waits past it).
+const MAX_JOBS: usize = 2;
+
 /// A state of the whole configuration.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct State {
     lanes: Vec<Lane>,
     port: Port,
     host: Host,
+    /// [`HostModel::Pooled`]: the sequence the consumer last took (its own record).
+    taken: u8,
+    /// [`HostModel::Pooled`]: the pool's jobs, in the order handed over.
+    jobs: Vec<Job>,
     /// Ghost: requests served so far, one bit per token.
     served: u64,
 }
@@ -351,6 +389,9 @@ pub(crate) enum Action {
     HostBegin { seq: u8, mask: u8 },
     HostServe { lane: u8 },
     HostAnswer { seq: u8 },
+    HostToPool { seq: u8, mask: u8 },
+    PoolServe { lane: u8 },
+    PoolResponse { seq: u8 },
 }
 
 fn outcome(n: State, flagged: Option<Violation>) -> Next {
@@ -398,6 +439,13 @@ impl fmt::Display for Action {
             }
             Action::HostServe { lane } => write!(f, "host: serves slot {lane}"),
             Action::HostAnswer { seq } => write!(f, "host: response = {seq}"),
+            Action::HostToPool { seq, mask } => write!(
+                f,
+                "host: hands request {seq} for lanes {} to the pool",
+                mask_text(mask)
+            ),
+            Action::PoolServe { lane } => write!(f, "pool: answers slot {lane}"),
+            Action::PoolResponse { seq } => write!(f, "pool: response = {seq}"),
         }
     }
 }
@@ -405,6 +453,7 @@ impl fmt::Display for Action {
 /// A configuration made ready to explore: who each lane is and what it calls.
 pub(crate) struct Model {
     protocol: Protocol,
+    host: HostModel,
     program: &'static [Op],
     who: Vec<LaneRef>,
     calls: Vec<Vec<CallKind>>,
@@ -446,6 +495,7 @@ impl Model {
         assert!(calls.iter().map(Vec::len).max().unwrap_or(0) <= 8 && who.len() <= 8);
         Model {
             protocol: config.protocol,
+            host: config.host,
             program: config.protocol.program(),
             who,
             calls,
@@ -496,6 +546,7 @@ impl Model {
                 response: 0,
                 mask: 0,
                 packet: None,
+                posted: false,
                 slots: [Slot::default(); MAX_LANES],
                 answers: [Answer::Done {
                     seq: 0,
@@ -503,13 +554,15 @@ impl Model {
                 }; MAX_LANES],
             },
             host: Host::Idle,
+            taken: 0,
+            jobs: Vec::new(),
             served: 0,
         }
     }
 
     /// Whether `s` is a correct end: every lane exited and nothing is outstanding.
     pub fn finished(&self, s: &State) -> Result<bool, Violation> {
-        if !s.lanes.iter().all(|l| l.exited) || s.host != Host::Idle {
+        if !s.lanes.iter().all(|l| l.exited) || s.host != Host::Idle || !s.jobs.is_empty() {
             return Ok(false);
         }
         if s.port.request != s.port.response {
@@ -722,6 +775,7 @@ impl Model {
                     n.port.mask = l.group;
                     n.port.request = seq;
                     n.port.packet = l.packet;
+                    n.port.posted = l.posted == Some(true);
                     n.lanes[i].seq = seq;
                     if l.posted == Some(true) {
                         n.port.lock = Lock::FreePosted;
@@ -848,6 +902,20 @@ impl Model {
     }
 
     fn host_steps(&self, s: &State, out: &mut Vec<(Action, Next)>) {
+        match self.host {
+            HostModel::Atomic => self.atomic_host(s, out),
+            HostModel::Pooled {
+                response_at_handover,
+            } => {
+                self.consumer(s, response_at_handover, out);
+                for j in 0..s.jobs.len() {
+                    self.pool_job(s, j, out);
+                }
+            }
+        }
+    }
+
+    fn atomic_host(&self, s: &State, out: &mut Vec<(Action, Next)>) {
         match s.host {
             Host::Idle => {
                 if s.port.request != s.port.response {
@@ -872,27 +940,93 @@ impl Model {
                 n.host = Host::Idle;
                 out.push((Action::HostAnswer { seq }, Next::State(n)));
             }
-            Host::Serving { seq, todo, packet } => {
-                let lane = todo.trailing_zeros() as u8;
-                let action = Action::HostServe { lane };
-                let sl = s.port.slots[lane as usize];
-                if sl.packet != packet || packet.is_none() {
-                    out.push((action, Next::Broken(Violation::StaleSlot { lane })));
+            Host::Serving { seq, todo, packet } => self.host_serve(s, seq, todo, packet, out),
+        }
+    }
+
+    /// The runtime's consumer: a doorbell other than its own record is a new packet;
+    /// posted packets it serves itself, waiting ones go to the pool.
+    fn consumer(&self, s: &State, response_at_handover: bool, out: &mut Vec<(Action, Next)>) {
+        match s.host {
+            Host::Idle => {
+                if s.port.request == s.taken {
                     return;
                 }
-                let t = sl.request.expect("a written slot names its request");
-                if s.served & self.token_bit(t) != 0 {
-                    out.push((action, Next::Broken(Violation::DoubleServe(t))));
-                    return;
-                }
+                let (seq, mask, packet) = (s.port.request, s.port.mask, s.port.packet);
                 let mut n = s.clone();
-                n.served |= self.token_bit(t);
-                n.port.slots[lane as usize].answered = true;
-                n.port.slots[lane as usize].reply = Some(t);
-                n.port.answers[lane as usize] = Answer::Done {
-                    seq,
-                    reply: Some(t),
-                };
+                if s.port.posted {
+                    n.host = Host::Serving {
+                        seq,
+                        todo: mask,
+                        packet,
+                    };
+                    out.push((Action::HostBegin { seq, mask }, Next::State(n)));
+                } else if s.jobs.len() < MAX_JOBS {
+                    n.jobs.push(Job {
+                        seq,
+                        todo: mask,
+                        packet,
+                        responded: response_at_handover,
+                    });
+                    if response_at_handover {
+                        n.port.response = seq;
+                    }
+                    n.taken = seq;
+                    out.push((Action::HostToPool { seq, mask }, Next::State(n)));
+                }
+            }
+            Host::Serving { seq, todo: 0, .. } => {
+                let mut n = s.clone();
+                n.port.response = seq;
+                n.taken = seq;
+                n.host = Host::Idle;
+                out.push((Action::HostAnswer { seq }, Next::State(n)));
+            }
+            Host::Serving { seq, todo, packet } => self.host_serve(s, seq, todo, packet, out),
+        }
+    }
+
+    /// The next step of pool job `j`: its lanes' answers, then its `response` store
+    /// unless the consumer made it.
+    fn pool_job(&self, s: &State, j: usize, out: &mut Vec<(Action, Next)>) {
+        let job = s.jobs[j];
+        if job.todo == 0 && !job.responded {
+            let mut n = s.clone();
+            n.port.response = job.seq;
+            n.jobs[j].responded = true;
+            if n.jobs[j].todo == 0 {
+                n.jobs.remove(j);
+            }
+            out.push((Action::PoolResponse { seq: job.seq }, Next::State(n)));
+            return;
+        }
+        let lane = job.todo.trailing_zeros() as u8;
+        let action = Action::PoolServe { lane };
+        match self.serve_slot(s, job.seq, lane, job.packet) {
+            Ok(mut n) => {
+                n.jobs[j].todo &= !(1 << lane);
+                if n.jobs[j].todo == 0 && n.jobs[j].responded {
+                    n.jobs.remove(j);
+                }
+                out.push((action, Next::State(n)));
+            }
+            Err(v) => out.push((action, Next::Broken(v))),
+        }
+    }
+
+    /// The host serves the next lane of the packet it is serving itself.
+    fn host_serve(
+        &self,
+        s: &State,
+        seq: u8,
+        todo: u8,
+        packet: Option<Token>,
+        out: &mut Vec<(Action, Next)>,
+    ) {
+        let lane = todo.trailing_zeros() as u8;
+        let action = Action::HostServe { lane };
+        match self.serve_slot(s, seq, lane, packet) {
+            Ok(mut n) => {
                 n.host = Host::Serving {
                     seq,
                     todo: todo & !(1 << lane),
@@ -900,6 +1034,35 @@ impl Model {
                 };
                 out.push((action, Next::State(n)));
             }
+            Err(v) => out.push((action, Next::Broken(v))),
         }
+    }
+
+    /// Slot `lane` served as part of `packet`, published as `seq`: its request marked
+    /// served and its answer written.
+    fn serve_slot(
+        &self,
+        s: &State,
+        seq: u8,
+        lane: u8,
+        packet: Option<Token>,
+    ) -> Result<State, Violation> {
+        let sl = s.port.slots[lane as usize];
+        if sl.packet != packet || packet.is_none() {
+            return Err(Violation::StaleSlot { lane });
+        }
+        let t = sl.request.expect("a written slot names its request");
+        if s.served & self.token_bit(t) != 0 {
+            return Err(Violation::DoubleServe(t));
+        }
+        let mut n = s.clone();
+        n.served |= self.token_bit(t);
+        n.port.slots[lane as usize].answered = true;
+        n.port.slots[lane as usize].reply = Some(t);
+        n.port.answers[lane as usize] = Answer::Done {
+            seq,
+            reply: Some(t),
+        };
+        Ok(n)
     }
 }

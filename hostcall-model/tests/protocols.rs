@@ -1,7 +1,8 @@
 //! The protocol model check, as CI runs it: today's protocol must pass, the first one
-//! must be caught with the packet-mixing race (bug 1 of the transport review).
+//! must be caught with the packet-mixing race (bug 1 of the transport review), and the
+//! runtime's pooled host must be caught with the late `response` store (issue 19, A).
 
-use hostcall_model::{CallKind, Config, Protocol, Report, check};
+use hostcall_model::{CallKind, Config, HostModel, Protocol, Report, check};
 
 fn show(name: &str, r: &Report) {
     println!(
@@ -59,11 +60,69 @@ fn v1_is_sound_when_no_packet_mixes_posted_and_waiting_lanes() {
     // No false alarms: with every call waiting, the first protocol is correct.
     let config = Config {
         protocol: Protocol::V1 { recheck: false },
+        host: HostModel::Atomic,
         main: vec![vec![CallKind::Waiting; 2]; 3],
         foreign: vec![(1, vec![CallKind::Waiting])],
     };
     let r = check(&config);
     show("v1, waiting calls only", &r);
+    assert!(r.violations.is_empty());
+    assert!(r.ends > 0);
+}
+
+/// A warp that reads a file (a waiting call, served on the pool) and prints twice, with
+/// a second lane and a foreign lane whose calls may be either.
+fn pooled(response_at_handover: bool) -> Config {
+    use CallKind::{Either, Posted, Waiting};
+    Config {
+        protocol: Protocol::V2,
+        host: HostModel::Pooled {
+            response_at_handover,
+        },
+        main: vec![vec![Waiting, Posted, Posted], vec![Either]],
+        foreign: vec![(1, vec![Either])],
+    }
+}
+
+#[test]
+fn v2_with_the_runtimes_pooled_host_holds_every_invariant_in_the_standard_configuration() {
+    let r = check(&Config {
+        host: HostModel::Pooled {
+            response_at_handover: true,
+        },
+        ..Config::standard(Protocol::V2)
+    });
+    show("v2, pooled host", &r);
+    assert!(r.violations.is_empty());
+    assert!(r.ends > 0 && r.states > 1_000_000);
+}
+
+#[test]
+fn the_pooled_host_deadlocks_when_the_pool_stores_response_after_its_answers() {
+    let r = check(&pooled(false));
+    show(
+        "v2, pool stores response last (the runtime before issue 19)",
+        &r,
+    );
+    let t = r
+        .find("deadlock")
+        .expect("the late response store is found");
+    let text = t.to_string();
+    let inline = text.find("host: response = 2").expect(&text);
+    let late = text.find("pool: response = 1").expect(&text);
+    assert!(
+        inline < late,
+        "the pool's store of 1 lands after the consumer's 2:\n{text}"
+    );
+}
+
+#[test]
+fn the_pooled_host_holds_every_invariant_when_the_consumer_stores_response_at_handover() {
+    let r = check(&pooled(true));
+    show(
+        "v2, the consumer stores response as it hands the packet over",
+        &r,
+    );
     assert!(r.violations.is_empty());
     assert!(r.ends > 0);
 }

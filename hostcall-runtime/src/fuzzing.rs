@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
 
-use hostcall_abi::answer::Answer;
+use hostcall_abi::answer::{Answer, seq_tag};
 use hostcall_abi::{Doorbell, LaneSlot, Port};
 
 use crate::module::{DeviceMemory, StreamStop};
@@ -138,7 +138,13 @@ impl PortBench {
         self.doorbell.store(self.seq, Release);
         serve_port(&self.ctx, 0, self.seq, &mut self.scratch, Mode::Live);
         let started = Instant::now();
-        while header.response.load(Acquire) != self.seq {
+        // As the GPU's lanes do: each waits for its own answer word (`response` is
+        // stored as soon as the host has read the packet, before a pool answers it).
+        let tag = seq_tag(self.seq);
+        let answered = |lane: usize| self.answer(lane).is_some_and(|a| a.seq == tag);
+        while header.response.load(Acquire) != self.seq
+            || !(0..32).filter(|l| mask & (1 << l) != 0).all(answered)
+        {
             if started.elapsed() > patience {
                 return false;
             }

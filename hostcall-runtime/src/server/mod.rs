@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use hostcall_abi::answer::Answer;
+use hostcall_abi::answer::{Answer, seq_tag};
 use hostcall_abi::errno::{EINVAL, EIO, ENOSYS};
 use hostcall_abi::{
     BULK_PER_LANE, Doorbell, LaneSlot, PORT_BULK, Port, Service, Status, WARP_SIZE,
@@ -260,16 +260,17 @@ impl Server {
         let mut found = Vec::new();
         for p in 0..ports.len {
             let bell = ports.doorbell(p);
-            if bell == ports.response(p) {
-                continue;
-            }
-            // SAFETY: `p < len`; the header is accessed only through atomics.
-            let mask = unsafe { &(*ports.base.add(p)).header }
-                .lane_mask
-                .load(Relaxed);
+            // SAFETY: `p < len`; the header and answer words are accessed only through
+            // atomics.
+            let port = unsafe { &*ports.base.add(p) };
+            let mask = port.header.lane_mask.load(Relaxed);
             for lane in (0..WARP_SIZE).filter(|l| mask & (1 << l) != 0) {
+                // Not `response`: it is stored once the host has taken the packet, and a
+                // call handed to the pool may still be running.
+                let answered = Answer::decode(port.answers[lane].load(Acquire))
+                    .is_some_and(|a| a.seq == seq_tag(bell));
                 let s = ports.slot(p, lane);
-                if s.seq == bell {
+                if s.seq == bell && !answered {
                     found.push(InFlight {
                         port: p,
                         block: s.block,
@@ -437,6 +438,15 @@ fn hand_to_pool(
             (lane, slot, copied.map(|()| input))
         })
         .collect();
+    // Every request of the packet is now in host memory: the port's slots are read no
+    // more, so `response` is stored here, by the consumer, in the order it takes packets.
+    // Stored by the pool job after its answers, it could land after the consumer had
+    // answered the port's next packet and set `response` back (a posted next owner then
+    // waits for ever; hostcall-model's pooled host finds it).
+    // SAFETY: `p < len`; the header is accessed only through atomics.
+    unsafe { &(*ports.base.add(p)).header }
+        .response
+        .store(seq, Release);
     let job_ctx = ctx.clone();
     let taken = requests.len() as u64;
     let job = Box::new(move || {
@@ -460,11 +470,6 @@ fn hand_to_pool(
         for (lane, status, reply, bytes) in answers {
             answer(ctx, p, lane, seq, alone, status, reply, &bytes);
         }
-        // SAFETY: `p < len`; the header is accessed only through atomics; the ports are
-        // held alive above.
-        unsafe { &(*ctx.ports.base.add(p)).header }
-            .response
-            .store(seq, Release);
     });
     match ctx.pool.submit(job) {
         Ok(()) => taken,
