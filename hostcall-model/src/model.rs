@@ -1001,17 +1001,20 @@ impl Model {
             return;
         }
         let lane = job.todo.trailing_zeros() as u8;
-        let action = Action::PoolServe { lane };
-        match self.serve_slot(s, job.seq, lane, job.packet) {
-            Ok(mut n) => {
+        self.push_served(
+            s,
+            job.seq,
+            lane,
+            job.packet,
+            Action::PoolServe { lane },
+            out,
+            |n| {
                 n.jobs[j].todo &= !(1 << lane);
                 if n.jobs[j].todo == 0 && n.jobs[j].responded {
                     n.jobs.remove(j);
                 }
-                out.push((action, Next::State(n)));
-            }
-            Err(v) => out.push((action, Next::Broken(v))),
-        }
+            },
+        );
     }
 
     /// The host serves the next lane of the packet it is serving itself.
@@ -1024,14 +1027,31 @@ impl Model {
         out: &mut Vec<(Action, Next)>,
     ) {
         let lane = todo.trailing_zeros() as u8;
-        let action = Action::HostServe { lane };
+        self.push_served(s, seq, lane, packet, Action::HostServe { lane }, out, |n| {
+            n.host = Host::Serving {
+                seq,
+                todo: todo & !(1 << lane),
+                packet,
+            };
+        });
+    }
+
+    /// Pushes `action`: slot `lane` served ([`Model::serve_slot`]) and then `then`, or
+    /// the violation serving it breaks.
+    #[allow(clippy::too_many_arguments)]
+    fn push_served(
+        &self,
+        s: &State,
+        seq: u8,
+        lane: u8,
+        packet: Option<Token>,
+        action: Action,
+        out: &mut Vec<(Action, Next)>,
+        then: impl FnOnce(&mut State),
+    ) {
         match self.serve_slot(s, seq, lane, packet) {
             Ok(mut n) => {
-                n.host = Host::Serving {
-                    seq,
-                    todo: todo & !(1 << lane),
-                    packet,
-                };
+                then(&mut n);
                 out.push((action, Next::State(n)));
             }
             Err(v) => out.push((action, Next::Broken(v))),
