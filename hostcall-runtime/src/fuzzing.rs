@@ -83,7 +83,13 @@ impl PortBench {
             doorbells: &*doorbell,
             len: 1,
         };
-        let ctx = Context::new(ports, Arc::new(services), host.b.blocking_threads, false);
+        let ctx = Context::new(
+            ports,
+            Arc::new(services),
+            host.b.blocking_threads,
+            false,
+            files.log.clone(),
+        );
         let mounts = host
             .sandbox
             .mounts()

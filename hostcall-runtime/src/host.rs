@@ -10,6 +10,7 @@ use hostcall_abi::{
     LaunchState, Port, PortState, THREAD_EXIT_KERNEL, ThreadArea,
 };
 
+use crate::guest_log::GuestLog;
 use crate::module::{DeviceMemory, GpuModule, Launch, LaunchEnd};
 use crate::server::{Ports, Server};
 use crate::services::sandbox::Access;
@@ -39,6 +40,11 @@ pub const DEFAULT_BLOCKING_THREADS: usize = 4;
 /// call the host trap within a round trip; one that never calls keeps running until the
 /// process exits.
 const KILL_GRACE: Duration = Duration::from_millis(500);
+/// Longest the end-of-run drain of published requests may take (unless the timeout
+/// leaves less), and the least it gets even when the timeout has passed: answering a
+/// killed launch's requests takes microseconds.
+const DRAIN_LIMIT: Duration = Duration::from_secs(10);
+const DRAIN_MIN: Duration = Duration::from_millis(100);
 /// How long a GPU thread waits for a port or an answer before it gives up and ends the
 /// launch with a report, unless set: far beyond any queueing delay, so that only a host
 /// that stopped serving (or a service that blocks) trips it.
@@ -445,6 +451,7 @@ impl Host {
             self.b.consumers,
             self.b.blocking_threads,
             self.b.trace,
+            files.log.clone(),
         )?;
 
         let started = Instant::now();
@@ -458,8 +465,17 @@ impl Host {
             other => other,
         };
         // Serves what was posted just before the launch ended, and after this no thread
-        // writes the ports, which the module may free once this returns.
-        let calls = server.finish();
+        // writes the ports, which the module may free once this returns. The drain is
+        // bounded by what is left of the timeout, and by DRAIN_LIMIT.
+        let left = self
+            .b
+            .timeout
+            .map_or(DRAIN_LIMIT, |t| t.saturating_sub(started.elapsed()));
+        let calls = server.finish(Instant::now() + left.clamp(DRAIN_MIN, DRAIN_LIMIT));
+        // Nothing of the run outlives it: its files close now, even while a pool worker
+        // is still blocked in a service (it holds the one file it is using, if any).
+        files.close_all();
+        files.log.finish();
         match files.stdio.flush_posted() {
             Ok(0) => {}
             Ok(n) => log::warn!(
@@ -490,6 +506,7 @@ impl Host {
         &self,
         device: Arc<dyn DeviceMemory>,
     ) -> (Arc<Files>, Arc<Process>, ServiceTable) {
+        let log = Arc::new(GuestLog::default());
         let files = Arc::new(Files {
             table: Mutex::new(FdTable::new(self.files_allowed)),
             device,
@@ -499,7 +516,9 @@ impl Host {
                 stdin: self.b.stdin,
                 captured: self.b.capture.then(|| Capture::new(self.b.capture_limit)),
                 posted: Default::default(),
+                log: log.clone(),
             },
+            log,
         });
         let process = Arc::new(Process::default());
         let mut table = ServiceTable::builtin(files.clone(), self.env.clone(), process.clone());

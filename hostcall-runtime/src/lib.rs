@@ -13,12 +13,14 @@ pub mod emulated;
 mod error;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+mod guest_log;
 mod host;
 mod module;
 mod server;
 pub mod services;
 
 pub use error::{Error, Result};
+pub use guest_log::{SHOWN_PER_KIND, escaped};
 pub use host::{
     DEFAULT_BLOCKING_THREADS, DEFAULT_CAPTURE_LIMIT, DEFAULT_CONSUMERS, DEFAULT_HEAP_BYTES,
     DEFAULT_MAX_OPEN_FILES, DEFAULT_PORTS, DEFAULT_TIMEOUT, DEFAULT_WAIT_LIMIT, Host, HostBuilder,

@@ -60,6 +60,7 @@ pub struct EmuThread {
     /// The launch's parameters.
     pub args: Vec<KernelArg>,
     channel: Channel,
+    config: DeviceConfig,
 }
 
 /// Unwinds an emulated thread that "traps" (as `abort`/`exit` do on the GPU).
@@ -69,6 +70,13 @@ impl EmuThread {
     /// The channel to the host, for `hostcall_client::calls::*::<Emu>`.
     pub fn channel(&self) -> &Channel {
         &self.channel
+    }
+
+    /// The launch's configuration as the device half reads it: where the ports and
+    /// doorbells are. A GPU program can ignore the protocol and write them directly;
+    /// tests of a hostile kernel do that through this.
+    pub fn config(&self) -> &DeviceConfig {
+        &self.config
     }
 
     /// Stops this emulated thread the way `trap;` stops a GPU kernel.
@@ -344,6 +352,7 @@ impl GpuModule for EmulatedModule {
                     thread,
                     args: launch.args.clone(),
                     channel,
+                    config,
                 };
                 let t = std::thread::Builder::new()
                     .stack_size(256 << 10)

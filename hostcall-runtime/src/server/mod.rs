@@ -25,6 +25,7 @@ use hostcall_abi::{
     BULK_PER_LANE, Doorbell, LaneSlot, PORT_BULK, Port, Service, Status, WARP_SIZE,
 };
 
+use crate::guest_log::{GuestLog, Kind, escaped};
 use crate::services::{Call, Entry, Handler, Malformed, Reply, ServiceTable};
 use pool::{BlockingPool, PortsAlive};
 #[cfg(feature = "fuzzing")]
@@ -142,8 +143,16 @@ pub(crate) struct Context {
     ports: Ports,
     services: Arc<ServiceTable>,
     trace: bool,
+    /// The launch's GPU-caused log lines.
+    log: Arc<GuestLog>,
     killing: AtomicBool,
+    /// The run is over: pool jobs run no more handlers and answer nothing.
+    ended: AtomicBool,
     pool: BlockingPool,
+    /// Per port: a pool job holds its packet. The port is not served again until the
+    /// job has answered (or was dropped), so the pool never holds more than one job per
+    /// port, however often a kernel rings the doorbell.
+    pool_holds: Vec<AtomicBool>,
     alive: PortsAlive,
 }
 
@@ -154,19 +163,30 @@ impl Context {
         services: Arc<ServiceTable>,
         blocking: usize,
         trace: bool,
+        log: Arc<GuestLog>,
     ) -> Arc<Context> {
         Arc::new(Context {
             ports,
             services,
             trace,
+            log,
             killing: AtomicBool::new(false),
-            pool: BlockingPool::new(blocking),
+            ended: AtomicBool::new(false),
+            pool: BlockingPool::new(blocking, ports.len),
+            pool_holds: (0..ports.len).map(|_| AtomicBool::new(false)).collect(),
             alive: PortsAlive::new(),
         })
     }
 
-    /// Takes no more pool work and forbids any later write to the ports.
+    /// Whether a pool job holds port `p`'s packet.
+    fn pool_holds(&self, p: usize) -> bool {
+        self.pool_holds[p].load(Acquire)
+    }
+
+    /// Ends the run for the pool: queued jobs are dropped, running ones run no further
+    /// handler and answer nothing, and no later write reaches the ports.
     pub fn retire(&self) {
+        self.ended.store(true, Release);
         self.pool.close();
         if self.pool.busy() > 0 {
             log::warn!(
@@ -175,6 +195,25 @@ impl Context {
             );
         }
         self.alive.retire();
+    }
+
+    /// Whether a pool job may still run a handler: not after the run, and not once the
+    /// launch is being killed.
+    fn may_serve(&self) -> bool {
+        !self.ended.load(Acquire) && !self.killing.load(Relaxed) && self.alive.is_alive()
+    }
+}
+
+/// Clears a port's pool hold when the job that took it ends, whether it ran, was
+/// dropped from a closed queue, or panicked.
+struct PoolHold {
+    ctx: Arc<Context>,
+    port: usize,
+}
+
+impl Drop for PoolHold {
+    fn drop(&mut self) {
+        self.ctx.pool_holds[self.port].store(false, Release);
     }
 }
 
@@ -211,15 +250,17 @@ pub(crate) struct Server {
 
 impl Server {
     /// Starts `consumers` threads serving `ports` with `services`, and `blocking` pool
-    /// workers for calls that may block; `trace` logs each call.
+    /// workers for calls that may block; `trace` logs each call, `log` takes the lines
+    /// the GPU causes.
     pub fn start(
         ports: Ports,
         services: Arc<ServiceTable>,
         consumers: usize,
         blocking: usize,
         trace: bool,
+        log: Arc<GuestLog>,
     ) -> std::io::Result<Server> {
-        let ctx = Context::new(ports, services, blocking, trace);
+        let ctx = Context::new(ports, services, blocking, trace, log);
         let stop = Arc::new(AtomicBool::new(false));
         let calls = Arc::new(AtomicU64::new(0));
         let consumers = consumers.clamp(1, ports.len.max(1));
@@ -241,7 +282,7 @@ impl Server {
             match t {
                 Ok(t) => server.threads.push(t),
                 Err(e) => {
-                    server.finish(); // ends the consumers already started
+                    server.finish(Instant::now()); // ends the consumers already started
                     return Err(e);
                 }
             }
@@ -283,33 +324,50 @@ impl Server {
         found
     }
 
-    /// Stops the consumers, serves what was published before the launch ended, and
-    /// forbids any later write to the ports (a pool worker may still be blocked in a
-    /// service); returns how many lane calls were served.
-    pub fn finish(self) -> u64 {
+    /// Stops the consumers, drops the pool's queued jobs, serves what was published
+    /// before the launch ended (until `deadline`), and forbids any later write to the
+    /// ports (a pool worker may still be blocked in a service); returns how many lane
+    /// calls were served.
+    pub fn finish(self, deadline: Instant) -> u64 {
         self.stop.store(true, Relaxed);
         for t in self.threads {
             // A consumer that panicked has already reported through the panic hook.
             let _ = t.join();
         }
-        self.ctx.pool.close();
-        // Posted requests published just before the launch ended (or trapped) may not
-        // have been served yet: serve every port once more.
-        let mut scratch = Scratch::new();
-        let ports = self.ctx.ports;
-        let drained: u64 = (0..ports.len)
-            .map(|p| {
-                let bell = ports.doorbell(p);
-                if bell == ports.response(p) {
-                    0
-                } else {
-                    serve_port(&self.ctx, p, bell, &mut scratch, Mode::Drain)
-                }
-            })
-            .sum();
-        self.ctx.retire();
+        let drained = drain(&self.ctx, deadline);
         self.calls.load(Relaxed) + drained
     }
+}
+
+/// The end of a run: the pool takes no more work and drops what is queued, then every
+/// port with a packet published and not taken is served once more (posted requests
+/// published just before the launch ended, or trapped, may not have been served yet),
+/// except ports a pool job still holds, and none after `deadline`. Returns the lanes
+/// served.
+pub(crate) fn drain(ctx: &Arc<Context>, deadline: Instant) -> u64 {
+    ctx.ended.store(true, Release);
+    ctx.pool.close();
+    let mut scratch = Scratch::new();
+    let ports = ctx.ports;
+    let mut drained = 0;
+    for p in 0..ports.len {
+        let bell = ports.doorbell(p);
+        if bell == ports.response(p) || ctx.pool_holds(p) {
+            continue;
+        }
+        if Instant::now() > deadline {
+            ctx.log.warn(
+                Kind::Unserved,
+                format_args!(
+                    "the end-of-run drain passed its time limit; the remaining ports are not served"
+                ),
+            );
+            break;
+        }
+        drained += serve_port(ctx, p, bell, &mut scratch, Mode::Drain);
+    }
+    ctx.retire();
+    drained
 }
 
 /// Consumer `k` of `consumers`: polls its ports until `stop`.
@@ -324,7 +382,7 @@ fn consume(ctx: &Arc<Context>, k: usize, consumers: usize, stop: &AtomicBool, ca
         let mut served = 0;
         for p in (k..ports.len).step_by(consumers) {
             let bell = ports.doorbell(p);
-            if bell != answered[p] {
+            if bell != answered[p] && !ctx.pool_holds(p) {
                 served += serve_port(ctx, p, bell, &mut scratch, Mode::Live);
                 answered[p] = bell;
             }
@@ -353,7 +411,10 @@ pub(crate) fn serve_port(
     let header = unsafe { &(*ports.base.add(p)).header };
     let mask = header.lane_mask.load(Relaxed);
     if mask == 0 {
-        log::warn!("malformed packet on port {p}: empty lane mask; answered without serving");
+        ctx.log.warn(
+            Kind::Malformed,
+            format_args!("malformed packet on port {p}: empty lane mask; answered without serving"),
+        );
         header.response.store(seq, Release);
         return 0;
     }
@@ -386,8 +447,11 @@ pub(crate) fn serve_port(
             // The lanes before this one were served here.
             let taken = (mask & ((1u32 << lane) - 1)).count_ones() as u64;
             if mode == Mode::Drain {
-                log::warn!(
-                    "a call that may block was published on port {p} as the launch ended; not served"
+                ctx.log.warn(
+                    Kind::Unserved,
+                    format_args!(
+                        "a call that may block was published on port {p} as the launch ended; not served"
+                    ),
                 );
                 return taken;
             }
@@ -403,7 +467,7 @@ pub(crate) fn serve_port(
                 &scratch.input,
                 &mut scratch.out[..cap],
             ),
-            Err(m) => malformed(&slot, &m),
+            Err(m) => malformed(ctx, &slot, &m),
         };
         answer(ctx, p, lane, seq, alone, status, reply, &scratch.out);
         lanes &= lanes - 1;
@@ -424,6 +488,7 @@ fn hand_to_pool(
     rest: u32,
 ) -> u64 {
     let ports = ctx.ports;
+    let lanes = rest | 1 << first.0;
     let requests: Vec<(usize, LaneSlot, Result<Vec<u8>, Malformed>)> = std::iter::once(first)
         .chain(
             (0..WARP_SIZE)
@@ -447,26 +512,43 @@ fn hand_to_pool(
     unsafe { &(*ports.base.add(p)).header }
         .response
         .store(seq, Release);
-    let job_ctx = ctx.clone();
+    ctx.pool_holds[p].store(true, Release);
+    let hold = PoolHold {
+        ctx: ctx.clone(),
+        port: p,
+    };
     let taken = requests.len() as u64;
     let job = Box::new(move || {
-        let ctx = &job_ctx;
+        let ctx = &hold.ctx;
         let mut out = vec![0u8; if alone { PORT_BULK } else { BULK_PER_LANE }];
-        let answers: Vec<_> = requests
-            .into_iter()
-            .map(|(lane, slot, input)| {
-                let entry = ctx.services.entry(slot.service);
-                let (status, reply) = match input {
-                    Ok(input) => run_lane(ctx, entry, &slot, seq, &input, &mut out),
-                    Err(m) => malformed(&slot, &m),
-                };
-                let n = reply.bulk_out.min(out.len());
-                (lane, status, reply, out[..n].to_vec())
-            })
-            .collect();
+        let mut answers = Vec::with_capacity(requests.len());
+        for (lane, slot, input) in requests {
+            // Checked before each handler: a run that ended, or is being killed, starts
+            // no more work (what is under way in a handler cannot be taken back).
+            if !ctx.may_serve() {
+                break;
+            }
+            let entry = ctx.services.entry(slot.service);
+            let (status, reply) = match input {
+                Ok(input) => run_lane(ctx, entry, &slot, seq, &input, &mut out),
+                Err(m) => malformed(ctx, &slot, &m),
+            };
+            let n = reply.bulk_out.min(out.len());
+            answers.push((lane, status, reply, out[..n].to_vec()));
+        }
+        if ctx.ended.load(Acquire) {
+            return;
+        }
         let Some(_alive) = ctx.alive.hold() else {
             return;
         };
+        if ctx.killing.load(Relaxed) {
+            // Every lane traps on its answer; those whose handler did not run too.
+            let served: u32 = answers.iter().map(|a| 1 << a.0).sum();
+            for lane in (0..WARP_SIZE).filter(|l| lanes & (1 << l) != 0 && served & (1 << l) == 0) {
+                answer(ctx, p, lane, seq, alone, Status::Killed, Reply::errno(EIO), &[]);
+            }
+        }
         for (lane, status, reply, bytes) in answers {
             answer(ctx, p, lane, seq, alone, status, reply, &bytes);
         }
@@ -508,13 +590,16 @@ fn copy_input(
 }
 
 /// The answer to a request that broke its service's rules, with a log line.
-fn malformed(slot: &LaneSlot, m: &Malformed) -> (Status, Reply) {
-    log::warn!(
-        "malformed {} request from GPU thread (block {}, thread {}): {}",
-        Service::from_id(slot.service).map_or("custom", Service::name),
-        slot.block,
-        slot.thread,
-        m.0
+fn malformed(ctx: &Context, slot: &LaneSlot, m: &Malformed) -> (Status, Reply) {
+    ctx.log.warn(
+        Kind::Malformed,
+        format_args!(
+            "malformed {} request from GPU thread (block {}, thread {}): {}",
+            Service::from_id(slot.service).map_or("custom", Service::name),
+            slot.block,
+            slot.thread,
+            escaped(m.0.as_bytes())
+        ),
     );
     (Status::Malformed, Reply::errno(EINVAL))
 }
@@ -597,9 +682,12 @@ fn run_lane(
     out: &mut [u8],
 ) -> (Status, Reply) {
     if slot.seq != seq {
-        log::warn!(
-            "malformed slot: written for sequence {}, published as {seq}",
-            slot.seq
+        ctx.log.warn(
+            Kind::Malformed,
+            format_args!(
+                "malformed slot: written for sequence {}, published as {seq}",
+                slot.seq
+            ),
         );
         return (Status::Malformed, Reply::errno(EINVAL));
     }
@@ -607,15 +695,16 @@ fn run_lane(
     let name = || Service::from_id(slot.service).map_or("custom", Service::name);
     let (status, reply) = match entry {
         None => {
-            log::warn!(
-                "unknown hostcall service id {} from GPU thread (block {}, thread {}): answered ENOSYS",
-                slot.service,
-                slot.block,
-                slot.thread
+            ctx.log.warn(
+                Kind::UnknownService,
+                format_args!(
+                    "unknown hostcall service id {} from GPU thread (block {}, thread {}): answered ENOSYS",
+                    slot.service, slot.block, slot.thread
+                ),
             );
             (Status::UnknownService, Reply::errno(ENOSYS))
         }
-        Some(e) => run_handler(e.handler.as_ref(), slot, input, out),
+        Some(e) => run_handler(ctx, e.handler.as_ref(), slot, input, out),
     };
     if let Some(t) = started {
         log::info!(
@@ -637,7 +726,13 @@ fn run_lane(
 }
 
 /// Calls `h`; a panic becomes `EIO` and a log line, and the consumer carries on.
-fn run_handler(h: &dyn Handler, slot: &LaneSlot, input: &[u8], out: &mut [u8]) -> (Status, Reply) {
+fn run_handler(
+    ctx: &Context,
+    h: &dyn Handler,
+    slot: &LaneSlot,
+    input: &[u8],
+    out: &mut [u8],
+) -> (Status, Reply) {
     let mut call = Call {
         service: slot.service,
         block: slot.block,
@@ -648,7 +743,7 @@ fn run_handler(h: &dyn Handler, slot: &LaneSlot, input: &[u8], out: &mut [u8]) -
     };
     match std::panic::catch_unwind(AssertUnwindSafe(|| h.call(&mut call))) {
         Ok(Ok(r)) => (Status::Ok, r),
-        Ok(Err(m)) => malformed(slot, &m),
+        Ok(Err(m)) => malformed(ctx, slot, &m),
         Err(panic) => {
             HANDLER_PANICS.fetch_add(1, Relaxed);
             let why = panic
@@ -656,11 +751,16 @@ fn run_handler(h: &dyn Handler, slot: &LaneSlot, input: &[u8], out: &mut [u8]) -
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a non-text panic".into());
-            log::error!(
-                "the handler of service {} panicked serving GPU thread (block {}, thread {}): {why}; answered EIO",
-                slot.service,
-                slot.block,
-                slot.thread
+            // The panic's text may quote what the GPU sent.
+            ctx.log.warn(
+                Kind::HandlerPanic,
+                format_args!(
+                    "the handler of service {} panicked serving GPU thread (block {}, thread {}): {}; answered EIO",
+                    slot.service,
+                    slot.block,
+                    slot.thread,
+                    escaped(why.as_bytes())
+                ),
             );
             (Status::Ok, Reply::errno(EIO))
         }

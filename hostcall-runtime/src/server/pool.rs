@@ -3,10 +3,13 @@
 //! other ports, so one stuck `read(0)` never holds up another warp's calls. A worker
 //! that finished a job polls briefly for the next before it sleeps.
 //!
-//! Workers are joined when the pool closes idle; a busy one may sit in a system call
-//! that never returns, so then none is waited for. The port memory is guarded instead: a worker writes its answers under the read half of
-//! [`PortsAlive`], and [`PortsAlive::retire`] takes the write half before the launch's
-//! memory is freed, after which workers write nothing.
+//! The queue is bounded: the server hands over at most one job per port (a port is not
+//! served again until its job has answered), and the pool refuses more than its
+//! capacity all the same. Closing drops the jobs still queued. Workers are joined when
+//! the pool closes idle; a busy one may sit in a system call that never returns, so
+//! then none is waited for. The port memory is guarded instead: a worker writes its
+//! answers under the read half of [`PortsAlive`], and [`PortsAlive::retire`] takes the
+//! write half before the launch's memory is freed, after which workers write nothing.
 
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicUsize;
@@ -27,6 +30,11 @@ impl PortsAlive {
         PortsAlive(Arc::new(RwLock::new(true)))
     }
 
+    /// Whether the ports may still be written (a check, not a hold).
+    pub fn is_alive(&self) -> bool {
+        *self.0.read().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Holds the ports alive while the guard lives; `None` once retired.
     pub fn hold(&self) -> Option<RwLockReadGuard<'_, bool>> {
         let g = self.0.read().unwrap_or_else(|p| p.into_inner());
@@ -42,11 +50,14 @@ impl PortsAlive {
 /// How long closing waits for jobs to finish before it leaves busy workers behind.
 const CLOSE_GRACE: Duration = Duration::from_millis(100);
 
-/// A fixed set of worker threads taking jobs from one queue, started on first use.
+/// A fixed set of worker threads taking jobs from one bounded queue, started on first
+/// use.
 pub(crate) struct BlockingPool {
     shared: Arc<Shared>,
     /// Workers to start.
     size: usize,
+    /// Jobs the queue holds at most.
+    capacity: usize,
     workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -70,9 +81,10 @@ impl Shared {
 }
 
 impl BlockingPool {
-    /// A pool of `workers` threads (at least one), started with its first job: most
-    /// launches never make a call that may block, and pay for no thread.
-    pub fn new(workers: usize) -> BlockingPool {
+    /// A pool of `workers` threads (at least one), started with its first job (most
+    /// launches never make a call that may block, and pay for no thread), queueing at
+    /// most `capacity` jobs.
+    pub fn new(workers: usize, capacity: usize) -> BlockingPool {
         BlockingPool {
             shared: Arc::new(Shared {
                 queue: Mutex::new(Queue::default()),
@@ -80,12 +92,14 @@ impl BlockingPool {
                 busy: AtomicUsize::new(0),
             }),
             size: workers.max(1),
+            capacity: capacity.max(1),
             workers: Mutex::new(Vec::new()),
         }
     }
 
     /// Queues `job`, starting the workers on first use; hands it back if the pool is
-    /// closed or no worker could be started (the caller then runs it itself).
+    /// closed, its queue full, or no worker could be started (the caller then runs it
+    /// itself, or drops it once closed).
     pub fn submit(&self, job: Job) -> Result<(), Job> {
         {
             let mut workers = self.lock_workers();
@@ -105,7 +119,7 @@ impl BlockingPool {
             }
         }
         let mut q = self.shared.lock();
-        if q.closed {
+        if q.closed || q.jobs.len() >= self.capacity {
             return Err(job);
         }
         self.shared.busy.fetch_add(1, Relaxed);
@@ -125,11 +139,18 @@ impl BlockingPool {
         self.shared.busy.load(Relaxed)
     }
 
-    /// Takes no more jobs; idle workers exit, busy ones when their job ends. When none
-    /// is busy (after [`CLOSE_GRACE`] for jobs just answering), waits for them to exit,
-    /// so a finished run leaves no thread behind.
+    /// Takes no more jobs and drops the queued ones; idle workers exit, busy ones when
+    /// their job ends. When none is busy (after [`CLOSE_GRACE`] for jobs just
+    /// answering), waits for them to exit, so a finished run leaves no thread behind.
     pub fn close(&self) {
-        self.shared.lock().closed = true;
+        let dropped = {
+            let mut q = self.shared.lock();
+            q.closed = true;
+            std::mem::take(&mut q.jobs)
+        };
+        self.shared.busy.fetch_sub(dropped.len(), Relaxed);
+        // Outside the lock: a job's drop releases its port.
+        drop(dropped);
         self.shared.ready.notify_all();
         let deadline = Instant::now() + CLOSE_GRACE;
         while self.busy() > 0 && Instant::now() < deadline {

@@ -15,6 +15,7 @@ use hostcall_abi::{DEVICE_WRITE_MAX, Service};
 
 use super::sandbox::{Access, Sandbox};
 use super::{Call, Handler, Malformed, Reply, Stdio, errno_of};
+use crate::guest_log::{GuestLog, Kind};
 use crate::module::{DeviceMemory, StreamStop};
 
 /// Linux open(2) flags, as the GPU's libc passes them.
@@ -120,6 +121,8 @@ pub(crate) struct Files {
     /// The mounts and the virtual cwd: the only places paths resolve to.
     pub sandbox: Arc<Sandbox>,
     pub stdio: Stdio,
+    /// The launch's GPU-caused log lines.
+    pub log: Arc<GuestLog>,
 }
 
 pub(crate) fn is_stdio(fd: i32) -> bool {
@@ -219,7 +222,7 @@ impl Files {
         let at = self.sandbox.resolve(call.input)?;
         let (fl, mode) = (call.args[0], call.args[1]);
         let f = open_beneath(&at.mount.dir, &at.rel, at.mount.access, fl, mode)
-            .map_err(|e| e.map_or(EINVAL, |e| at.mount.errno(&e)))?;
+            .map_err(|e| e.map_or(EINVAL, |e| at.mount.errno(&e, &self.log)))?;
         let fd = self.table().insert(f, at.mount.access)?;
         Ok(Reply::value(fd as i64))
     }
@@ -227,6 +230,12 @@ impl Files {
     /// The fd table, locked (a panic elsewhere cannot poison it for good).
     pub(crate) fn table(&self) -> std::sync::MutexGuard<'_, FdTable> {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Closes every file the GPU has open (its run ended).
+    pub(crate) fn close_all(&self) {
+        let open = std::mem::take(&mut self.table().open);
+        drop(open);
     }
 
     pub(crate) fn file(&self, fd: i32) -> Result<Arc<File>, i32> {
@@ -275,7 +284,10 @@ impl Files {
         });
         Ok(match stop {
             Some(StreamStop::Copy(e)) => {
-                log::warn!("WriteFromDevice: copying {len} bytes at {addr:#x}: {e}");
+                self.log.warn(
+                    Kind::Io,
+                    format_args!("WriteFromDevice: copying {len} bytes at {addr:#x}: {e}"),
+                );
                 if done == 0 {
                     Reply::errno(EFAULT)
                 } else {
@@ -339,7 +351,7 @@ impl Files {
         } else {
             at.mount.dir.symlink_metadata(&at.rel)
         };
-        let m = m.map_err(|e| at.mount.errno(&e))?;
+        let m = m.map_err(|e| at.mount.errno(&e, &self.log))?;
         Ok(put_stat(call, stat_of(&m)))
     }
 
@@ -354,14 +366,14 @@ impl Files {
                 .mount
                 .dir
                 .canonicalize(&at.rel)
-                .map_err(|e| at.mount.errno(&e))?;
+                .map_err(|e| at.mount.errno(&e, &self.log))?;
             self.sandbox.guest_path(at.mount, &rel)
         } else {
             let target = at
                 .mount
                 .dir
                 .read_link_contents(&at.rel)
-                .map_err(|e| at.mount.errno(&e))?;
+                .map_err(|e| at.mount.errno(&e, &self.log))?;
             target.as_os_str().as_bytes().to_vec()
         };
         Ok(put_path(call, &path))

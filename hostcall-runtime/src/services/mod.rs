@@ -208,7 +208,10 @@ impl ServiceTable {
         let stdio = files.clone();
         t.on_idle(Arc::new(move || {
             if let Err(e) = stdio.stdio.flush() {
-                log::warn!("writing GPU stdout/stderr: {e}");
+                stdio.log.warn(
+                    crate::guest_log::Kind::Io,
+                    format_args!("writing GPU stdout/stderr: {e}"),
+                );
             }
         }));
         for s in Service::ALL {

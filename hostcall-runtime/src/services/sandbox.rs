@@ -19,6 +19,8 @@ use cap_std::fs::Dir;
 use hostcall_abi::errno::{EACCES, EINVAL, ENAMETOOLONG, ENOENT};
 use hostcall_abi::{NAME_MAX, PATH_MAX};
 
+use crate::guest_log::{GuestLog, Kind};
+
 /// How the GPU may use a pre-opened directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
@@ -228,11 +230,14 @@ impl Mount {
     /// The errno for a failure of a resolution beneath this mount: an attempted escape
     /// (cap-std reports it without an OS error) reads as `EACCES`, as a path outside
     /// every mount does, and is logged for the operator.
-    pub fn errno(&self, e: &std::io::Error) -> i32 {
+    pub fn errno(&self, e: &std::io::Error, log: &GuestLog) -> i32 {
         if e.raw_os_error().is_none() && e.kind() == ErrorKind::PermissionDenied {
-            log::warn!(
-                "a GPU path tried to leave the pre-opened dir {}: {e}",
-                self.host.display()
+            log.warn(
+                Kind::Escape,
+                format_args!(
+                    "a GPU path tried to leave the pre-opened dir {}: {e}",
+                    self.host.display()
+                ),
             );
             return EACCES;
         }

@@ -9,7 +9,9 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use crate::guest_log::{GuestLog, Kind};
 
 /// Tickets ahead of the next expected one that the ring holds without allocating.
 const RING: u64 = 4096;
@@ -219,6 +221,8 @@ pub(crate) struct Stdio {
     pub captured: Option<Capture>,
     /// Posted writes to fds 1 and 2, put back in ticket order.
     pub posted: [Mutex<Reorder>; 2],
+    /// The launch's GPU-caused log lines.
+    pub log: Arc<GuestLog>,
 }
 
 impl Stdio {
@@ -271,7 +275,10 @@ impl Stdio {
         if r.out.len() >= FLUSH_BYTES
             && let Err(e) = self.flush_fd(fd, &mut r)
         {
-            log::warn!("writing GPU output to fd {fd}: {e}");
+            self.log.warn(
+                Kind::Io,
+                format_args!("writing GPU output to fd {fd}: {e}"),
+            );
         }
         Ok(())
     }
@@ -331,6 +338,7 @@ mod tests {
             stdin: false,
             captured: Some(Capture::new(1 << 20)),
             posted: Default::default(),
+            log: Default::default(),
         }
     }
 
@@ -412,6 +420,7 @@ mod tests {
             stdin: false,
             captured: Some(Capture::new(10)),
             posted: Default::default(),
+            log: Default::default(),
         };
         for _ in 0..1000 {
             s.write(1, b"0123456789abcdef").unwrap();

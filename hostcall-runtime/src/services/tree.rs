@@ -12,6 +12,8 @@ use hostcall_abi::dirent::{Record, kind};
 use hostcall_abi::errno::{EBADF, EINVAL, ENAMETOOLONG, ENOENT, ENOTDIR, EPERM, EROFS, EXDEV};
 use hostcall_abi::{AT_FDCWD, AT_REMOVEDIR, NAME_MAX, PATH_MAX, Service};
 
+use crate::guest_log::GuestLog;
+
 use super::fs::{Files, is_stdio, open_beneath, put_stat, stat_of};
 use super::sandbox::{Access, Mount};
 use super::{Call, Reply, errno_of};
@@ -38,9 +40,9 @@ impl Beneath<'_> {
         }
     }
 
-    fn errno(&self, e: &std::io::Error) -> i32 {
+    fn errno(&self, e: &std::io::Error, log: &GuestLog) -> i32 {
         match &self.dir {
-            DirRef::Mount(m) => m.errno(e),
+            DirRef::Mount(m) => m.errno(e, log),
             DirRef::Fd(_) => errno_of(e),
         }
     }
@@ -134,7 +136,7 @@ impl Files {
     pub(super) fn open_at(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
         let b = self.beneath(call.args[1], call.input)?;
         let f = open_beneath(b.dir(), &b.rel, b.access, call.args[2], call.args[3])
-            .map_err(|e| e.map_or(EINVAL, |e| b.errno(&e)))?;
+            .map_err(|e| e.map_or(EINVAL, |e| b.errno(&e, &self.log)))?;
         let fd = self.table().insert(f, b.access)?;
         Ok(Reply::value(fd as i64))
     }
@@ -146,7 +148,7 @@ impl Files {
         } else {
             b.dir().symlink_metadata(&b.rel)
         };
-        let m = m.map_err(|e| b.errno(&e))?;
+        let m = m.map_err(|e| b.errno(&e, &self.log))?;
         Ok(put_stat(call, stat_of(&m)))
     }
 
@@ -162,7 +164,7 @@ impl Files {
         } else {
             b.dir().remove_file(&b.rel)
         };
-        r.map_err(|e| b.errno(&e))?;
+        r.map_err(|e| b.errno(&e, &self.log))?;
         Ok(Reply::value(0))
     }
 
@@ -176,7 +178,7 @@ impl Files {
         at.mount
             .dir
             .create_dir_with(&at.rel, &builder)
-            .map_err(|e| at.mount.errno(&e))?;
+            .map_err(|e| at.mount.errno(&e, &self.log))?;
         Ok(Reply::value(0))
     }
 
@@ -188,7 +190,7 @@ impl Files {
         at.mount
             .dir
             .set_permissions(&at.rel, permissions(call.args[1]))
-            .map_err(|e| at.mount.errno(&e))?;
+            .map_err(|e| at.mount.errno(&e, &self.log))?;
         Ok(Reply::value(0))
     }
 
@@ -212,7 +214,7 @@ impl Files {
         } else {
             dir.hard_link(&from.rel, dir, &to.rel)
         };
-        r.map_err(|e| from.mount.errno(&e))?;
+        r.map_err(|e| from.mount.errno(&e, &self.log))?;
         Ok(Reply::value(0))
     }
 
@@ -243,7 +245,7 @@ impl Files {
         at.mount
             .dir
             .symlink_contents(target, &at.rel)
-            .map_err(|e| at.mount.errno(&e))?;
+            .map_err(|e| at.mount.errno(&e, &self.log))?;
         Ok(Reply::value(0))
     }
 

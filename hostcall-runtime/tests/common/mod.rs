@@ -1,4 +1,5 @@
 //! Helpers the emulated end-to-end tests share.
+#![allow(dead_code)] // each test binary uses the part it needs
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
