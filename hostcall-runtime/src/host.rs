@@ -15,8 +15,8 @@ use crate::module::{DeviceMemory, GpuModule, Launch, LaunchEnd};
 use crate::server::{Ports, Server};
 use crate::services::sandbox::Access;
 use crate::services::{
-    Capture, EnvPolicy, FdTable, Files, Handler, MountSpec, Process, Sandbox, ServiceTable, Stdio,
-    Termination,
+    Capture, EnvPolicy, FdTable, Files, Handler, MODES_DEFAULT, MountSpec, Process, Sandbox,
+    ServiceTable, Stdio, Termination,
 };
 use crate::{Error, Result};
 
@@ -72,6 +72,7 @@ pub struct HostBuilder {
     pub(crate) capture_limit: usize,
     pub(crate) blocking_threads: usize,
     echo: bool,
+    group_other_write: bool,
     pub(crate) stdin: bool,
     trace: bool,
     single_lane: bool,
@@ -94,6 +95,7 @@ impl Default for HostBuilder {
             capture_limit: DEFAULT_CAPTURE_LIMIT,
             blocking_threads: DEFAULT_BLOCKING_THREADS,
             echo: true,
+            group_other_write: false,
             stdin: false,
             trace: std::env::var_os("HOSTCALL_DEBUG").is_some_and(|v| v != "0"),
             single_lane: std::env::var_os("HOSTCALL_SINGLE_LANE").is_some_and(|v| v != "0"),
@@ -227,6 +229,14 @@ impl HostBuilder {
     /// Whether GPU writes to fds 1 and 2 reach the host's stdout and stderr (default on).
     pub fn echo_output(mut self, echo: bool) -> Self {
         self.echo = echo;
+        self
+    }
+
+    /// Lets the GPU give files and directories group and other write permission
+    /// (default off: `chmod`, `fchmod`, `open` and `mkdir` drop those bits, whatever the
+    /// process's umask).
+    pub fn allow_group_other_write(mut self, allow: bool) -> Self {
+        self.group_other_write = allow;
         self
     }
 
@@ -519,6 +529,11 @@ impl Host {
                 log: log.clone(),
             },
             log,
+            modes: if self.b.group_other_write {
+                0o777
+            } else {
+                MODES_DEFAULT
+            },
         });
         let process = Arc::new(Process::default());
         let mut table = ServiceTable::builtin(files.clone(), self.env.clone(), process.clone());

@@ -39,13 +39,20 @@ fn unknown_services_warn_twenty_times_then_count() {
         }
     });
     let host = Host::builder().echo_output(false).build().unwrap();
-    let report = host.run(&mut m, &Launch::linear("k", 1, 1, vec![])).unwrap();
+    let report = host
+        .run(&mut m, &Launch::linear("k", 1, 1, vec![]))
+        .unwrap();
     assert_eq!(report.outcome, Outcome::Completed);
     let lines = LINES.lock().unwrap();
-    let unknown = lines.iter().filter(|l| l.contains("unknown hostcall service id 999")).count();
+    let unknown = lines
+        .iter()
+        .filter(|l| l.contains("unknown hostcall service id 999"))
+        .count();
     assert_eq!(unknown, 21, "{} lines in all", lines.len());
     assert!(
-        lines.iter().any(|l| l == "... and 1979 more unknown-service lines"),
+        lines
+            .iter()
+            .any(|l| l == "... and 1979 more unknown-service lines"),
         "{:?}",
         &lines[lines.len().saturating_sub(3)..]
     );

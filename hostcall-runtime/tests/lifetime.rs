@@ -144,11 +144,15 @@ fn a_rewritten_doorbell_queues_one_job_and_nothing_outlives_the_run() {
     std::thread::sleep(Duration::from_millis(300));
     let later = std::fs::metadata(&keep).unwrap().len();
     assert_eq!(
-        later, written,
+        later,
+        written,
         "the finished run wrote {} more bytes into the mount",
         later - written
     );
-    assert!(written <= 4096, "one job for port 2 at most: {written} bytes");
+    assert!(
+        written <= 4096,
+        "one job for port 2 at most: {written} bytes"
+    );
     assert!(!open_after, "the run's files are closed when it returns");
     assert_eq!(gate.calls.load(Relaxed), 1);
 

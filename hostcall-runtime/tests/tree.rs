@@ -107,8 +107,10 @@ fn two_mounts_refuse_cross_renames_and_read_only_mounts_refuse_every_change() {
     assert!(b.path().join("f").exists() && a.path().join("f").exists());
 }
 
+/// A link the GPU makes is relative and has no `..` (see `widening.rs` for why a
+/// depth check is not enough).
 #[test]
-fn symlinks_may_not_point_outside_their_mount() {
+fn symlinks_the_gpu_makes_are_relative_without_dotdot() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("sub")).unwrap();
     let (r, _) = run_on(quiet().preopen_dir(dir.path(), "/d"), 1, |ch, _| {
@@ -122,12 +124,12 @@ fn symlinks_may_not_point_outside_their_mount() {
             link(b"../x", b"/d/top"),
         ]
     });
-    assert_eq!(r, [0, 0, neg(EPERM), neg(EPERM), neg(EPERM)]);
+    assert_eq!(r, [neg(EPERM), 0, neg(EPERM), neg(EPERM), neg(EPERM)]);
     assert_eq!(
-        std::fs::read_link(dir.path().join("sub/up"))
+        std::fs::read_link(dir.path().join("sub/here"))
             .unwrap()
             .to_str(),
-        Some("../x")
+        Some("x")
     );
 }
 

@@ -546,7 +546,16 @@ fn hand_to_pool(
             // Every lane traps on its answer; those whose handler did not run too.
             let served: u32 = answers.iter().map(|a| 1 << a.0).sum();
             for lane in (0..WARP_SIZE).filter(|l| lanes & (1 << l) != 0 && served & (1 << l) == 0) {
-                answer(ctx, p, lane, seq, alone, Status::Killed, Reply::errno(EIO), &[]);
+                answer(
+                    ctx,
+                    p,
+                    lane,
+                    seq,
+                    alone,
+                    Status::Killed,
+                    Reply::errno(EIO),
+                    &[],
+                );
             }
         }
         for (lane, status, reply, bytes) in answers {

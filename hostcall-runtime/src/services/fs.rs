@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 
 use cap_fs_ext::OpenOptionsFollowExt;
 use cap_std::fs::{Metadata, MetadataExt, OpenOptions, OpenOptionsExt};
-use hostcall_abi::errno::{EBADF, EFAULT, EINVAL, EMFILE, ENAMETOOLONG, ENOTDIR, EROFS, ESPIPE};
+use hostcall_abi::errno::{
+    EACCES, EBADF, EFAULT, EINVAL, EMFILE, ENAMETOOLONG, ENOTDIR, EROFS, ESPIPE,
+};
 use hostcall_abi::stat::{FileStat, STAT_SIZE};
 use hostcall_abi::{DEVICE_WRITE_MAX, Service};
 
@@ -123,7 +125,15 @@ pub(crate) struct Files {
     pub stdio: Stdio,
     /// The launch's GPU-caused log lines.
     pub log: Arc<GuestLog>,
+    /// The permission bits the GPU may give a file or directory: [`MODES_DEFAULT`]
+    /// unless the embedder allows group and other write.
+    pub modes: u32,
 }
+
+/// Permission bits the GPU may set by default: no group or other write, so nothing it
+/// creates or changes is writable by other users of the host (the process's umask is
+/// not relied on: `chmod` ignores it, and it may be 0).
+pub(crate) const MODES_DEFAULT: u32 = 0o755;
 
 pub(crate) fn is_stdio(fd: i32) -> bool {
     (0..=2).contains(&fd)
@@ -220,7 +230,7 @@ pub(crate) fn open_beneath(
 impl Files {
     fn open(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
         let at = self.sandbox.resolve(call.input)?;
-        let (fl, mode) = (call.args[0], call.args[1]);
+        let (fl, mode) = (call.args[0], call.args[1] & self.modes as u64);
         let f = open_beneath(&at.mount.dir, &at.rel, at.mount.access, fl, mode)
             .map_err(|e| e.map_or(EINVAL, |e| at.mount.errno(&e, &self.log)))?;
         let fd = self.table().insert(f, at.mount.access)?;
@@ -374,7 +384,13 @@ impl Files {
                 .dir
                 .read_link_contents(&at.rel)
                 .map_err(|e| at.mount.errno(&e, &self.log))?;
-            target.as_os_str().as_bytes().to_vec()
+            if target.is_absolute() {
+                // A host path: answered as the guest path where it lies in a mount, and
+                // not at all elsewhere.
+                self.sandbox.guest_of_host(&target).ok_or(EACCES)?
+            } else {
+                target.as_os_str().as_bytes().to_vec()
+            }
         };
         Ok(put_path(call, &path))
     }

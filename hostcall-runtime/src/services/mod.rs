@@ -15,7 +15,7 @@ use std::sync::Arc;
 use hostcall_abi::Service;
 
 pub(crate) use env::EnvPolicy;
-pub(crate) use fs::{FdTable, Files};
+pub(crate) use fs::{FdTable, Files, MODES_DEFAULT};
 pub(crate) use process::Process;
 pub use process::Termination;
 pub(crate) use sandbox::{MountSpec, Sandbox};

@@ -51,6 +51,8 @@ pub(crate) struct Mount {
     /// The canonical host path, for reports and checks; never shown to the GPU.
     pub host: PathBuf,
     pub access: Access,
+    /// Device and inode of the directory itself, to recognise it by any path or fd.
+    root_id: (u64, u64),
 }
 
 /// Why a pre-open was refused.
@@ -75,6 +77,21 @@ pub enum MountError {
     /// Two pre-opens are mounted at one guest path.
     #[error("two pre-opened dirs are mounted at {0}")]
     Duplicate(String),
+    /// One pre-open lies inside another with a different access, so that one would
+    /// undo the other's promise (a read-only dir written through a writable one).
+    #[error(
+        "pre-opened dir {inner} ({inner_access:?}) lies inside pre-opened dir {outer} ({outer_access:?}); grants that nest must have the same access"
+    )]
+    Overlap {
+        /// The enclosing directory.
+        outer: PathBuf,
+        /// Its access.
+        outer_access: Access,
+        /// The directory inside it.
+        inner: PathBuf,
+        /// Its access.
+        inner_access: Access,
+    },
 }
 
 /// The mounts and the virtual cwd.
@@ -108,6 +125,11 @@ impl Sandbox {
                 return Err(MountError::Duplicate(spec.guest.clone()));
             }
             let dir = Dir::open_ambient_dir(&host, ambient_authority()).map_err(opened)?;
+            let root_id = {
+                use cap_std::fs::MetadataExt;
+                let m = dir.dir_metadata().map_err(opened)?;
+                (m.dev(), m.ino())
+            };
             log::debug!(
                 "GPU path {} is {} ({:?})",
                 spec.guest,
@@ -119,7 +141,27 @@ impl Sandbox {
                 dir,
                 host,
                 access: spec.access,
+                root_id,
             });
+        }
+        for (i, a) in mounts.iter().enumerate() {
+            for b in &mounts[i + 1..] {
+                let (outer, inner) = if b.host.starts_with(&a.host) {
+                    (a, b)
+                } else if a.host.starts_with(&b.host) {
+                    (b, a)
+                } else {
+                    continue;
+                };
+                if outer.access != inner.access {
+                    return Err(MountError::Overlap {
+                        outer: outer.host.clone(),
+                        outer_access: outer.access,
+                        inner: inner.host.clone(),
+                        inner_access: inner.access,
+                    });
+                }
+            }
         }
         mounts.sort_by_key(|m| std::cmp::Reverse(m.guest.len()));
         Ok(Sandbox {
@@ -182,6 +224,21 @@ impl Sandbox {
             PathBuf::from(std::ffi::OsStr::from_bytes(&below.join(&b'/')))
         };
         Ok(Resolved { mount, rel })
+    }
+
+    /// The guest path of an absolute host path, if it lies in a mount (the longest
+    /// guest path wins where grants nest).
+    pub fn guest_of_host(&self, host: &Path) -> Option<Vec<u8>> {
+        self.mounts.iter().find_map(|m| {
+            let rel = host.strip_prefix(&m.host).ok()?;
+            Some(self.guest_path(m, rel))
+        })
+    }
+
+    /// Whether `m` is the metadata of a pre-opened directory itself.
+    pub fn is_mount_root(&self, m: &cap_std::fs::Metadata) -> bool {
+        use cap_std::fs::MetadataExt;
+        self.mounts.iter().any(|r| r.root_id == (m.dev(), m.ino()))
     }
 
     /// The guest path of `rel` (a canonical path below `mount`).

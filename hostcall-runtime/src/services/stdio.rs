@@ -275,10 +275,8 @@ impl Stdio {
         if r.out.len() >= FLUSH_BYTES
             && let Err(e) = self.flush_fd(fd, &mut r)
         {
-            self.log.warn(
-                Kind::Io,
-                format_args!("writing GPU output to fd {fd}: {e}"),
-            );
+            self.log
+                .warn(Kind::Io, format_args!("writing GPU output to fd {fd}: {e}"));
         }
         Ok(())
     }

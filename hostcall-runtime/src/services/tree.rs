@@ -61,9 +61,15 @@ fn split_two(input: &[u8]) -> Result<(&[u8], &[u8]), i32> {
     Ok((&input[..nul], &input[nul + 1..]))
 }
 
-/// An `std::fs` permission set from the GPU's mode: permission bits only.
-fn permissions(mode: u64) -> Permissions {
-    Permissions::from_std(std::fs::Permissions::from_mode(mode as u32 & 0o777))
+/// Whether a link target keeps the rule for links the GPU makes or moves: relative, and
+/// no `..` component. Such a link resolves below its own directory wherever it is
+/// moved, renamed or hard-linked, so no host program that follows it later (the
+/// embedder's own `fs::write` after the run) is led outside the grant.
+fn stays_below(target: &Path) -> bool {
+    !target.as_os_str().is_empty()
+        && target
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
 }
 
 /// `d_type` of an entry.
@@ -174,7 +180,7 @@ impl Files {
             return Err(EROFS);
         }
         let mut builder = cap_std::fs::DirBuilder::new();
-        cap_std::fs::DirBuilderExt::mode(&mut builder, call.args[1] as u32 & 0o777);
+        cap_std::fs::DirBuilderExt::mode(&mut builder, call.args[1] as u32 & self.modes);
         at.mount
             .dir
             .create_dir_with(&at.rel, &builder)
@@ -187,9 +193,22 @@ impl Files {
         if at.mount.access == Access::ReadOnly {
             return Err(EROFS);
         }
+        // The granted directory keeps the mode the embedder gave it, by any path.
+        let m = at
+            .mount
+            .dir
+            .metadata(&at.rel)
+            .map_err(|e| at.mount.errno(&e, &self.log))?;
+        if self.sandbox.is_mount_root(&m) {
+            return Err(EPERM);
+        }
+        let mode = call.args[1] as u32 & self.modes;
         at.mount
             .dir
-            .set_permissions(&at.rel, permissions(call.args[1]))
+            .set_permissions(
+                &at.rel,
+                Permissions::from_std(std::fs::Permissions::from_mode(mode)),
+            )
             .map_err(|e| at.mount.errno(&e, &self.log))?;
         Ok(Reply::value(0))
     }
@@ -209,6 +228,16 @@ impl Files {
             return Err(EROFS);
         }
         let dir = &from.mount.dir;
+        // A link the embedder made with another target keeps its place: moved or
+        // linked elsewhere, its `..` could lead outside.
+        if let Ok(m) = dir.symlink_metadata(&from.rel)
+            && m.is_symlink()
+            && !dir
+                .read_link_contents(&from.rel)
+                .is_ok_and(|t| stays_below(&t))
+        {
+            return Err(EPERM);
+        }
         let r = if service == Service::Rename {
             dir.rename(&from.rel, dir, &to.rel)
         } else {
@@ -218,9 +247,8 @@ impl Files {
         Ok(Reply::value(0))
     }
 
-    /// A link whose target, read from the link's own directory, stays in its mount:
-    /// an absolute target, or one that climbs out, is refused (`EPERM`), so that no link
-    /// the GPU makes leads a host program outside the directory it granted.
+    /// A link whose target keeps [`stays_below`]; any other (absolute, or with `..`)
+    /// is refused with `EPERM`.
     fn symlink(&self, target: &[u8], link: &[u8]) -> Result<Reply, i32> {
         if target.is_empty() {
             return Err(ENOENT);
@@ -230,17 +258,8 @@ impl Files {
             return Err(EROFS);
         }
         let target = Path::new(std::ffi::OsStr::from_bytes(target));
-        let mut depth = at.rel.parent().map_or(0, |p| p.components().count()) as i64;
-        for c in target.components() {
-            match c {
-                Component::ParentDir => depth -= 1,
-                Component::Normal(_) => depth += 1,
-                Component::CurDir => {}
-                Component::RootDir | Component::Prefix(_) => return Err(EPERM),
-            }
-            if depth < 0 {
-                return Err(EPERM);
-            }
+        if !stays_below(target) {
+            return Err(EPERM);
         }
         at.mount
             .dir
@@ -265,8 +284,14 @@ impl Files {
         if access == Access::ReadOnly {
             return Err(EROFS);
         }
-        f.set_permissions(std::fs::Permissions::from_mode(call.args[1] as u32 & 0o777))
-            .map_err(|e| errno_of(&e))?;
+        let m = cap_std::fs::Metadata::from_file(&f).map_err(|e| errno_of(&e))?;
+        if self.sandbox.is_mount_root(&m) {
+            return Err(EPERM);
+        }
+        f.set_permissions(std::fs::Permissions::from_mode(
+            call.args[1] as u32 & self.modes,
+        ))
+        .map_err(|e| errno_of(&e))?;
         Ok(Reply::value(0))
     }
 

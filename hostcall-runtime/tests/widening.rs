@@ -1,0 +1,179 @@
+//! Issue 19, items 6 to 9: the GPU cannot widen what it was granted. Links it makes
+//! resolve below their own directory wherever they are moved; grants cannot undo each
+//! other; modes never gain group or other write; no host path is read back. A test
+//! binary of its own: one test sets the process's umask to 0, as an embedder may.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use common::{neg, quiet, run_on};
+use hostcall_abi::Service;
+use hostcall_abi::errno::*;
+use hostcall_client::calls;
+use hostcall_runtime::emulated::Emu;
+use hostcall_runtime::{Error, Host};
+
+const O_WRONLY: i32 = 1;
+const O_CREAT: i32 = 0o100;
+
+fn joined(a: &[u8], b: &[u8]) -> Vec<u8> {
+    [a, b"\0", b].concat()
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// A granted root and a sibling outside it, canonical.
+fn dirs() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let (root, outside) = (base.join("root"), base.join("outside"));
+    std::fs::create_dir_all(root.join("a/b")).unwrap();
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(root.join("inside.txt"), "inside").unwrap();
+    (tmp, root, outside)
+}
+
+/// Item 6: every way around the old lexical depth check. Before, all of these links
+/// were made, and the embedder's own `fs::write(root/out.json)` after the run wrote
+/// three directories above the mount. A GPU-made link target is now relative and has
+/// no `..`, and a link with another target (the embedder's) is not moved or linked.
+#[test]
+fn links_the_gpu_makes_resolve_below_their_directory_wherever_they_move() {
+    let (_tmp, root, outside) = dirs();
+    std::os::unix::fs::symlink("../inside.txt", root.join("sub/hostmade")).unwrap();
+    let (r, _) = run_on(quiet().preopen_dir(&root, "/data"), 1, |ch, _| {
+        let link =
+            |t: &[u8], l: &[u8]| calls::two_paths::<Emu>(ch, Service::Symlink, &joined(t, l));
+        let two = |s, a: &[u8], b: &[u8]| calls::two_paths::<Emu>(ch, s, &joined(a, b));
+        [
+            link(b"../../secret", b"/data/a/b/l"),
+            link(b"..", b"/data/a/up"),
+            link(b"a/up/../secret", b"/data/l2"),
+            link(b".", b"/data/d"),
+            link(b"../../../victim", b"/data/d/d/d/out.json"),
+            link(b"/etc/passwd", b"/data/abs"),
+            link(b"sub/x", b"/data/down"),
+            two(Service::Link, b"/data/sub/hostmade", b"/data/hl"),
+            two(Service::Rename, b"/data/sub/hostmade", b"/data/moved"),
+            two(Service::Rename, b"/data/down", b"/data/a/down"),
+        ]
+    });
+    assert_eq!(
+        r,
+        [
+            neg(EPERM),
+            neg(EPERM),
+            neg(EPERM),
+            0,
+            neg(EPERM),
+            neg(EPERM),
+            0,
+            neg(EPERM),
+            neg(EPERM),
+            0
+        ]
+    );
+    // What the embedder does after the run stays inside.
+    std::fs::write(root.join("out.json"), "{}").unwrap();
+    let base = root.parent().unwrap();
+    assert!(!base.join("victim").exists() && !base.parent().unwrap().join("victim").exists());
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    assert_eq!(
+        std::fs::read_link(root.join("a/down")).unwrap(),
+        Path::new("sub/x")
+    );
+}
+
+/// Item 7: a read-only grant inside a read-write one could be written through the
+/// outer one; such a host is refused, naming both directories.
+#[test]
+fn a_read_only_grant_inside_a_writable_one_is_refused() {
+    let (_tmp, root, _) = dirs();
+    let inner = root.join("a");
+    for host in [
+        Host::builder()
+            .preopen_dir(&root, "/w")
+            .preopen_dir_readonly(&inner, "/in"),
+        Host::builder()
+            .preopen_dir_readonly(&root, "/r")
+            .preopen_dir(&inner, "/w"),
+    ] {
+        let Err(Error::Sandbox(e)) = host.build() else {
+            panic!("an overlap that undoes a read-only grant was accepted");
+        };
+        let text = e.to_string();
+        assert!(
+            text.contains(&*root.to_string_lossy()) && text.contains(&*inner.to_string_lossy()),
+            "{text}"
+        );
+    }
+    Host::builder()
+        .preopen_dir(&root, "/w")
+        .preopen_dir(&inner, "/w2")
+        .build()
+        .expect("two writable grants may nest");
+}
+
+/// Item 8: with the process's umask at 0, `chmod 777` made the granted directory
+/// world-writable and files 0666 or 0777. Group and other write are now dropped unless
+/// the embedder allows them; the granted directory keeps its mode.
+#[test]
+fn modes_never_gain_group_or_other_write() {
+    rustix::process::umask(rustix::fs::Mode::empty());
+    let (_tmp, root, _) = dirs();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (r, _) = run_on(quiet().preopen_dir(&root, "/w"), 1, |ch, _| {
+        let fd = calls::open::<Emu>(ch, b"/w/new.txt", O_WRONLY | O_CREAT, 0o666);
+        [
+            calls::chmod::<Emu>(ch, b"/w", 0o777),
+            calls::chmod::<Emu>(ch, b"/w/inside.txt", 0o777),
+            calls::mkdir::<Emu>(ch, b"/w/dir", 0o777),
+            calls::fchmod::<Emu>(ch, fd as i32, 0o666),
+            (fd >= 3) as i64,
+        ]
+    });
+    assert_eq!(r, [neg(EPERM), 0, 0, 0, 1]);
+    assert_eq!(mode(&root), 0o755, "the granted directory keeps its mode");
+    assert_eq!(mode(&root.join("inside.txt")), 0o755);
+    assert_eq!(mode(&root.join("dir")), 0o755);
+    assert_eq!(mode(&root.join("new.txt")), 0o644);
+
+    let host = quiet()
+        .preopen_dir(&root, "/w")
+        .allow_group_other_write(true);
+    let (r, _) = run_on(host, 1, |ch, _| {
+        calls::chmod::<Emu>(ch, b"/w/inside.txt", 0o777)
+    });
+    assert_eq!(r, 0);
+    assert_eq!(
+        mode(&root.join("inside.txt")),
+        0o777,
+        "when the embedder allows it"
+    );
+}
+
+/// Item 9: an absolute link target is answered as the guest path inside a mount, and
+/// refused outside every mount; it was read back verbatim, a host path.
+#[test]
+fn readlink_answers_guest_paths_only() {
+    let (_tmp, root, _) = dirs();
+    std::os::unix::fs::symlink("/home/alice/private/keys", root.join("keys")).unwrap();
+    std::os::unix::fs::symlink(root.join("inside.txt"), root.join("abs")).unwrap();
+    std::os::unix::fs::symlink("inside.txt", root.join("rel")).unwrap();
+    let (r, _) = run_on(quiet().preopen_dir(&root, "/data"), 1, |ch, _| {
+        let read = |p: &[u8]| {
+            let mut out = [0u8; 256];
+            let n = calls::readlink::<Emu>(ch, p, &mut out);
+            (n, out[..n.max(0) as usize].to_vec())
+        };
+        [read(b"/data/keys"), read(b"/data/abs"), read(b"/data/rel")]
+    });
+    assert_eq!(r[0], (neg(EACCES), vec![]));
+    assert_eq!(r[1], (16, b"/data/inside.txt".to_vec()));
+    assert_eq!(r[2], (10, b"inside.txt".to_vec()));
+}
