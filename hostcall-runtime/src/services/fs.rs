@@ -53,9 +53,17 @@ pub(crate) struct OpenFile {
     /// The access of the mount it was opened in: a directory opened read-only stays so
     /// for the `*at` calls made through it.
     pub access: Access,
-    /// For a directory being listed (`Getdents`): the entries not yet sent, taken whole
-    /// at the first call.
-    pub listing: Option<std::vec::IntoIter<(u64, u8, Vec<u8>)>>,
+    /// For a directory being listed (`Getdents`): where the listing stands.
+    pub listing: Option<Arc<Mutex<Listing>>>,
+}
+
+/// A directory being listed: read from the file system as the GPU asks for entries, so
+/// a listing holds one read buffer and at most one entry that did not fit the last call,
+/// whatever the directory's size.
+pub(crate) struct Listing {
+    pub entries: cap_std::fs::ReadDir,
+    /// Inode, `d_type` and name of the entry the last call had no room for.
+    pub pending: Option<(u64, u8, Vec<u8>)>,
 }
 
 /// The GPU's open files. Descriptors start at 3; 0–2 are stdio.

@@ -6,6 +6,7 @@
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{DirEntryExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use cap_std::fs::{Dir, FileTypeExt, Permissions};
 use hostcall_abi::dirent::{Record, kind};
@@ -14,7 +15,7 @@ use hostcall_abi::{AT_FDCWD, AT_REMOVEDIR, NAME_MAX, PATH_MAX, Service};
 
 use crate::guest_log::GuestLog;
 
-use super::fs::{Files, is_stdio, open_beneath, put_stat, stat_of};
+use super::fs::{Files, Listing, is_stdio, open_beneath, put_stat, stat_of};
 use super::sandbox::{Access, Mount};
 use super::{Call, Reply, errno_of};
 
@@ -309,59 +310,71 @@ impl Files {
         Ok(Reply::value(0))
     }
 
-    /// The next entries of directory `fd`: all of them are read at the first call and
-    /// sent as many as fit in `room` bytes per call, then 0.
+    /// The next entries of directory `fd`, as many as fit in `room` bytes, read from
+    /// the file system now; 0 at the end. The table is locked only to find the listing
+    /// (a slow file system must not hold up every other fd); calls on one fd take
+    /// turns.
     pub(super) fn getdents(&self, call: &mut Call<'_>, room: usize) -> Result<Reply, i32> {
         let fd = call.fd_arg(0)?;
         if is_stdio(fd) {
             return Err(ENOTDIR);
         }
-        let unlisted = {
+        let (file, listing) = {
             let mut t = self.table();
             let e = t.entry(fd)?;
-            e.listing.is_none().then(|| e.file.clone())
+            (e.file.clone(), e.listing.clone())
         };
-        // The directory is read without the table locked (a slow file system must not
-        // hold up every other fd), then the listing is stored and served in one lock.
-        let read = match unlisted {
-            Some(file) => Some(list(&file)?),
-            None => None,
+        let listing = match listing {
+            Some(l) => l,
+            None => {
+                let started = Arc::new(Mutex::new(start_listing(&file)?));
+                let mut t = self.table();
+                t.entry(fd)?.listing.get_or_insert(started).clone()
+            }
         };
-        let mut t = self.table();
-        let entry = t.entry(fd)?;
-        if let (None, Some(all)) = (&entry.listing, read) {
-            entry.listing = Some(all.into_iter());
-        }
-        let listing = entry.listing.as_mut().ok_or(EBADF)?;
+        let mut l = listing.lock().unwrap_or_else(|p| p.into_inner());
         let mut n = 0;
-        while let Some((ino, kind, name)) = listing.as_slice().first() {
+        loop {
+            let (ino, kind, name) = match l.pending.take() {
+                Some(e) => e,
+                None => match l.entries.next() {
+                    None => break,
+                    Some(Err(e)) if n == 0 => return Err(errno_of(&e)),
+                    Some(Err(_)) => break,
+                    Some(Ok(e)) => {
+                        let kind = e.file_type().map(kind_of).unwrap_or(kind::DT_UNKNOWN);
+                        (e.ino(), kind, e.file_name().into_vec())
+                    }
+                },
+            };
             let r = Record {
-                ino: *ino,
-                kind: *kind,
-                name,
+                ino,
+                kind,
+                name: &name,
             };
             match r.encode(&mut call.out[n..room]) {
                 Some(len) => n += len,
-                None if n == 0 => return Err(EINVAL),
-                None => break,
+                None => {
+                    l.pending = Some((ino, kind, name));
+                    if n == 0 {
+                        return Err(EINVAL);
+                    }
+                    break;
+                }
             }
-            listing.next();
         }
         Ok(Reply::bytes(n))
     }
 }
 
-/// Every entry of the directory open as `file`: inode, `d_type`, name.
-fn list(file: &std::fs::File) -> Result<Vec<(u64, u8, Vec<u8>)>, i32> {
+/// A listing of the directory open as `file`, nothing read yet.
+fn start_listing(file: &std::fs::File) -> Result<Listing, i32> {
     if !file.metadata().map_err(|e| errno_of(&e))?.is_dir() {
         return Err(ENOTDIR);
     }
     let dir = Dir::from_std_file(file.try_clone().map_err(|e| errno_of(&e))?);
-    let mut all = Vec::new();
-    for e in dir.entries().map_err(|e| errno_of(&e))? {
-        let e = e.map_err(|e| errno_of(&e))?;
-        let kind = e.file_type().map(kind_of).unwrap_or(kind::DT_UNKNOWN);
-        all.push((e.ino(), kind, e.file_name().into_vec()));
-    }
-    Ok(all)
+    Ok(Listing {
+        entries: dir.entries().map_err(|e| errno_of(&e))?,
+        pending: None,
+    })
 }
