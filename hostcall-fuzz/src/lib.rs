@@ -7,13 +7,18 @@
 //! - every packet is answered (nothing hangs);
 //! - every open GPU file lies under a mount, and nothing appears outside the root;
 //! - a variable that was not granted is never returned;
-//! - host memory held for the GPU stays under its bounds.
+//! - host memory held for the GPU stays under its bounds, and so does what the posted
+//!   writes' buffers keep allocated beyond it;
+//! - when the run ends, no job is left queued and no GPU file open;
+//! - no link in the root other than the seeded ones is absolute or has `..` (so none
+//!   the GPU made or moved resolves outside its mount);
+//! - nothing in the root has group or other write permission.
 //!
 //! `cargo fuzz run serve` (in `fuzz/`) drives it; `tests/corpus.rs` replays the corpus.
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU8};
@@ -61,12 +66,18 @@ impl World {
         let tmp = tempfile::tempdir().expect("a temporary dir");
         let base = tmp.path().canonicalize().expect("canonical");
         let (root, ro, outside) = (base.join("root"), base.join("ro"), base.join("outside"));
+        // Modes set explicitly: the invariant on modes must not depend on the umask.
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).expect("seeding")
+        };
         for d in [&root, &ro, &outside, &root.join("sub")] {
             std::fs::create_dir_all(d).expect("seeding");
+            mode(d, 0o755);
         }
         std::fs::write(outside.join("secret"), "outside").expect("seeding");
         std::fs::write(root.join("inside.txt"), "inside").expect("seeding");
         std::fs::write(ro.join("inside.txt"), "read only").expect("seeding");
+        mode(&root.join("inside.txt"), 0o644);
         let link = |target: &Path, name: &str| {
             std::os::unix::fs::symlink(target, root.join(name)).expect("seeding")
         };
@@ -114,6 +125,50 @@ impl World {
         let _ = (&self.fifo).write(&[b'f'; 512]);
     }
 
+    /// Links below the root that break the rule for GPU-made links, and entries with
+    /// group or other write, other than the seeded ones.
+    fn widened(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut dirs = vec![self.root.clone()];
+        while let Some(d) = dirs.pop() {
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let path = e.path();
+                let Ok(m) = std::fs::symlink_metadata(&path) else {
+                    continue;
+                };
+                if m.is_symlink() {
+                    let target = std::fs::read_link(&path).unwrap_or_default();
+                    let seeded = path.parent() == Some(&*self.root)
+                        && SEEDED_LINKS.contains(&&*e.file_name().to_string_lossy());
+                    let below = target.components().all(|c| {
+                        matches!(
+                            c,
+                            std::path::Component::Normal(_) | std::path::Component::CurDir
+                        )
+                    });
+                    if !below && !seeded {
+                        found.push(format!("{} -> {}", path.display(), target.display()));
+                    }
+                    continue;
+                }
+                if m.permissions().mode() & 0o022 != 0 && !m.file_type().is_fifo() {
+                    found.push(format!("{} mode {:o}", path.display(), m.permissions().mode()));
+                }
+                if m.is_dir() {
+                    dirs.push(path);
+                }
+            }
+        }
+        let root_mode = std::fs::metadata(&self.root).map(|m| m.permissions().mode() & 0o777);
+        if root_mode.as_ref().ok() != Some(&0o755) {
+            found.push(format!("the root's mode is {root_mode:?}"));
+        }
+        found
+    }
+
     fn outside_is_untouched(&self) -> bool {
         let names: Vec<_> = std::fs::read_dir(&self.outside)
             .expect("listing outside")
@@ -128,6 +183,24 @@ pub fn world() -> &'static World {
     static W: OnceLock<World> = OnceLock::new();
     W.get_or_init(World::new)
 }
+
+/// The links seeded in the root (several lead outside on purpose).
+const SEEDED_LINKS: &[&str] = &[
+    "out", "up", "secret", "loop1", "loop2", "magic", "magiccwd", "selfdir", "absinside",
+];
+
+/// Link targets worth trying: climbing, absolute, and ones that stay below.
+const TARGETS: &[&[u8]] = &[
+    b"..",
+    b"../../secret",
+    b".",
+    b"sub",
+    b"inside.txt",
+    b"/etc/passwd",
+    b"a/../b",
+    b"selfdir/../..",
+    b"up/secret",
+];
 
 /// Paths worth trying: escapes of every kind, and ordinary files.
 const PATHS: &[&[u8]] = &[
@@ -180,6 +253,11 @@ enum Input {
     /// `/a` repeated: long paths.
     Long(u16),
     Name(u8),
+    /// `target NUL path`, for `Symlink`, `Link` and `Rename`.
+    TwoPaths {
+        target: u8,
+        path: u8,
+    },
 }
 
 #[derive(Arbitrary, Debug, Clone)]
@@ -223,6 +301,11 @@ fn input_bytes(input: &Input) -> Vec<u8> {
         Input::Bytes(b) => b.clone(),
         Input::Long(n) => b"/a".repeat((*n as usize).min(PORT_BULK / 2)),
         Input::Name(i) => NAMES[*i as usize % NAMES.len()].to_vec(),
+        Input::TwoPaths { target, path } => {
+            let target = TARGETS[*target as usize % TARGETS.len()];
+            let path = PATHS[*path as usize % PATHS.len()];
+            [target, b"\0", path].concat()
+        }
     }
 }
 
@@ -346,7 +429,20 @@ pub fn run(data: &[u8]) {
             "held {} bytes",
             bench.held_bytes()
         );
+        assert!(
+            bench.retained_bytes() <= PortBench::retained_limit(),
+            "the posted-write buffers keep {} bytes",
+            bench.retained_bytes()
+        );
     }
+    let (queued, open) = bench.finish();
+    assert_eq!(
+        (queued, open),
+        (0, 0),
+        "jobs queued and GPU files open after the run"
+    );
+    let widened = world.widened();
+    assert!(widened.is_empty(), "the GPU widened access: {widened:?}");
     stop.store(true, Relaxed);
     if let Some(t) = mutating {
         t.join().expect("the mutator");

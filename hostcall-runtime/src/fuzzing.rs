@@ -189,6 +189,26 @@ impl PortBench {
         stdio.held() + stdio.captured.as_ref().map_or(0, Capture::held)
     }
 
+    /// Bytes the posted-write reorder buffers keep allocated beyond what they hold.
+    pub fn retained_bytes(&self) -> usize {
+        self.files.stdio.retained()
+    }
+
+    /// The most [`PortBench::retained_bytes`] may be: both fds' buffers at their bound.
+    pub fn retained_limit() -> usize {
+        2 * crate::services::RETAINED_MAX
+    }
+
+    /// Ends the run as `Host::run` does (the drain, then the run's files closed), and
+    /// says what is left of it: jobs still queued in the blocking pool, GPU files still
+    /// open. Both should be 0.
+    pub fn finish(&mut self) -> (usize, usize) {
+        crate::server::drain(&self.ctx, Instant::now() + Duration::from_secs(1));
+        self.files.close_all();
+        let open = self.files.table.lock().unwrap_or_else(|p| p.into_inner()).files().len();
+        (self.ctx.queued_jobs(), open)
+    }
+
     /// Nanoseconds one copy of `n` input bytes out of the port takes, averaged over
     /// `iters` copies: the price of copying requests in before serving them.
     pub fn copy_in_ns(&self, n: usize, iters: u32) -> f64 {

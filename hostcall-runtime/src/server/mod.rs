@@ -178,6 +178,12 @@ impl Context {
         })
     }
 
+    /// Jobs waiting in the blocking pool's queue.
+    #[cfg(feature = "fuzzing")]
+    pub fn queued_jobs(&self) -> usize {
+        self.pool.queued()
+    }
+
     /// Whether a pool job holds port `p`'s packet.
     fn pool_holds(&self, p: usize) -> bool {
         self.pool_holds[p].load(Acquire)

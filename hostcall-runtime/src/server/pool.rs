@@ -134,6 +134,12 @@ impl BlockingPool {
         self.shared.lock().closed
     }
 
+    /// Jobs queued, not yet taken by a worker.
+    #[cfg(feature = "fuzzing")]
+    pub fn queued(&self) -> usize {
+        self.shared.lock().jobs.len()
+    }
+
     /// Jobs queued or running.
     pub fn busy(&self) -> usize {
         self.shared.busy.load(Relaxed)

@@ -20,6 +20,8 @@ pub(crate) use process::Process;
 pub use process::Termination;
 pub(crate) use sandbox::{MountSpec, Sandbox};
 
+#[cfg(feature = "fuzzing")]
+pub(crate) use stdio::RETAINED_MAX;
 pub(crate) use stdio::{Capture, Stdio};
 
 /// One lane's request as a service sees it: copied out of the GPU-writable port before
