@@ -83,7 +83,10 @@
 //!
 //! Posted writes carry a ticket from [`LaunchState::stdio_tickets`]; the host writes them
 //! in ticket order, and serves every port once more after the launch ends so none is
-//! lost. A result is any `i64`: completion is the answer word's `done` bit, never a
+//! lost. The host holds a bounded amount of output that waits for earlier tickets, so
+//! large writes are not posted: their pieces wait for the host, which answers `EAGAIN`
+//! ([`POSTED_WAITS`]) to one it cannot hold yet, and the writer sends it again; the
+//! piece whose turn it is is always taken, so nothing is dropped and nothing deadlocks. A result is any `i64`: completion is the answer word's `done` bit, never a
 //! sentinel value. When every port is locked the caller backs off and retries:
 //! back-pressure, no loss.
 //!
@@ -114,10 +117,10 @@ pub use layout::{
     VERSION_SYMBOL, WARP_SIZE,
 };
 pub use service::{
-    AT_FDCWD, AT_REMOVEDIR, DEVICE_WRITE_MAX, NAME_MAX, PATH_MAX, STARTUP_ARGS, STARTUP_ENV,
-    Service, Status,
+    AT_FDCWD, AT_REMOVEDIR, DEVICE_WRITE_MAX, NAME_MAX, PATH_MAX, POSTED_WAITS, STARTUP_ARGS,
+    STARTUP_ENV, Service, Status,
 };
 
 /// The version both halves must agree on; bump it on any change to this crate's layouts,
 /// service ids or argument conventions. The host refuses a module built with another.
-pub const ABI_VERSION: u32 = 4;
+pub const ABI_VERSION: u32 = 5;

@@ -22,7 +22,7 @@
 //! | `Abort` | – | – | 0 (the caller then traps) |
 //! | `ClockRealtime` | – | – | ns since the Unix epoch |
 //! | `Getrandom` | len | out: bytes | bytes written |
-//! | `WritePosted` | fd (1 or 2), len, ticket | in: data | none: posted, nobody waits |
+//! | `WritePosted` | fd (1 or 2), len, ticket, 0 or [`POSTED_WAITS`] | in: data | posted: none, nobody waits; with [`POSTED_WAITS`]: len, or `-EAGAIN` when the host holds too much output waiting for earlier tickets (send the same ticket again later) |
 //! | `WriteFromDevice` | fd, device address, len | – | bytes written (the host copies the bytes out of GPU global memory by DMA; at most [`DEVICE_WRITE_MAX`] per call) |
 //! | `OpenAt` | path len, dirfd, flags, mode | in: path | fd |
 //! | `StatAt` | path len, dirfd, follow links (0/1) | in: path, out: `struct stat` | 0 |
@@ -93,6 +93,11 @@ pub const STARTUP_ARGS: u64 = 0;
 
 /// `Startup`'s first argument: the program's environment (`environ`).
 pub const STARTUP_ENV: u64 = 1;
+
+/// `WritePosted`'s fourth argument when the caller waits for the answer: the host then
+/// answers `EAGAIN` rather than refusing a piece it has no room to hold, so a large
+/// write slows down instead of losing output.
+pub const POSTED_WAITS: u64 = 1;
 
 /// Most bytes one `WriteFromDevice` call moves; the client loops over larger writes.
 pub const DEVICE_WRITE_MAX: u64 = 64 << 20;

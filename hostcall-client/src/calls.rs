@@ -4,9 +4,9 @@
 
 use core::sync::atomic::AtomicU64;
 
-use hostcall_abi::errno::{EINVAL, EIO, ENOSYS, ERANGE};
+use hostcall_abi::errno::{EAGAIN, EINVAL, EIO, ENOSYS, ERANGE};
 use hostcall_abi::stat::STAT_SIZE;
-use hostcall_abi::{BULK_PER_LANE, DEVICE_WRITE_MAX, Service, Status};
+use hostcall_abi::{BULK_PER_LANE, DEVICE_WRITE_MAX, POSTED_WAITS, Service, Status};
 
 use crate::{Channel, Numbering, Platform, Reply, Request};
 
@@ -128,13 +128,27 @@ fn write_from_device<P: Platform>(ch: &Channel, fd: i32, data: &[u8]) -> i64 {
     done as i64
 }
 
-/// Writes `data` to stdout or stderr (`fd` 1 or 2) without waiting for the host: it is
-/// cut into pieces that fit any packet, which take consecutive tickets of `tickets`
-/// when the first piece is published, and the host writes the pieces of an fd in ticket
-/// order. So one write never has another thread's bytes inside it, and one thread's
-/// writes keep their order. Returns `data.len()`: stdio errors are not reported back, as
-/// with CUDA's `printf`.
+/// Writes to stdout or stderr of at most this many bytes go posted, whole.
+pub const POSTED_WHOLE_MAX: usize = 64 * BULK_PER_LANE;
+/// Larger writes go in parts of this many bytes, each whole, sent by [`write_ordered`].
+pub const ORDERED_BATCH: usize = 256 * BULK_PER_LANE;
+
+/// Writes `data` to stdout or stderr (`fd` 1 or 2). It is cut into pieces that fit any
+/// packet, which take consecutive tickets of `tickets` when the first piece is
+/// published, and the host writes the pieces of an fd in ticket order. So one thread's
+/// writes keep their order, and no other thread's bytes come inside a write of up to
+/// [`ORDERED_BATCH`] bytes (a larger one may have them between its parts of that size,
+/// as POSIX allows). Up to [`POSTED_WHOLE_MAX`] bytes the pieces are posted, without
+/// waiting for the host; larger writes wait ([`write_ordered`]), so that the output
+/// the host must hold for them stays bounded and nothing is dropped. Returns
+/// `data.len()`: stdio errors are not reported back, as with CUDA's `printf`.
 pub fn write_posted<P: Platform>(ch: &Channel, fd: i32, data: &[u8], tickets: &AtomicU64) -> i64 {
+    if data.len() > POSTED_WHOLE_MAX {
+        for part in data.chunks(ORDERED_BATCH) {
+            write_ordered::<P>(ch, fd, part, tickets);
+        }
+        return data.len() as i64;
+    }
     let mut pieces = data.chunks(BULK_PER_LANE);
     let Some(first) = pieces.next() else {
         return 0;
@@ -146,6 +160,57 @@ pub fn write_posted<P: Platform>(ch: &Channel, fd: i32, data: &[u8], tickets: &A
         ch.post::<P>(Service::WritePosted as u32, args, piece, Some(1));
     }
     data.len() as i64
+}
+
+/// One part of a large write to stdout or stderr: its pieces take consecutive tickets
+/// when the first is published, and each waits for the host. The host answers `EAGAIN`
+/// for a piece it has no room to hold yet (the output before it has not arrived), and
+/// the piece is sent again after a pause; the piece whose turn it is always goes
+/// through, so the write advances as fast as the host writes the output before it.
+/// Stops early only if the host refuses a piece.
+pub fn write_ordered<P: Platform>(ch: &Channel, fd: i32, part: &[u8], tickets: &AtomicU64) {
+    let mut pieces = part.chunks(BULK_PER_LANE);
+    let Some(first) = pieces.next() else {
+        return;
+    };
+    let count = part.len().div_ceil(BULK_PER_LANE) as u64;
+    let mut request = posted_write_request(fd, first, tickets, count);
+    request.args[3] = POSTED_WAITS;
+    request.posted = false;
+    let reply = ch.exchange::<P>(request);
+    let ticket = reply.number;
+    if !send_when_held::<P>(ch, fd, ticket, first, reply) {
+        return;
+    }
+    for (ticket, piece) in (ticket + 1..).zip(pieces) {
+        let reply = ordered_piece::<P>(ch, fd, ticket, piece);
+        if !send_when_held::<P>(ch, fd, ticket, piece, reply) {
+            return;
+        }
+    }
+}
+
+fn ordered_piece<P: Platform>(ch: &Channel, fd: i32, ticket: u64, piece: &[u8]) -> Reply {
+    let args = [fd as u64, 0, ticket, POSTED_WAITS, 0, 0];
+    ch.call::<P>(Service::WritePosted as u32, args, piece, &mut [], Some(1))
+}
+
+/// Sends `piece` again while the host answers `EAGAIN` (`reply` is its first answer),
+/// pausing 1 µs, doubling to 1 ms; whether the host took it.
+fn send_when_held<P: Platform>(
+    ch: &Channel,
+    fd: i32,
+    ticket: u64,
+    piece: &[u8],
+    mut reply: Reply,
+) -> bool {
+    let mut pause = 1_000;
+    while reply.status == Status::Ok && reply.result == -(EAGAIN as i64) {
+        P::nanosleep(pause);
+        pause = (pause * 2).min(1_000_000);
+        reply = ordered_piece::<P>(ch, fd, ticket, piece);
+    }
+    reply.status == Status::Ok && reply.result >= 0
 }
 
 /// Reads up to `buf.len()` bytes in one round trip (a short read, as POSIX allows, when

@@ -155,7 +155,11 @@ impl World {
                     continue;
                 }
                 if m.permissions().mode() & 0o022 != 0 && !m.file_type().is_fifo() {
-                    found.push(format!("{} mode {:o}", path.display(), m.permissions().mode()));
+                    found.push(format!(
+                        "{} mode {:o}",
+                        path.display(),
+                        m.permissions().mode()
+                    ));
                 }
                 if m.is_dir() {
                     dirs.push(path);
@@ -186,7 +190,15 @@ pub fn world() -> &'static World {
 
 /// The links seeded in the root (several lead outside on purpose).
 const SEEDED_LINKS: &[&str] = &[
-    "out", "up", "secret", "loop1", "loop2", "magic", "magiccwd", "selfdir", "absinside",
+    "out",
+    "up",
+    "secret",
+    "loop1",
+    "loop2",
+    "magic",
+    "magiccwd",
+    "selfdir",
+    "absinside",
 ];
 
 /// Link targets worth trying: climbing, absolute, and ones that stay below.

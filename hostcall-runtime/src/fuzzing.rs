@@ -205,7 +205,13 @@ impl PortBench {
     pub fn finish(&mut self) -> (usize, usize) {
         crate::server::drain(&self.ctx, Instant::now() + Duration::from_secs(1));
         self.files.close_all();
-        let open = self.files.table.lock().unwrap_or_else(|p| p.into_inner()).files().len();
+        let open = self
+            .files
+            .table
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .files()
+            .len();
         (self.ctx.queued_jobs(), open)
     }
 

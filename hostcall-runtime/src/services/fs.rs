@@ -10,12 +10,13 @@ use std::sync::{Arc, Mutex};
 use cap_fs_ext::OpenOptionsFollowExt;
 use cap_std::fs::{Metadata, MetadataExt, OpenOptions, OpenOptionsExt};
 use hostcall_abi::errno::{
-    EACCES, EBADF, EFAULT, EINVAL, EMFILE, ENAMETOOLONG, ENOTDIR, EROFS, ESPIPE,
+    EACCES, EAGAIN, EBADF, EFAULT, EINVAL, EMFILE, ENAMETOOLONG, ENOTDIR, EROFS, ESPIPE,
 };
 use hostcall_abi::stat::{FileStat, STAT_SIZE};
-use hostcall_abi::{DEVICE_WRITE_MAX, Service};
+use hostcall_abi::{DEVICE_WRITE_MAX, POSTED_WAITS, Service};
 
 use super::sandbox::{Access, Sandbox};
+use super::stdio::PostedError;
 use super::{Call, Handler, Malformed, Reply, Stdio, errno_of};
 use crate::guest_log::{GuestLog, Kind};
 use crate::module::{DeviceMemory, StreamStop};
@@ -423,10 +424,12 @@ impl Handler for Files {
                         call.args[0]
                     )));
                 }
-                self.stdio
-                    .write_posted(fd, call.args[2], call.input)
-                    .map_err(|e| Malformed(format!("posted write to fd {fd}: {e}")))?;
-                Reply::value(call.input.len() as i64)
+                let waits = call.args[3] == POSTED_WAITS;
+                match self.stdio.write_posted(fd, call.args[2], call.input, waits) {
+                    Ok(()) => Reply::value(call.input.len() as i64),
+                    Err(PostedError::Full { .. }) if waits => Reply::errno(EAGAIN),
+                    Err(e) => return Err(Malformed(format!("posted write to fd {fd}: {e}"))),
+                }
             }
             Service::Read => to_reply(self.read(call)?),
             Service::Open => to_reply(self.open(call)),

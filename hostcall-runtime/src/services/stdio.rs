@@ -16,12 +16,19 @@ use crate::guest_log::{GuestLog, Kind};
 /// Tickets ahead of the next expected one that the ring holds without allocating.
 const RING: u64 = 4096;
 /// Tickets ahead of the next expected one a posted write may carry; one further ahead is
-/// malformed (a GPU has at most ports × 32 writes in flight, and each thread's writes
-/// are in order, so only a kernel that forges tickets gets near it).
-pub(crate) const TICKET_WINDOW: u64 = 1 << 16;
-/// Bytes of out-of-order posted writes held per fd; a write that would hold more is
-/// refused as malformed, so a forged ticket stream cannot grow host memory.
+/// malformed. Far beyond any real program: a reservation takes at most
+/// `hostcall_client::calls::ORDERED_BATCH` tickets, so even millions of GPU threads
+/// each in the middle of a write stay inside it. Memory is bounded by
+/// [`HELD_BYTES_MAX`], not by this.
+pub(crate) const TICKET_WINDOW: u64 = 1 << 32;
+/// Bytes of out-of-order posted writes held per fd, each piece charged
+/// [`PIECE_OVERHEAD`] more for its bookkeeping. Past it a posted piece is refused as
+/// malformed, so a forged ticket stream cannot grow host memory; a piece whose writer
+/// waits ([`hostcall_abi::POSTED_WAITS`]) is answered `EAGAIN` from half of it, which
+/// leaves the other half to the posted lines of every other thread.
 pub(crate) const HELD_BYTES_MAX: usize = 64 << 20;
+/// What holding one piece costs beyond its bytes (its map node or ring slot).
+const PIECE_OVERHEAD: usize = 64;
 /// In-order bytes buffered before they are handed to the host's stream.
 const FLUSH_BYTES: usize = 64 << 10;
 /// Capacity a ring slot keeps once its piece is written: enough for a line, so the
@@ -79,8 +86,9 @@ impl Default for Reorder {
 }
 
 impl Reorder {
-    /// Takes the piece of ticket `t`.
-    fn insert(&mut self, t: u64, data: &[u8]) -> Result<(), PostedError> {
+    /// Takes the piece of ticket `t`; its writer `waits` for the answer (it may be asked
+    /// to send it again).
+    fn insert(&mut self, t: u64, data: &[u8], waits: bool) -> Result<(), PostedError> {
         let Some(ahead) = t.checked_sub(self.next).filter(|_| t != u64::MAX) else {
             return Err(PostedError::Passed(t));
         };
@@ -104,14 +112,20 @@ impl Reorder {
         if waiting {
             return Err(PostedError::Duplicate(t));
         }
-        if self.held + data.len() > HELD_BYTES_MAX {
+        let cost = data.len() + PIECE_OVERHEAD;
+        let limit = if waits {
+            HELD_BYTES_MAX / 2
+        } else {
+            HELD_BYTES_MAX
+        };
+        if self.held + cost > limit {
             return Err(PostedError::Full {
                 held: self.held,
-                more: data.len(),
+                more: cost,
                 next: self.next,
             });
         }
-        self.held += data.len();
+        self.held += cost;
         if ahead < RING {
             let (filled, buf) = &mut self.ring[(t % RING) as usize];
             *filled = true;
@@ -129,13 +143,13 @@ impl Reorder {
             let (filled, buf) = &mut self.ring[(self.next % RING) as usize];
             if *filled {
                 *filled = false;
-                self.held -= buf.len();
+                self.held -= buf.len() + PIECE_OVERHEAD;
                 self.out.extend_from_slice(buf);
                 if buf.capacity() > SLOT_KEEP {
                     *buf = Vec::new();
                 }
             } else if let Some(d) = self.far.remove(&self.next) {
-                self.held -= d.len();
+                self.held -= d.len() + PIECE_OVERHEAD;
                 self.out.extend_from_slice(&d);
             } else {
                 return;
@@ -174,7 +188,13 @@ impl Reorder {
         let ring: usize = self
             .ring
             .iter()
-            .map(|(filled, b)| if *filled { b.capacity() - b.len() } else { b.capacity() })
+            .map(|(filled, b)| {
+                if *filled {
+                    b.capacity() - b.len()
+                } else {
+                    b.capacity()
+                }
+            })
             .sum();
         ring + self.out.capacity()
     }
@@ -292,10 +312,17 @@ impl Stdio {
     }
 
     /// A posted write to fd 1 or 2 with its ticket: in order now, or kept until its turn;
-    /// refused if the ticket is not one a well-behaved kernel could send now.
-    pub fn write_posted(&self, fd: i32, ticket: u64, data: &[u8]) -> Result<(), PostedError> {
+    /// refused if the ticket is not one a well-behaved kernel could send now, or if there
+    /// is no room to keep it (a writer that `waits` sends it again).
+    pub fn write_posted(
+        &self,
+        fd: i32,
+        ticket: u64,
+        data: &[u8],
+        waits: bool,
+    ) -> Result<(), PostedError> {
         let mut r = self.reorder(fd);
-        r.insert(ticket, data)?;
+        r.insert(ticket, data, waits)?;
         if r.out.len() >= FLUSH_BYTES
             && let Err(e) = self.flush_fd(fd, &mut r)
         {
@@ -374,7 +401,7 @@ mod tests {
     fn posted_writes_come_out_in_ticket_order_and_gaps_are_counted() {
         let s = capturing();
         for (ticket, text) in [(2, "c"), (0, "a"), (4, "e"), (1, "b")] {
-            s.write_posted(1, ticket, text.as_bytes()).unwrap();
+            s.write_posted(1, ticket, text.as_bytes(), false).unwrap();
         }
         s.flush().unwrap();
         assert_eq!(
@@ -384,7 +411,7 @@ mod tests {
         );
         assert_eq!(s.flush_posted().unwrap(), 1, "ticket 3 never came");
         assert_eq!(s.take_captured().0, b"e");
-        s.write_posted(2, 0, b"err").unwrap();
+        s.write_posted(2, 0, b"err", false).unwrap();
         s.flush().unwrap();
         assert_eq!(s.take_captured().1, b"err", "each fd has its own tickets");
     }
@@ -392,11 +419,14 @@ mod tests {
     #[test]
     fn tickets_beyond_the_ring_are_held_and_passed_ones_refused() {
         let s = capturing();
-        s.write_posted(1, RING + 5, b"far").unwrap();
+        s.write_posted(1, RING + 5, b"far", false).unwrap();
         for t in (0..RING + 5).rev() {
-            s.write_posted(1, t, b".").unwrap();
+            s.write_posted(1, t, b".", false).unwrap();
         }
-        assert_eq!(s.write_posted(1, 3, b"again"), Err(PostedError::Passed(3)));
+        assert_eq!(
+            s.write_posted(1, 3, b"again", false),
+            Err(PostedError::Passed(3))
+        );
         assert_eq!(s.flush_posted().unwrap(), 0);
         let out = s.take_captured().0;
         assert_eq!(out.len(), (RING + 5) as usize + 3);
@@ -410,22 +440,25 @@ mod tests {
             ticket: TICKET_WINDOW,
             next: 0,
         };
-        assert_eq!(s.write_posted(1, TICKET_WINDOW, b"x"), Err(beyond));
+        assert_eq!(s.write_posted(1, TICKET_WINDOW, b"x", false), Err(beyond));
         assert_eq!(
-            s.write_posted(1, u64::MAX, b"x"),
+            s.write_posted(1, u64::MAX, b"x", false),
             Err(PostedError::Passed(u64::MAX))
         );
-        s.write_posted(1, 7, b"x").unwrap();
-        assert_eq!(s.write_posted(1, 7, b"y"), Err(PostedError::Duplicate(7)));
-        assert_eq!(s.write_posted(1, RING + 7, b"x"), Ok(()));
+        s.write_posted(1, 7, b"x", false).unwrap();
         assert_eq!(
-            s.write_posted(1, RING + 7, b"y"),
+            s.write_posted(1, 7, b"y", false),
+            Err(PostedError::Duplicate(7))
+        );
+        assert_eq!(s.write_posted(1, RING + 7, b"x", false), Ok(()));
+        assert_eq!(
+            s.write_posted(1, RING + 7, b"y", false),
             Err(PostedError::Duplicate(RING + 7))
         );
         let piece = vec![b'p'; 4096];
         let mut refused = None;
         for t in (8..TICKET_WINDOW).filter(|&t| t != RING + 7) {
-            if let Err(e) = s.write_posted(1, t, &piece) {
+            if let Err(e) = s.write_posted(1, t, &piece, false) {
                 refused = Some(e);
                 break;
             }
@@ -451,7 +484,7 @@ mod tests {
         for round in 0..2 {
             let base = round * 512;
             for t in (base..base + 512).rev() {
-                s.write_posted(1, t, &piece).unwrap();
+                s.write_posted(1, t, &piece, false).unwrap();
             }
             let _ = s.take_captured();
         }
@@ -486,7 +519,7 @@ mod tests {
     #[test]
     fn a_direct_write_comes_after_the_posted_bytes_already_in_order() {
         let s = capturing();
-        s.write_posted(1, 0, b"posted ").unwrap();
+        s.write_posted(1, 0, b"posted ", false).unwrap();
         s.write(1, b"direct").unwrap();
         assert_eq!(s.take_captured().0, b"posted direct");
     }
