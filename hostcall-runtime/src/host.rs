@@ -73,6 +73,7 @@ pub struct HostBuilder {
     pub(crate) blocking_threads: usize,
     echo: bool,
     group_other_write: bool,
+    mount_points_inside: bool,
     pub(crate) stdin: bool,
     trace: bool,
     single_lane: bool,
@@ -96,6 +97,7 @@ impl Default for HostBuilder {
             blocking_threads: DEFAULT_BLOCKING_THREADS,
             echo: true,
             group_other_write: false,
+            mount_points_inside: false,
             stdin: false,
             trace: std::env::var_os("HOSTCALL_DEBUG").is_some_and(|v| v != "0"),
             single_lane: std::env::var_os("HOSTCALL_SINGLE_LANE").is_some_and(|v| v != "0"),
@@ -240,6 +242,15 @@ impl HostBuilder {
         self
     }
 
+    /// Lets a pre-opened directory have file systems mounted below it, which paths then
+    /// cross (default off: such a grant is refused when the host is built and before
+    /// each run, naming the mount point, since a bind mount can bring any host
+    /// directory inside it).
+    pub fn allow_mount_points_inside(mut self, allow: bool) -> Self {
+        self.mount_points_inside = allow;
+        self
+    }
+
     /// Lets fd 0 read the host's stdin.
     pub fn stdin(mut self, allow: bool) -> Self {
         self.stdin = allow;
@@ -293,7 +304,11 @@ impl HostBuilder {
         Ok(Host {
             env: Arc::new(self.env),
             files_allowed,
-            sandbox: Arc::new(Sandbox::open(&self.mounts, &self.cwd)?),
+            sandbox: Arc::new(Sandbox::open(
+                &self.mounts,
+                &self.cwd,
+                self.mount_points_inside,
+            )?),
             b: HostBuilder {
                 mounts: Vec::new(),
                 env: EnvPolicy::default(),
@@ -410,6 +425,7 @@ impl Host {
 
     /// Runs `launch` on `module`, serving hostcalls until it ends.
     pub fn run(&self, module: &mut dyn GpuModule, launch: &Launch) -> Result<RunReport> {
+        self.sandbox.check_mount_points()?;
         let version = module.abi_version()?;
         if version != ABI_VERSION {
             return Err(Error::AbiMismatch {

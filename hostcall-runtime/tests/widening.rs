@@ -177,3 +177,46 @@ fn readlink_answers_guest_paths_only() {
     assert_eq!(r[1], (16, b"/data/inside.txt".to_vec()));
     assert_eq!(r[2], (10, b"inside.txt".to_vec()));
 }
+
+/// Item 10: `RESOLVE_BENEATH` crosses mount points, so a bind mount inside a granted
+/// directory (here of a directory outside it) let the GPU read outside. A grant with a
+/// mount point inside is now refused when the host is built, naming both, unless the
+/// embedder allows it. Needs the right to bind-mount (root); SKIPPED otherwise.
+#[test]
+fn a_mount_point_inside_a_grant_is_refused_unless_allowed() {
+    let (_tmp, root, outside) = dirs();
+    std::fs::write(outside.join("secret"), "outside").unwrap();
+    let inner = root.join("a/mnt");
+    std::fs::create_dir_all(&inner).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .arg("--bind")
+        .args([&outside, &inner])
+        .output();
+    if !mounted.as_ref().is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED: cannot bind-mount here ({mounted:?})");
+        return;
+    }
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(&inner);
+    let Err(Error::Sandbox(e)) = Host::builder().preopen_dir(&root, "/data").build() else {
+        panic!("a grant with a mount point inside was accepted");
+    };
+    let text = e.to_string();
+    assert!(
+        text.contains(&*inner.to_string_lossy()) && text.contains(&*root.to_string_lossy()),
+        "{text}"
+    );
+    let host = quiet()
+        .preopen_dir(&root, "/data")
+        .allow_mount_points_inside(true);
+    let (r, _) = run_on(host, 1, |ch, _| {
+        let mut st = [0u8; hostcall_abi::stat::STAT_SIZE];
+        calls::stat::<Emu>(ch, b"/data/a/mnt/secret", true, &mut st)
+    });
+    assert_eq!(r, 0, "crossed, as the embedder allowed");
+}

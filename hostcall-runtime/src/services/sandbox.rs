@@ -92,6 +92,17 @@ pub enum MountError {
         /// Its access.
         inner_access: Access,
     },
+    /// A file system is mounted below a pre-opened dir: resolution beneath the grant
+    /// would cross into it (a bind mount can bring any host directory inside).
+    #[error(
+        "{mount_point} is a mount point inside pre-opened dir {grant}: paths below the grant would cross into another file system (grant the directories around it instead, or allow it with HostBuilder::allow_mount_points_inside)"
+    )]
+    MountInside {
+        /// The pre-opened directory.
+        grant: PathBuf,
+        /// The mount point below it.
+        mount_point: PathBuf,
+    },
 }
 
 /// The mounts and the virtual cwd.
@@ -99,6 +110,8 @@ pub(crate) struct Sandbox {
     /// Longest guest path first, so the first prefix found is the longest.
     mounts: Vec<Mount>,
     cwd: Vec<Vec<u8>>,
+    /// Whether mount points below a grant are allowed (and crossed).
+    mount_points_inside: bool,
 }
 
 /// A guest path resolved to a mount and the path below it (`.` for the mount itself).
@@ -109,7 +122,12 @@ pub(crate) struct Resolved<'a> {
 
 impl Sandbox {
     /// Opens every pre-open; `cwd` is the virtual working directory (a guest path).
-    pub fn open(specs: &[MountSpec], cwd: &str) -> Result<Sandbox, MountError> {
+    /// A grant with a mount point below it is refused unless `mount_points_inside`.
+    pub fn open(
+        specs: &[MountSpec],
+        cwd: &str,
+        mount_points_inside: bool,
+    ) -> Result<Sandbox, MountError> {
         let mut mounts: Vec<Mount> = Vec::new();
         for spec in specs {
             let opened = |e| MountError::Open {
@@ -164,10 +182,44 @@ impl Sandbox {
             }
         }
         mounts.sort_by_key(|m| std::cmp::Reverse(m.guest.len()));
-        Ok(Sandbox {
+        let sandbox = Sandbox {
             mounts,
             cwd: guest_components(cwd)?,
-        })
+            mount_points_inside,
+        };
+        sandbox.check_mount_points()?;
+        Ok(sandbox)
+    }
+
+    /// Refuses a grant with a mount point below it, as the host's mount table says now
+    /// (a GPU program cannot mount anything; checked when the host is built and again
+    /// before each run). Without a readable mount table, says so and allows it.
+    pub fn check_mount_points(&self) -> Result<(), MountError> {
+        if self.mount_points_inside || self.mounts.is_empty() {
+            return Ok(());
+        }
+        let table = match std::fs::read("/proc/self/mountinfo") {
+            Ok(t) => t,
+            Err(e) => {
+                log::warn!(
+                    "cannot read /proc/self/mountinfo ({e}): mount points inside pre-opened dirs are not checked"
+                );
+                return Ok(());
+            }
+        };
+        for mount_point in mount_points(&table) {
+            if let Some(m) = self
+                .mounts
+                .iter()
+                .find(|m| mount_point != m.host && mount_point.starts_with(&m.host))
+            {
+                return Err(MountError::MountInside {
+                    grant: m.host.clone(),
+                    mount_point,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The virtual working directory, as the GPU sees it.
@@ -254,6 +306,37 @@ impl Sandbox {
     }
 }
 
+/// The mount points of a `/proc/self/mountinfo` table (the fifth field of each line,
+/// with its octal escapes decoded).
+fn mount_points(table: &[u8]) -> Vec<PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    table
+        .split(|&b| b == b'\n')
+        .filter_map(|line| line.split(|&b| b == b' ').nth(4))
+        .map(|field| {
+            let mut out = Vec::with_capacity(field.len());
+            let mut i = 0;
+            while i < field.len() {
+                let octal = field.get(i + 1..i + 4).and_then(|d| {
+                    let d = std::str::from_utf8(d).ok()?;
+                    u8::from_str_radix(d, 8).ok()
+                });
+                match (field[i], octal) {
+                    (b'\\', Some(b)) => {
+                        out.push(b);
+                        i += 4;
+                    }
+                    (b, _) => {
+                        out.push(b);
+                        i += 1;
+                    }
+                }
+            }
+            PathBuf::from(std::ffi::OsString::from_vec(out))
+        })
+        .collect()
+}
+
 /// The components of an absolute, normal guest path.
 fn guest_components(guest: &str) -> Result<Vec<Vec<u8>>, MountError> {
     let bad = || MountError::Guest(guest.to_owned());
@@ -312,7 +395,17 @@ mod tests {
             guest: "/data/in".into(),
             access: Access::ReadWrite,
         };
-        Sandbox::open(&[spec], "/data/in").unwrap()
+        Sandbox::open(&[spec], "/data/in", false).unwrap()
+    }
+
+    #[test]
+    fn mount_points_are_read_with_their_escapes() {
+        let table = b"36 35 98:0 /mnt1 /mnt/parent rw - ext3 /dev/root rw\n\
+                      37 36 0:5 / /a\\040b\\011c rw - tmpfs none rw\n";
+        assert_eq!(
+            mount_points(table),
+            [PathBuf::from("/mnt/parent"), PathBuf::from("/a b\tc")]
+        );
     }
 
     #[test]
@@ -352,7 +445,10 @@ mod tests {
                 access: Access::ReadOnly,
             };
             assert!(
-                matches!(Sandbox::open(&[spec], "/"), Err(MountError::Refused(_))),
+                matches!(
+                    Sandbox::open(&[spec], "/", false),
+                    Err(MountError::Refused(_))
+                ),
                 "{root}"
             );
         }
@@ -364,7 +460,10 @@ mod tests {
                 access: Access::ReadOnly,
             };
             assert!(
-                matches!(Sandbox::open(&[spec], "/"), Err(MountError::Guest(_))),
+                matches!(
+                    Sandbox::open(&[spec], "/", false),
+                    Err(MountError::Guest(_))
+                ),
                 "{guest}"
             );
         }
