@@ -5,7 +5,34 @@ use std::collections::{HashSet, VecDeque};
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use crate::model::{Action, Config, Model, Next, State, Violation};
+use crate::model::{Config, Model, Violation};
+
+/// A system to explore: its initial state, the steps from each state, and which states
+/// with no step are correct ends.
+pub(crate) trait Space {
+    /// A state; hashed to recognise states already seen.
+    type State: Hash;
+    /// A step, described in traces.
+    type Action: Copy + fmt::Display;
+    /// The state everything starts from.
+    fn initial(&self) -> Self::State;
+    /// Every step possible from `s`, with what it leads to.
+    fn successors(&self, s: &Self::State) -> Vec<(Self::Action, Next<Self::State>)>;
+    /// For a state with no step: whether it is a correct end (`false`: a deadlock), or
+    /// the invariant it breaks.
+    fn finished(&self, s: &Self::State) -> Result<bool, Violation>;
+}
+
+/// What one step leads to.
+pub(crate) enum Next<S> {
+    /// A state where every invariant holds.
+    State(S),
+    /// A state reached by breaking an invariant that does not stop the run (a port
+    /// released too early): recorded, and explored further to show what follows.
+    Flagged(S, Violation),
+    /// An invariant broken in a way that ends the run (a wrong answer accepted).
+    Broken(Violation),
+}
 
 /// The steps from the initial state to a violation.
 #[derive(Clone, Debug)]
@@ -51,10 +78,14 @@ impl Report {
 /// few hundred MiB. Two distinct states sharing a fingerprint, which would hide one of
 /// them, has a probability below 10^-22 at these sizes.
 pub fn check(config: &Config) -> Report {
-    let model = Model::new(config);
+    explore(&Model::new(config))
+}
+
+/// Explores every reachable state of `model` breadth first (see [`check`]).
+pub(crate) fn explore<M: Space>(model: &M) -> Report {
     let mut seen: HashSet<u128> = HashSet::new();
-    let mut parent: Vec<Option<(u32, Action)>> = Vec::new();
-    let mut queue: VecDeque<(State, u32)> = VecDeque::new();
+    let mut parent: Vec<Option<(u32, M::Action)>> = Vec::new();
+    let mut queue: VecDeque<(M::State, u32)> = VecDeque::new();
     let mut violations: Vec<Trace> = Vec::new();
     let mut ends = 0;
 
@@ -63,7 +94,7 @@ pub fn check(config: &Config) -> Report {
     parent.push(None);
     queue.push_back((first, 0));
 
-    let path = |parent: &[Option<(u32, Action)>], mut at: u32| {
+    let path = |parent: &[Option<(u32, M::Action)>], mut at: u32| {
         let mut steps = Vec::new();
         while let Some((p, a)) = parent[at as usize] {
             steps.push(a.to_string());
@@ -73,7 +104,7 @@ pub fn check(config: &Config) -> Report {
         steps
     };
     let mut visit =
-        |n: State, at: u32, action: Action, parent: &mut Vec<_>, queue: &mut VecDeque<_>| {
+        |n: M::State, at: u32, action: M::Action, parent: &mut Vec<_>, queue: &mut VecDeque<_>| {
             if seen.insert(fingerprint(&n)) {
                 let id = u32::try_from(parent.len()).expect("fewer than 2^32 states");
                 parent.push(Some((at, action)));
@@ -92,7 +123,7 @@ pub fn check(config: &Config) -> Report {
             continue;
         }
         for (action, n) in steps {
-            let with_step = |parent: &[Option<(u32, Action)>]| {
+            let with_step = |parent: &[Option<(u32, M::Action)>]| {
                 let mut steps = path(parent, at);
                 steps.push(action.to_string());
                 steps
@@ -114,7 +145,7 @@ pub fn check(config: &Config) -> Report {
     }
 }
 
-fn fingerprint(s: &State) -> u128 {
+fn fingerprint<S: Hash>(s: &S) -> u128 {
     let mut a = DefaultHasher::new();
     let mut b = DefaultHasher::new();
     0x9e37_79b9_7f4a_7c15u64.hash(&mut b);

@@ -45,9 +45,15 @@
 //! [`Protocol::V2`], the current one (packets split by `match.any.sync` on the posted
 //! flag, per-lane answer words tagged with the sequence). [`check`] explores one
 //! [`Config`] and reports the shortest trace to each kind of violation.
+//!
+//! A second model, [`check_tickets`], takes the host's side of posted output: writers
+//! reserving tickets for their pieces, ports served in any order, the host writing
+//! pieces in ticket order within a budget ([`TicketHost`]).
 
 mod explore;
 mod model;
+mod tickets;
 
 pub use explore::{Report, Trace, check};
 pub use model::{CallKind, Config, HostModel, LaneRef, Op, Protocol, Token, Violation};
+pub use tickets::{TicketConfig, TicketHost, check_tickets};

@@ -2,13 +2,39 @@
 //! protocol in the standard configuration, with the host served as `HostModel` says
 //! (`pooled` is the runtime's server, `pooled-late` the one before issue 19), and prints
 //! each violation with its shortest trace. Exits 1 if any.
+//!
+//! `hostcall-model tickets [waiting | dropping]`: the same for the host's ordering of
+//! posted output (`waiting` is today's, `dropping` the one before issue 19).
 
 use std::process::ExitCode;
 
-use hostcall_model::{Config, HostModel, Protocol, check};
+use hostcall_model::{
+    Config, HostModel, Protocol, Report, TicketConfig, TicketHost, check, check_tickets,
+};
 
 fn main() -> ExitCode {
     let arg = std::env::args().nth(1).unwrap_or_else(|| "v2".into());
+    if arg == "tickets" {
+        let host = match std::env::args().nth(2).as_deref().unwrap_or("waiting") {
+            "waiting" => TicketHost::Waiting {
+                posted_max: 2,
+                batch: 2,
+                budget: 4,
+            },
+            "dropping" => TicketHost::Dropping {
+                window: 3,
+                budget: 2,
+            },
+            other => {
+                eprintln!("hostcall-model: unknown ticket host {other:?} (waiting or dropping)");
+                return ExitCode::from(2);
+            }
+        };
+        return print(
+            &format!("{host:?}"),
+            &check_tickets(&TicketConfig::standard(host)),
+        );
+    }
     let protocol = match arg.as_str() {
         "v1" => Protocol::V1 { recheck: false },
         "v1-recheck" => Protocol::V1 { recheck: true },
@@ -35,8 +61,13 @@ fn main() -> ExitCode {
         host,
         ..Config::standard(protocol)
     });
+    print(&format!("{protocol:?}, {host:?}"), &report)
+}
+
+/// Prints what was explored and each violation's trace; fails if there is one.
+fn print(what: &str, report: &Report) -> ExitCode {
     println!(
-        "{protocol:?}, {host:?}: {} states, {} correct ends, {} kinds of violation",
+        "{what}: {} states, {} correct ends, {} kinds of violation",
         report.states,
         report.ends,
         report.violations.len()

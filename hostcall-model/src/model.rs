@@ -232,6 +232,28 @@ pub enum Violation {
     Lost(Token),
     /// No step is possible, yet some lane has not exited.
     Deadlock,
+    /// The host refused a posted piece of output: it is lost.
+    Dropped {
+        /// The writer.
+        writer: u8,
+        /// Its piece.
+        piece: u8,
+    },
+    /// A writer's piece came out before an earlier one of its own.
+    OutOfOrder {
+        /// The writer.
+        writer: u8,
+        /// The piece that came out too early.
+        piece: u8,
+    },
+    /// Another writer's piece came out inside a part that must stay whole.
+    Torn {
+        /// The writer whose part was cut.
+        writer: u8,
+    },
+    /// The piece whose turn it is can no longer arrive except by a retry the host keeps
+    /// refusing.
+    Stalled,
 }
 
 impl Violation {
@@ -245,6 +267,10 @@ impl Violation {
             Violation::DoubleServe(_) => "served twice",
             Violation::Lost(_) => "lost request",
             Violation::Deadlock => "deadlock",
+            Violation::Dropped { .. } => "dropped output",
+            Violation::OutOfOrder { .. } => "output out of order",
+            Violation::Torn { .. } => "torn write",
+            Violation::Stalled => "stalled output",
         }
     }
 }
@@ -277,6 +303,28 @@ impl fmt::Display for Violation {
             Violation::DoubleServe(t) => write!(f, "{t} was served twice"),
             Violation::Lost(t) => write!(f, "{t} was never served"),
             Violation::Deadlock => write!(f, "no step is possible and some lane has not exited"),
+            Violation::Dropped { writer, piece } => {
+                write!(
+                    f,
+                    "writer {writer}'s piece {piece} was refused: output lost"
+                )
+            }
+            Violation::OutOfOrder { writer, piece } => {
+                write!(
+                    f,
+                    "writer {writer}'s piece {piece} came out before an earlier one"
+                )
+            }
+            Violation::Torn { writer } => {
+                write!(
+                    f,
+                    "another writer's piece came out inside writer {writer}'s part"
+                )
+            }
+            Violation::Stalled => write!(
+                f,
+                "the piece whose turn it is can only arrive by a retry the host refuses"
+            ),
         }
     }
 }
@@ -459,15 +507,24 @@ pub(crate) struct Model {
     calls: Vec<Vec<CallKind>>,
 }
 
-/// What one step leads to.
-pub(crate) enum Next {
-    /// A state where every invariant holds.
-    State(State),
-    /// A state reached by breaking an invariant that does not stop the run (a port
-    /// released too early): recorded, and explored further to show what follows.
-    Flagged(State, Violation),
-    /// An invariant broken in a way that ends the run (a wrong answer accepted).
-    Broken(Violation),
+/// What one step of the port protocol leads to.
+pub(crate) type Next = crate::explore::Next<State>;
+
+impl crate::explore::Space for Model {
+    type State = State;
+    type Action = Action;
+
+    fn initial(&self) -> State {
+        Model::initial(self)
+    }
+
+    fn successors(&self, s: &State) -> Vec<(Action, Next)> {
+        Model::successors(self, s)
+    }
+
+    fn finished(&self, s: &State) -> Result<bool, Violation> {
+        Model::finished(self, s)
+    }
 }
 
 impl Model {
