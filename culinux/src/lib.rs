@@ -25,6 +25,7 @@ const MODE_MIXED: u32 = 9;
 const MODE_SLEEP: u32 = 10;
 const MODE_SPIN: u32 = 11;
 const MODE_CALL_LOOP: u32 = 12;
+const MODE_BIG_WRITE: u32 = 13;
 
 /// Round trips timed by thread 0 in `MODE_LATENCY`.
 const LATENCY_PINGS: u64 = 2000;
@@ -88,6 +89,7 @@ pub extern "ptx-kernel" fn kmain(mode: u32) {
         MODE_SLEEP => return sleep_then_latency(),
         MODE_SPIN => spin_forever(),
         MODE_CALL_LOOP => call_forever(),
+        MODE_BIG_WRITE => return big_write(),
         _ => {}
     }
     if mode == MODE_EXIT && block == 0 && thread == 0 {
@@ -246,6 +248,33 @@ fn mixed() {
         }
     }
     finish("mixed", started, bad);
+}
+
+/// Bytes thread 0 writes to stdout in one `write_all` in `MODE_BIG_WRITE`: more than
+/// 65,536 pieces, the ticket window before issue 19.
+const BIG_WRITE_BYTES: usize = 300 << 20;
+/// Lines every other thread prints meanwhile.
+const BIG_LINES: u64 = 8;
+
+/// Thread 0 writes `BIG_WRITE_BYTES` of `x` and a newline to stdout with one
+/// `write_all` while every other thread prints `BIG_LINES` lines (`big <thread> <i>`);
+/// then `big: <failed> <ns>`.
+fn big_write() {
+    let me = gpu::global_thread();
+    if me != 0 {
+        for i in 0..BIG_LINES {
+            println!("big {me} {i}");
+        }
+        return;
+    }
+    let data = vec![b'x'; BIG_WRITE_BYTES];
+    let started = gpu::now_ns();
+    let written = {
+        let mut out = std::io::stdout().lock();
+        out.write_all(&data).and_then(|()| out.write_all(b"\n"))
+    };
+    let ns = gpu::now_ns() - started;
+    println!("big: {} {ns}", u64::from(written.is_err()));
 }
 
 /// Every thread prints `LINES_PER_THREAD` short lines.

@@ -111,6 +111,54 @@ pub fn report(stdout: &str, label: &str) -> Result<(u64, u64), String> {
     }
 }
 
+/// Bytes of `x` thread 0 writes in big-write mode (culinux's `BIG_WRITE_BYTES`).
+pub const BIG_WRITE_BYTES: u64 = 300 << 20;
+/// Lines each other thread prints meanwhile (culinux's `BIG_LINES`).
+const BIG_LINES: u64 = 8;
+
+/// Problems in the output of a big-write run of `threads` GPU threads: thread 0's
+/// `bytes` of `x` must all arrive (other threads' lines may come between its 1 MiB
+/// parts, never inside one), and every other thread's lines exactly once, in order.
+pub fn big_write_problems(stdout: &[u8], threads: u64, bytes: u64) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut xs = 0u64;
+    let mut next = vec![0u64; threads as usize];
+    for line in stdout.split(|&b| b == b'\n') {
+        let k = line.iter().take_while(|&&b| b == b'x').count();
+        xs += k as u64;
+        let text = String::from_utf8_lossy(&line[k..]);
+        let Some(rest) = text.strip_prefix("big ") else {
+            if !text.is_empty() && !text.starts_with("big: ") {
+                out.push(format!("unexpected output: {text:?}"));
+            }
+            continue;
+        };
+        let mut w = rest.split(' ').map(str::parse::<u64>);
+        match (w.next(), w.next(), w.next()) {
+            (Some(Ok(t)), Some(Ok(i)), None) if t > 0 && t < threads => {
+                if next[t as usize] != i {
+                    out.push(format!(
+                        "thread {t} line {i} after line {}",
+                        next[t as usize]
+                    ));
+                }
+                next[t as usize] = i + 1;
+            }
+            _ => out.push(format!("unexpected line: big {rest}")),
+        }
+    }
+    if xs != bytes {
+        out.push(format!("{xs} bytes of the big write arrived, not {bytes}"));
+    }
+    let short = (1..threads)
+        .filter(|&t| next[t as usize] != BIG_LINES)
+        .count();
+    if short > 0 {
+        out.push(format!("{short} threads' lines are missing"));
+    }
+    out
+}
+
 /// Problems in the output of a mixed run of `blocks` x `threads`: every posted line must
 /// arrive exactly once and no round trip may have come back to the wrong lane.
 pub fn mixed_problems(stdout: &str, blocks: u32, threads: u32) -> Vec<String> {
@@ -166,6 +214,41 @@ mod tests {
         }
         let n = (blocks * threads) as u64;
         s + &format!("culinux: counter={n} checksum={}\n", expected_checksum(n))
+    }
+
+    /// Thread 0's `x`s in 1 MiB parts with the other threads' lines between them.
+    fn big_output(threads: u64, skip: Option<(u64, u64)>) -> Vec<u8> {
+        let mut s = Vec::new();
+        let parts = 40;
+        for part in 0..parts {
+            s.extend(std::iter::repeat_n(b'x', 1 << 20));
+            let t = 1 + part as u64 % (threads - 1);
+            let i = part as u64 / (threads - 1);
+            if i < BIG_LINES && skip != Some((t, i)) {
+                s.extend(format!("big {t} {i}\n").bytes());
+            }
+        }
+        s.extend(b"\nbig: 0 1000\n");
+        s
+    }
+
+    #[test]
+    fn a_big_write_between_lines_passes_and_a_missing_line_is_caught() {
+        let bytes = 40 << 20;
+        assert_eq!(
+            big_write_problems(&big_output(5, None), 5, bytes),
+            Vec::<String>::new()
+        );
+        let missing = big_write_problems(&big_output(5, Some((3, 2))), 5, bytes);
+        assert!(
+            missing
+                .iter()
+                .any(|p| p.contains("thread 3 line 3 after line 2")),
+            "{missing:?}"
+        );
+        let mut short = big_output(5, None);
+        short.remove(0);
+        assert!(big_write_problems(&short, 5, bytes)[0].contains("bytes of the big write arrived"));
     }
 
     #[test]

@@ -38,4 +38,6 @@ pub mod mode {
     pub const SPIN: u32 = 11;
     /// Every thread calls the host in an endless loop.
     pub const CALL_LOOP: u32 = 12;
+    /// Thread 0 writes 300 MiB to stdout in one `write_all` while the others print.
+    pub const BIG_WRITE: u32 = 13;
 }

@@ -31,6 +31,9 @@ enum Mode {
     Spin,
     /// Every thread calls the host in an endless loop: the timeout must end it.
     CallLoop,
+    /// Thread 0 writes 300 MiB to stdout in one `write_all` while every other thread
+    /// prints lines; all of it must arrive, each thread's lines in order.
+    BigWrite,
 }
 
 /// Runs the culinux real-std kernel on an NVIDIA GPU, serving its hostcalls.
@@ -93,12 +96,16 @@ fn run(a: &Args, started: std::time::Instant) -> Result<u8, Error> {
         module.load_time()
     );
 
-    let host = Host::builder()
+    let mut host = Host::builder()
         .preopen_dir(&dir, hostcall_demo::GUEST_DIR)
         .env("CULINUX_DIR", hostcall_demo::GUEST_DIR)
         .capture_output(true)
-        .timeout(Duration::from_secs(a.timeout_s))
-        .build()?;
+        .timeout(Duration::from_secs(a.timeout_s));
+    if a.mode == Mode::BigWrite {
+        // The 300 MiB buffer on the device heap, and all of it in the capture.
+        host = host.heap_bytes(1 << 30).capture_limit(512 << 20);
+    }
+    let host = host.build()?;
     let mode = match a.mode {
         Mode::Normal => mode::NORMAL,
         Mode::Panic => mode::PANIC,
@@ -108,6 +115,7 @@ fn run(a: &Args, started: std::time::Instant) -> Result<u8, Error> {
         Mode::Null => mode::NULL,
         Mode::Spin => mode::SPIN,
         Mode::CallLoop => mode::CALL_LOOP,
+        Mode::BigWrite => mode::BIG_WRITE,
     };
     let launch = Launch::linear("kmain", a.blocks, a.threads, vec![KernelArg::U32(mode)]);
     // Lets a caller time the kernel apart from starting the driver and loading the module.
@@ -185,6 +193,28 @@ fn verdict(a: &Args, dir: &std::path::Path, report: &RunReport) -> u8 {
                 eprintln!(
                     "hostcalls_bin: OK: every posted line arrived once and every round trip came back to its lane"
                 );
+            }
+            u8::from(!problems.is_empty())
+        }
+        (Outcome::Completed, Mode::BigWrite) => {
+            let mut problems = check::big_write_problems(
+                &report.stdout,
+                launch_threads(a),
+                check::BIG_WRITE_BYTES,
+            );
+            match check::report(&String::from_utf8_lossy(&report.stdout), "big") {
+                Ok((0, ns)) if problems.is_empty() => eprintln!(
+                    "hostcalls_bin: OK: {} MiB in one write in {:.3} s ({:.2} GB/s) and every other thread's lines, in order",
+                    check::BIG_WRITE_BYTES >> 20,
+                    ns as f64 / 1e9,
+                    check::BIG_WRITE_BYTES as f64 / ns as f64
+                ),
+                Ok((0, _)) => {}
+                Ok(_) => problems.push("the big write failed".into()),
+                Err(e) => problems.push(e),
+            }
+            for p in &problems {
+                eprintln!("hostcalls_bin: FAILED: {p}");
             }
             u8::from(!problems.is_empty())
         }

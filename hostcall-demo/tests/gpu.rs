@@ -86,6 +86,19 @@ const GPU_CASES: &[Case] = &[
         },
     },
     Case {
+        name: "a_300_mib_write_keeps_every_other_line_132x256",
+        check: || {
+            expect(
+                &run(
+                    &["--mode", "big-write", "--blocks", "132", "--threads", "256"],
+                    &[],
+                ),
+                0,
+                &["OK: 300 MiB in one write"],
+            )
+        },
+    },
+    Case {
         name: "mixed_posted_and_waiting_lanes_1056x256",
         check: || {
             expect(
