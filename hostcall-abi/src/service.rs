@@ -23,7 +23,7 @@
 //! | `ClockRealtime` | – | – | ns since the Unix epoch |
 //! | `Getrandom` | len | out: bytes | bytes written |
 //! | `WritePosted` | fd (1 or 2), len, ticket, 0 or [`POSTED_WAITS`] | in: data | posted: none, nobody waits; with [`POSTED_WAITS`]: len, or `-EAGAIN` when the host holds too much output waiting for earlier tickets (send the same ticket again later) |
-//! | `WriteFromDevice` | fd, device address, len | – | bytes written (the host copies the bytes out of GPU global memory by DMA; at most [`DEVICE_WRITE_MAX`] per call) |
+//! | `WriteFromDevice` | fd, device address, len; for fd 1 or 2 optionally a ticket and [`POSTED_WAITS`] | – | bytes written (the host copies the bytes out of GPU global memory by DMA; at most [`DEVICE_WRITE_MAX`] per call). With a ticket, the bytes are written in ticket order with the posted writes, and the answer is `-EAGAIN` until the ticket's turn has come (send it again later) |
 //! | `OpenAt` | path len, dirfd, flags, mode | in: path | fd |
 //! | `StatAt` | path len, dirfd, follow links (0/1) | in: path, out: `struct stat` | 0 |
 //! | `UnlinkAt` | path len, dirfd, [`AT_REMOVEDIR`] or 0 | in: path | 0 |

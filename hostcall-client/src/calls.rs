@@ -130,22 +130,35 @@ fn write_from_device<P: Platform>(ch: &Channel, fd: i32, data: &[u8]) -> i64 {
 
 /// Writes to stdout or stderr of at most this many bytes go posted, whole.
 pub const POSTED_WHOLE_MAX: usize = 64 * BULK_PER_LANE;
-/// Larger writes go in parts of this many bytes, each whole, sent by [`write_ordered`].
+/// Larger writes from other than global memory go in parts of this many bytes, each
+/// whole, sent by [`write_ordered`]; from global memory, in parts of
+/// `DEVICE_WRITE_MAX` bytes copied by DMA ([`write_ordered_from_device`]).
 pub const ORDERED_BATCH: usize = 256 * BULK_PER_LANE;
 
 /// Writes `data` to stdout or stderr (`fd` 1 or 2). It is cut into pieces that fit any
 /// packet, which take consecutive tickets of `tickets` when the first piece is
 /// published, and the host writes the pieces of an fd in ticket order. So one thread's
 /// writes keep their order, and no other thread's bytes come inside a write of up to
-/// [`ORDERED_BATCH`] bytes (a larger one may have them between its parts of that size,
-/// as POSIX allows). Up to [`POSTED_WHOLE_MAX`] bytes the pieces are posted, without
-/// waiting for the host; larger writes wait ([`write_ordered`]), so that the output
-/// the host must hold for them stays bounded and nothing is dropped. Returns
-/// `data.len()`: stdio errors are not reported back, as with CUDA's `printf`.
+/// [`ORDERED_BATCH`] bytes (a larger one may have them between its parts, as POSIX
+/// allows). Up to [`POSTED_WHOLE_MAX`] bytes the pieces are posted, without waiting
+/// for the host; larger writes wait ([`write_ordered`], [`write_ordered_from_device`]),
+/// so that the output the host must hold for them stays bounded and nothing is
+/// dropped. Returns `data.len()`: stdio errors are not reported back, as with CUDA's
+/// `printf`.
 pub fn write_posted<P: Platform>(ch: &Channel, fd: i32, data: &[u8], tickets: &AtomicU64) -> i64 {
     if data.len() > POSTED_WHOLE_MAX {
-        for part in data.chunks(ORDERED_BATCH) {
-            write_ordered::<P>(ch, fd, part, tickets);
+        if P::is_global(data.as_ptr()) {
+            for part in data.chunks(DEVICE_WRITE_MAX as usize) {
+                if !write_ordered_from_device::<P>(ch, fd, part, tickets) {
+                    break;
+                }
+            }
+        } else {
+            for part in data.chunks(ORDERED_BATCH) {
+                if !write_ordered::<P>(ch, fd, part, tickets) {
+                    break;
+                }
+            }
         }
         return data.len() as i64;
     }
@@ -167,11 +180,11 @@ pub fn write_posted<P: Platform>(ch: &Channel, fd: i32, data: &[u8], tickets: &A
 /// for a piece it has no room to hold yet (the output before it has not arrived), and
 /// the piece is sent again after a pause; the piece whose turn it is always goes
 /// through, so the write advances as fast as the host writes the output before it.
-/// Stops early only if the host refuses a piece.
-pub fn write_ordered<P: Platform>(ch: &Channel, fd: i32, part: &[u8], tickets: &AtomicU64) {
+/// Returns whether every piece was taken (it stops at the first the host refuses).
+pub fn write_ordered<P: Platform>(ch: &Channel, fd: i32, part: &[u8], tickets: &AtomicU64) -> bool {
     let mut pieces = part.chunks(BULK_PER_LANE);
     let Some(first) = pieces.next() else {
-        return;
+        return true;
     };
     let count = part.len().div_ceil(BULK_PER_LANE) as u64;
     let mut request = posted_write_request(fd, first, tickets, count);
@@ -179,38 +192,65 @@ pub fn write_ordered<P: Platform>(ch: &Channel, fd: i32, part: &[u8], tickets: &
     request.posted = false;
     let reply = ch.exchange::<P>(request);
     let ticket = reply.number;
-    if !send_when_held::<P>(ch, fd, ticket, first, reply) {
-        return;
-    }
-    for (ticket, piece) in (ticket + 1..).zip(pieces) {
-        let reply = ordered_piece::<P>(ch, fd, ticket, piece);
-        if !send_when_held::<P>(ch, fd, ticket, piece, reply) {
-            return;
-        }
-    }
+    let piece = |ticket: u64, piece: &[u8]| {
+        let args = [fd as u64, 0, ticket, POSTED_WAITS, 0, 0];
+        ch.call::<P>(Service::WritePosted as u32, args, piece, &mut [], Some(1))
+    };
+    let took = |r: Reply| r.status == Status::Ok && r.result >= 0;
+    took(until_taken::<P>(reply, || piece(ticket, first)))
+        && (ticket + 1..)
+            .zip(pieces)
+            .all(|(t, p)| took(until_taken::<P>(piece(t, p), || piece(t, p))))
 }
 
-fn ordered_piece<P: Platform>(ch: &Channel, fd: i32, ticket: u64, piece: &[u8]) -> Reply {
-    let args = [fd as u64, 0, ticket, POSTED_WAITS, 0, 0];
-    ch.call::<P>(Service::WritePosted as u32, args, piece, &mut [], Some(1))
-}
-
-/// Sends `piece` again while the host answers `EAGAIN` (`reply` is its first answer),
-/// pausing 1 µs, doubling to 1 ms; whether the host took it.
-fn send_when_held<P: Platform>(
+/// One part, of at most `DEVICE_WRITE_MAX` bytes in global memory, of a large write to
+/// stdout or stderr: it takes one ticket when published, and the host copies it out of
+/// GPU memory by DMA when that ticket's turn has come, answering `EAGAIN` before; so it
+/// is never held on the host, and moves at DMA speed. This thread's writes to `part`
+/// precede the request's system-scope release, so the host's copy sees them. Returns
+/// whether all of it was written.
+pub fn write_ordered_from_device<P: Platform>(
     ch: &Channel,
     fd: i32,
-    ticket: u64,
-    piece: &[u8],
-    mut reply: Reply,
+    part: &[u8],
+    tickets: &AtomicU64,
 ) -> bool {
+    let mut args = [
+        fd as u64,
+        part.as_ptr() as u64,
+        part.len() as u64,
+        0,
+        POSTED_WAITS,
+        0,
+    ];
+    let reply = ch.exchange::<P>(Request {
+        service: Service::WriteFromDevice as u32,
+        args,
+        send: &[],
+        recv: &mut [],
+        len_arg: None,
+        posted: false,
+        numbering: Some(Numbering {
+            counter: tickets,
+            arg: 3,
+            count: 1,
+        }),
+    });
+    args[3] = reply.number;
+    let again = || ch.call::<P>(Service::WriteFromDevice as u32, args, &[], &mut [], None);
+    outcome(until_taken::<P>(reply, again)) == part.len() as i64
+}
+
+/// The host's answer to a request once it is not `EAGAIN`: `reply` (the first answer)
+/// or that of a resend by `again`, after pauses of 1 µs doubling to 1 ms.
+fn until_taken<P: Platform>(mut reply: Reply, again: impl Fn() -> Reply) -> Reply {
     let mut pause = 1_000;
     while reply.status == Status::Ok && reply.result == -(EAGAIN as i64) {
         P::nanosleep(pause);
         pause = (pause * 2).min(1_000_000);
-        reply = ordered_piece::<P>(ch, fd, ticket, piece);
+        reply = again();
     }
-    reply.status == Status::Ok && reply.result >= 0
+    reply
 }
 
 /// Reads up to `buf.len()` bytes in one round trip (a short read, as POSIX allows, when

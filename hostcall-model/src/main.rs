@@ -16,11 +16,7 @@ fn main() -> ExitCode {
     let arg = std::env::args().nth(1).unwrap_or_else(|| "v2".into());
     if arg == "tickets" {
         let host = match std::env::args().nth(2).as_deref().unwrap_or("waiting") {
-            "waiting" => TicketHost::Waiting {
-                posted_max: 2,
-                batch: 2,
-                budget: 4,
-            },
+            "waiting" => TicketConfig::today(),
             "dropping" => TicketHost::Dropping {
                 window: 3,
                 budget: 2,

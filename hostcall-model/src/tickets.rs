@@ -32,12 +32,16 @@ pub enum TicketHost {
     /// Writes of up to `posted_max` pieces are posted whole; longer ones go in parts of
     /// up to `batch` pieces, each part reserving its tickets, each piece waiting for its
     /// answer: `EAGAIN` (send it again) when more than `budget / 2` pieces are held.
-    /// Posted pieces are refused only past `budget`.
+    /// Writes of more than `dma_over` pieces (from global memory) go as parts of one
+    /// ticket each, taken only in their turn (`EAGAIN` before), never held. Posted
+    /// pieces are refused only past `budget`.
     Waiting {
         /// Pieces of the longest write that is posted.
         posted_max: u8,
         /// Pieces of a part of a longer write.
         batch: u8,
+        /// Pieces of the longest write that is not copied by DMA in its turn.
+        dma_over: u8,
         /// Pieces the host holds at most.
         budget: u8,
     },
@@ -53,12 +57,24 @@ pub struct TicketConfig {
 }
 
 impl TicketConfig {
-    /// A long write racing two short ones: before issue 19 its reservation pushes the
-    /// short ones beyond the window, and the budget fills while they wait.
+    /// Two long writes racing two short ones: before issue 19 a long reservation
+    /// pushes the short ones beyond the window, and the budget fills while they wait.
+    /// Today the longest goes by DMA in its turn and the other in waiting parts.
     pub fn standard(host: TicketHost) -> TicketConfig {
         TicketConfig {
             writers: vec![vec![5], vec![1, 1], vec![3]],
             host,
+        }
+    }
+
+    /// Today's host and client, scaled down: posted up to 2 pieces, parts of 2, DMA
+    /// past 4, a budget of 4.
+    pub fn today() -> TicketHost {
+        TicketHost::Waiting {
+            posted_max: 2,
+            batch: 2,
+            dma_over: 4,
+            budget: 4,
         }
     }
 }
@@ -134,9 +150,9 @@ impl fmt::Display for Action {
 
 struct Tickets {
     host: TicketHost,
-    /// Per writer, per piece: the first piece of its part, the part's length, and
-    /// whether its pieces wait.
-    parts: Vec<Vec<(u8, u8, bool)>>,
+    /// Per writer, per piece: the first piece of its part, the part's length, whether
+    /// its pieces wait, and whether it is taken only in its turn.
+    parts: Vec<Vec<(u8, u8, bool, bool)>>,
 }
 
 impl Tickets {
@@ -147,17 +163,18 @@ impl Tickets {
             .map(|writes| {
                 let mut pieces = Vec::new();
                 for &n in writes {
-                    let (size, waits) = match config.host {
-                        TicketHost::Dropping { .. } => (n, false),
+                    let (size, waits, turn) = match config.host {
+                        TicketHost::Dropping { .. } => (n, false, false),
+                        TicketHost::Waiting { dma_over, .. } if n > dma_over => (1, true, true),
                         TicketHost::Waiting {
                             posted_max, batch, ..
-                        } if n > posted_max => (batch, true),
-                        TicketHost::Waiting { .. } => (n, false),
+                        } if n > posted_max => (batch, true, false),
+                        TicketHost::Waiting { .. } => (n, false, false),
                     };
                     let base = pieces.len() as u8;
                     for i in 0..n {
                         let start = i - i % size;
-                        pieces.push((base + start, size.min(n - start), waits));
+                        pieces.push((base + start, size.min(n - start), waits, turn));
                     }
                 }
                 pieces
@@ -185,7 +202,7 @@ impl Tickets {
                 });
             }
             w.out += 1;
-            let (start, len, _) = self.parts[p.writer as usize][p.index as usize];
+            let (start, len, _, _) = self.parts[p.writer as usize][p.index as usize];
             match s.open_part {
                 Some((writer, _)) if writer != p.writer => {
                     return Some(Violation::Torn { writer });
@@ -210,7 +227,7 @@ impl Tickets {
             let Some((first, start)) = wr.reserved else {
                 return false;
             };
-            let (_, len, _) = self.parts[w][start as usize];
+            let (_, len, _, _) = self.parts[w][start as usize];
             let owns = (first..first + len).contains(&s.next);
             owns && !wr.blocked
                 && (wr.resend.is_none_or(|r| r.ticket == s.next)
@@ -258,7 +275,7 @@ impl Space for Tickets {
                 }
                 None => {
                     let index = wr.sent;
-                    let (start, len, waits) = self.parts[w][index as usize];
+                    let (start, len, waits, _) = self.parts[w][index as usize];
                     if index == start {
                         n.writers[w].reserved = Some((n.counter, start));
                         n.counter += len;
@@ -286,8 +303,10 @@ impl Space for Tickets {
             let w = f.piece.writer as usize;
             n.writers[w].blocked = false;
             let ahead = f.ticket - n.next;
+            let turn_only = self.parts[w][f.piece.index as usize].3;
             let (window, limit) = match self.host {
                 TicketHost::Dropping { window, budget } => (window, budget),
+                TicketHost::Waiting { .. } if turn_only => (u8::MAX, 0),
                 TicketHost::Waiting { budget, .. } if f.waits => (u8::MAX, budget / 2),
                 TicketHost::Waiting { budget, .. } => (u8::MAX, budget),
             };

@@ -297,10 +297,23 @@ impl Files {
                 Err(e) => return Ok(Reply::errno(e)),
             }
         };
-        let (done, stop) = self.device.stream(addr, len, &mut |piece| match &file {
-            None => self.stdio.write(fd, piece).map(drop),
-            Some(f) => (&**f).write_all(piece),
-        });
+        let (done, stop) = if file.is_none() && call.args[4] == POSTED_WAITS {
+            // Output in ticket order, streamed in its turn and never held.
+            let ticket = call.args[3];
+            match self
+                .stdio
+                .at_turn(fd, ticket, |sink| self.device.stream(addr, len, sink))
+            {
+                Ok(streamed) => streamed,
+                Err(PostedError::NotYet { .. }) => return Ok(Reply::errno(EAGAIN)),
+                Err(e) => return Err(Malformed(format!("ordered write to fd {fd}: {e}"))),
+            }
+        } else {
+            self.device.stream(addr, len, &mut |piece| match &file {
+                None => self.stdio.write(fd, piece).map(drop),
+                Some(f) => (&**f).write_all(piece),
+            })
+        };
         Ok(match stop {
             Some(StreamStop::Copy(e)) => {
                 self.log.warn(

@@ -51,6 +51,9 @@ pub(crate) enum PostedError {
     /// Another write with this ticket is waiting.
     #[error("ticket {0} arrived twice")]
     Duplicate(u64),
+    /// Its turn has not come: earlier tickets are still missing.
+    #[error("ticket {ticket} waits for ticket {next}")]
+    NotYet { ticket: u64, next: u64 },
     /// Holding it would pass the per-fd limit on out-of-order bytes.
     #[error(
         "{held} bytes already wait for ticket {next}: holding {more} more would pass {HELD_BYTES_MAX}"
@@ -332,6 +335,37 @@ impl Stdio {
         Ok(())
     }
 
+    /// Runs `write` with a sink into fd 1 or 2 once `ticket` is the next one due (the
+    /// bytes before it written), then moves past the ticket: for output too large to
+    /// hold, which is only taken in its turn. `NotYet` while earlier tickets are
+    /// missing; refused as for [`Stdio::write_posted`] if no kernel could send it now.
+    pub fn at_turn<R>(
+        &self,
+        fd: i32,
+        ticket: u64,
+        write: impl FnOnce(&mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> R,
+    ) -> Result<R, PostedError> {
+        let mut r = self.reorder(fd);
+        let next = r.next;
+        match ticket.checked_sub(next) {
+            None => return Err(PostedError::Passed(ticket)),
+            Some(_) if ticket == u64::MAX => return Err(PostedError::Passed(ticket)),
+            Some(ahead) if ahead >= TICKET_WINDOW => {
+                return Err(PostedError::Beyond { ticket, next });
+            }
+            Some(0) => {}
+            Some(_) => return Err(PostedError::NotYet { ticket, next }),
+        }
+        if let Err(e) = self.flush_fd(fd, &mut r) {
+            self.log
+                .warn(Kind::Io, format_args!("writing GPU output to fd {fd}: {e}"));
+        }
+        let done = write(&mut |piece| self.emit(fd, piece));
+        r.next += 1;
+        r.advance();
+        Ok(done)
+    }
+
     /// Bytes of posted writes waiting for earlier tickets, over both fds.
     #[cfg(feature = "fuzzing")]
     pub fn held(&self) -> usize {
@@ -514,6 +548,22 @@ mod tests {
             out.starts_with("0123456789\n[hostcall: 15990 more bytes were not captured"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn output_taken_at_its_turn_is_written_between_its_neighbours() {
+        let s = capturing();
+        s.write_posted(1, 2, b"after", false).unwrap();
+        let stream = |sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>| sink(b"big ");
+        assert_eq!(
+            s.at_turn(1, 1, stream).err(),
+            Some(PostedError::NotYet { ticket: 1, next: 0 })
+        );
+        s.write_posted(1, 0, b"before ", false).unwrap();
+        s.at_turn(1, 1, stream).unwrap().unwrap();
+        assert_eq!(s.at_turn(1, 1, stream).err(), Some(PostedError::Passed(1)));
+        s.flush().unwrap();
+        assert_eq!(s.take_captured().0, b"before big after");
     }
 
     #[test]
