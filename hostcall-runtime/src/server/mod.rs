@@ -431,16 +431,7 @@ pub(crate) fn serve_port(
     while lanes != 0 {
         let lane = lanes.trailing_zeros() as usize;
         if killing {
-            answer(
-                ctx,
-                p,
-                lane,
-                seq,
-                alone,
-                Status::Killed,
-                Reply::errno(EIO),
-                &[],
-            );
+            answer_killed(ctx, p, lane, seq, alone);
             lanes &= lanes - 1;
             continue;
         }
@@ -552,16 +543,7 @@ fn hand_to_pool(
             // Every lane traps on its answer; those whose handler did not run too.
             let served: u32 = answers.iter().map(|a| 1 << a.0).sum();
             for lane in (0..WARP_SIZE).filter(|l| lanes & (1 << l) != 0 && served & (1 << l) == 0) {
-                answer(
-                    ctx,
-                    p,
-                    lane,
-                    seq,
-                    alone,
-                    Status::Killed,
-                    Reply::errno(EIO),
-                    &[],
-                );
+                answer_killed(ctx, p, lane, seq, alone);
             }
         }
         for (lane, status, reply, bytes) in answers {
@@ -663,6 +645,20 @@ fn answer(
     // this answer's slot and bulk bytes, never older ones.
     // SAFETY: answer words are accessed only through atomics.
     unsafe { (*port).answers[lane].store(word, Release) };
+}
+
+/// Answers lane `lane` [`Status::Killed`] without serving it: its thread traps.
+fn answer_killed(ctx: &Context, p: usize, lane: usize, seq: u32, alone: bool) {
+    answer(
+        ctx,
+        p,
+        lane,
+        seq,
+        alone,
+        Status::Killed,
+        Reply::errno(EIO),
+        &[],
+    );
 }
 
 /// Asks the CPU to fetch the slots and answer words of `mask`'s lanes now: the GPU wrote
