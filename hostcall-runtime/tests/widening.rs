@@ -10,8 +10,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use common::{neg, quiet, run_on};
-use hostcall_abi::Service;
 use hostcall_abi::errno::*;
+use hostcall_abi::{AT_FDCWD, Service};
 use hostcall_client::calls;
 use hostcall_runtime::emulated::Emu;
 use hostcall_runtime::{Error, Host};
@@ -130,15 +130,22 @@ fn modes_never_gain_group_or_other_write() {
     std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
     let (r, _) = run_on(quiet().preopen_dir(&root, "/w"), 1, |ch, _| {
         let fd = calls::open::<Emu>(ch, b"/w/new.txt", O_WRONLY | O_CREAT, 0o666);
+        let at = calls::openat::<Emu>(ch, AT_FDCWD, b"/w/at.txt", O_WRONLY | O_CREAT, 0o666);
         [
             calls::chmod::<Emu>(ch, b"/w", 0o777),
             calls::chmod::<Emu>(ch, b"/w/inside.txt", 0o777),
             calls::mkdir::<Emu>(ch, b"/w/dir", 0o777),
             calls::fchmod::<Emu>(ch, fd as i32, 0o666),
             (fd >= 3) as i64,
+            (at >= 3) as i64,
         ]
     });
-    assert_eq!(r, [neg(EPERM), 0, 0, 0, 1]);
+    assert_eq!(r, [neg(EPERM), 0, 0, 0, 1, 1]);
+    assert_eq!(
+        mode(&root.join("at.txt")),
+        0o644,
+        "openat creates as open does"
+    );
     assert_eq!(mode(&root), 0o755, "the granted directory keeps its mode");
     assert_eq!(mode(&root.join("inside.txt")), 0o755);
     assert_eq!(mode(&root.join("dir")), 0o755);

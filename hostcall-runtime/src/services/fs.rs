@@ -239,7 +239,7 @@ pub(crate) fn open_beneath(
 impl Files {
     fn open(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
         let at = self.sandbox.resolve(call.input)?;
-        let (fl, mode) = (call.args[0], call.args[1] & self.modes as u64);
+        let (fl, mode) = (call.args[0], self.mode_of(call.args[1]) as u64);
         let f = open_beneath(&at.mount.dir, &at.rel, at.mount.access, fl, mode)
             .map_err(|e| e.map_or(EINVAL, |e| at.mount.errno(&e, &self.log)))?;
         let fd = self.table().insert(f, at.mount.access)?;
@@ -249,6 +249,11 @@ impl Files {
     /// The fd table, locked (a panic elsewhere cannot poison it for good).
     pub(crate) fn table(&self) -> std::sync::MutexGuard<'_, FdTable> {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The permission bits the GPU may set of those it asked for (`modes`).
+    pub(crate) fn mode_of(&self, asked: u64) -> u32 {
+        asked as u32 & self.modes
     }
 
     /// Closes every file the GPU has open (its run ended).

@@ -142,7 +142,8 @@ impl Files {
 
     pub(super) fn open_at(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
         let b = self.beneath(call.args[1], call.input)?;
-        let f = open_beneath(b.dir(), &b.rel, b.access, call.args[2], call.args[3])
+        let mode = self.mode_of(call.args[3]) as u64;
+        let f = open_beneath(b.dir(), &b.rel, b.access, call.args[2], mode)
             .map_err(|e| e.map_or(EINVAL, |e| b.errno(&e, &self.log)))?;
         let fd = self.table().insert(f, b.access)?;
         Ok(Reply::value(fd as i64))
@@ -181,7 +182,7 @@ impl Files {
             return Err(EROFS);
         }
         let mut builder = cap_std::fs::DirBuilder::new();
-        cap_std::fs::DirBuilderExt::mode(&mut builder, call.args[1] as u32 & self.modes);
+        cap_std::fs::DirBuilderExt::mode(&mut builder, self.mode_of(call.args[1]));
         at.mount
             .dir
             .create_dir_with(&at.rel, &builder)
@@ -203,7 +204,7 @@ impl Files {
         if self.sandbox.is_mount_root(&m) {
             return Err(EPERM);
         }
-        let mode = call.args[1] as u32 & self.modes;
+        let mode = self.mode_of(call.args[1]);
         at.mount
             .dir
             .set_permissions(
@@ -289,10 +290,8 @@ impl Files {
         if self.sandbox.is_mount_root(&m) {
             return Err(EPERM);
         }
-        f.set_permissions(std::fs::Permissions::from_mode(
-            call.args[1] as u32 & self.modes,
-        ))
-        .map_err(|e| errno_of(&e))?;
+        f.set_permissions(std::fs::Permissions::from_mode(self.mode_of(call.args[1])))
+            .map_err(|e| errno_of(&e))?;
         Ok(Reply::value(0))
     }
 
