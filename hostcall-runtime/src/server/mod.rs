@@ -189,9 +189,9 @@ impl Context {
         self.pool_holds[p].load(Acquire)
     }
 
-    /// Ends the run for the pool: queued jobs are dropped, running ones run no further
-    /// handler and answer nothing, and no later write reaches the ports.
-    pub fn retire(&self) {
+    /// Ends the run for the pool: queued jobs are dropped, and running ones run no
+    /// further handler and answer nothing.
+    fn end_pool(&self) {
         self.ended.store(true, Release);
         self.pool.close();
         if self.pool.busy() > 0 {
@@ -200,13 +200,18 @@ impl Context {
                 self.pool.busy()
             );
         }
+    }
+
+    /// Ends the run ([`Context::end_pool`]) and forbids any later write to the ports.
+    pub fn retire(&self) {
+        self.end_pool();
         self.alive.retire();
     }
 
-    /// Whether a pool job may still run a handler: not after the run, and not once the
-    /// launch is being killed.
+    /// Whether a pool job may still run a handler: not after the run (which is over
+    /// before the ports retire), and not once the launch is being killed.
     fn may_serve(&self) -> bool {
-        !self.ended.load(Acquire) && !self.killing.load(Relaxed) && self.alive.is_alive()
+        !self.ended.load(Acquire) && !self.killing.load(Relaxed)
     }
 }
 
@@ -351,8 +356,7 @@ impl Server {
 /// except ports a pool job still holds, and none after `deadline`. Returns the lanes
 /// served.
 pub(crate) fn drain(ctx: &Arc<Context>, deadline: Instant) -> u64 {
-    ctx.ended.store(true, Release);
-    ctx.pool.close();
+    ctx.end_pool();
     let mut scratch = Scratch::new();
     let ports = ctx.ports;
     let mut drained = 0;
@@ -372,7 +376,7 @@ pub(crate) fn drain(ctx: &Arc<Context>, deadline: Instant) -> u64 {
         }
         drained += serve_port(ctx, p, bell, &mut scratch, Mode::Drain);
     }
-    ctx.retire();
+    ctx.alive.retire();
     drained
 }
 

@@ -30,11 +30,6 @@ impl PortsAlive {
         PortsAlive(Arc::new(RwLock::new(true)))
     }
 
-    /// Whether the ports may still be written (a check, not a hold).
-    pub fn is_alive(&self) -> bool {
-        *self.0.read().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Holds the ports alive while the guard lives; `None` once retired.
     pub fn hold(&self) -> Option<RwLockReadGuard<'_, bool>> {
         let g = self.0.read().unwrap_or_else(|p| p.into_inner());

@@ -89,9 +89,9 @@ impl Default for Reorder {
 }
 
 impl Reorder {
-    /// Takes the piece of ticket `t`; its writer `waits` for the answer (it may be asked
-    /// to send it again).
-    fn insert(&mut self, t: u64, data: &[u8], waits: bool) -> Result<(), PostedError> {
+    /// How far ticket `t` is ahead of the next one due; refused if no kernel could send
+    /// it now (already written, the reserved value, or beyond the window).
+    fn ahead(&self, t: u64) -> Result<u64, PostedError> {
         let Some(ahead) = t.checked_sub(self.next).filter(|_| t != u64::MAX) else {
             return Err(PostedError::Passed(t));
         };
@@ -101,6 +101,13 @@ impl Reorder {
                 next: self.next,
             });
         }
+        Ok(ahead)
+    }
+
+    /// Takes the piece of ticket `t`; its writer `waits` for the answer (it may be asked
+    /// to send it again).
+    fn insert(&mut self, t: u64, data: &[u8], waits: bool) -> Result<(), PostedError> {
+        let ahead = self.ahead(t)?;
         if ahead == 0 {
             self.out.extend_from_slice(data);
             self.next += 1;
@@ -294,6 +301,15 @@ impl Stdio {
             .unwrap_or_else(|p| p.into_inner())
     }
 
+    /// [`Stdio::flush_fd`], with a failure logged: the GPU's posted writes have no one
+    /// to report it to.
+    fn flush_logged(&self, fd: i32, r: &mut Reorder) {
+        if let Err(e) = self.flush_fd(fd, r) {
+            self.log
+                .warn(Kind::Io, format_args!("writing GPU output to fd {fd}: {e}"));
+        }
+    }
+
     /// Writes the in-order posted bytes of `fd` still buffered.
     fn flush_fd(&self, fd: i32, r: &mut Reorder) -> std::io::Result<()> {
         let mut out = std::mem::take(&mut r.out);
@@ -326,11 +342,8 @@ impl Stdio {
     ) -> Result<(), PostedError> {
         let mut r = self.reorder(fd);
         r.insert(ticket, data, waits)?;
-        if r.out.len() >= FLUSH_BYTES
-            && let Err(e) = self.flush_fd(fd, &mut r)
-        {
-            self.log
-                .warn(Kind::Io, format_args!("writing GPU output to fd {fd}: {e}"));
+        if r.out.len() >= FLUSH_BYTES {
+            self.flush_logged(fd, &mut r);
         }
         Ok(())
     }
@@ -346,20 +359,13 @@ impl Stdio {
         write: impl FnOnce(&mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> R,
     ) -> Result<R, PostedError> {
         let mut r = self.reorder(fd);
-        let next = r.next;
-        match ticket.checked_sub(next) {
-            None => return Err(PostedError::Passed(ticket)),
-            Some(_) if ticket == u64::MAX => return Err(PostedError::Passed(ticket)),
-            Some(ahead) if ahead >= TICKET_WINDOW => {
-                return Err(PostedError::Beyond { ticket, next });
-            }
-            Some(0) => {}
-            Some(_) => return Err(PostedError::NotYet { ticket, next }),
+        if r.ahead(ticket)? > 0 {
+            return Err(PostedError::NotYet {
+                ticket,
+                next: r.next,
+            });
         }
-        if let Err(e) = self.flush_fd(fd, &mut r) {
-            self.log
-                .warn(Kind::Io, format_args!("writing GPU output to fd {fd}: {e}"));
-        }
+        self.flush_logged(fd, &mut r);
         let done = write(&mut |piece| self.emit(fd, piece));
         r.next += 1;
         r.advance();
