@@ -59,6 +59,8 @@ pub struct PortBench {
     scratch: Scratch,
     seq: u32,
     mounts: Vec<PathBuf>,
+    /// The process's files below a mount before the bench served anything.
+    open_before: Vec<(String, PathBuf)>,
 }
 
 // SAFETY: the port is owned by the bench and only touched through atomics and copies.
@@ -90,12 +92,13 @@ impl PortBench {
             false,
             files.log.clone(),
         );
-        let mounts = host
+        let mounts: Vec<PathBuf> = host
             .sandbox
             .mounts()
             .iter()
             .map(|m| m.host.clone())
             .collect();
+        let open_before = open_below(&mounts);
         Ok(PortBench {
             port,
             doorbell,
@@ -104,6 +107,7 @@ impl PortBench {
             scratch: Scratch::new(),
             seq: 0,
             mounts,
+            open_before,
         })
     }
 
@@ -200,19 +204,17 @@ impl PortBench {
     }
 
     /// Ends the run as `Host::run` does (the drain, then the run's files closed), and
-    /// says what is left of it: jobs still queued in the blocking pool, GPU files still
-    /// open. Both should be 0.
+    /// says what is left of it: jobs still queued in the blocking pool, and files below
+    /// a mount the process holds open that it did not before the bench served anything
+    /// (a job still running would hold one). Both should be 0.
     pub fn finish(&mut self) -> (usize, usize) {
         crate::server::drain(&self.ctx, Instant::now() + Duration::from_secs(1));
         self.files.close_all();
-        let open = self
-            .files
-            .table
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .files()
-            .len();
-        (self.ctx.queued_jobs(), open)
+        let left = open_below(&self.mounts)
+            .into_iter()
+            .filter(|f| !self.open_before.contains(f))
+            .count();
+        (self.ctx.queued_jobs(), left)
     }
 
     /// Nanoseconds one copy of `n` input bytes out of the port takes, averaged over
@@ -236,6 +238,23 @@ impl PortBench {
     pub fn handler_panics() -> u64 {
         crate::server::HANDLER_PANICS.load(Relaxed)
     }
+}
+
+/// The process's open files at or below one of `mounts`, as (fd, path) pairs (the
+/// sandbox's own handles of the mounts are open before the bench serves anything).
+fn open_below(mounts: &[PathBuf]) -> Vec<(String, PathBuf)> {
+    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else {
+        return Vec::new();
+    };
+    fds.flatten()
+        .filter_map(|e| {
+            let target = std::fs::read_link(e.path()).ok()?;
+            mounts
+                .iter()
+                .any(|m| target.starts_with(m))
+                .then(|| (e.file_name().to_string_lossy().into_owned(), target))
+        })
+        .collect()
 }
 
 impl Drop for PortBench {
