@@ -17,7 +17,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -106,6 +106,30 @@ fn with_lane<R>(f: impl FnOnce(&LaneCtx) -> R) -> R {
 /// Shortest sleep of an emulated thread (see `Emu::nanosleep`).
 const EMU_MIN_SLEEP: Duration = Duration::from_micros(20);
 
+/// Wake-ups per second that the process's emulated threads may cost together when all
+/// of them wait (see `Emu::nanosleep`): about a fifth of one core in the kernel.
+const EMU_WAKEUPS_PER_S: u64 = 200_000;
+
+/// Emulated threads alive in the process, over every launch (tests run launches side by
+/// side, and all of them share the machine's cores).
+static LIVE_THREADS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts one emulated thread alive for as long as it is held, however the thread ends.
+struct Alive;
+
+impl Alive {
+    fn new() -> Alive {
+        LIVE_THREADS.fetch_add(1, Ordering::Relaxed);
+        Alive
+    }
+}
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        LIVE_THREADS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// The [`Platform`] of emulated GPU threads.
 pub struct Emu;
 
@@ -170,10 +194,15 @@ impl Platform for Emu {
     }
 
     fn nanosleep(ns: u32) {
-        // An OS sleep costs a system call and a timer whatever its length: with thousands
-        // of emulated threads, sub-microsecond sleeps would keep the host's cores busy in
-        // the kernel. Emulated threads therefore sleep at least EMU_MIN_SLEEP.
-        std::thread::sleep(Duration::from_nanos(ns as u64).max(EMU_MIN_SLEEP));
+        // An OS sleep costs a system call, a timer and a context switch whatever its
+        // length. A GPU's sub-microsecond sleeps, taken by thousands of waiting OS
+        // threads on a 2-core machine, keep its cores in the kernel and starve the
+        // consumers that would end the wait (a 2,048-thread test passed its 60 s wait
+        // limit so). The shortest sleep therefore grows with the threads alive, holding
+        // their wake-ups together to EMU_WAKEUPS_PER_S.
+        let live = LIVE_THREADS.load(Ordering::Relaxed);
+        let floor = Duration::from_nanos(live * 1_000_000_000 / EMU_WAKEUPS_PER_S);
+        std::thread::sleep(Duration::from_nanos(ns as u64).max(floor.max(EMU_MIN_SLEEP)));
     }
 
     fn spin_cycles(cycles: u32) {
@@ -354,9 +383,11 @@ impl GpuModule for EmulatedModule {
                     channel,
                     config,
                 };
+                let alive = Alive::new();
                 let t = std::thread::Builder::new()
                     .stack_size(256 << 10)
                     .spawn(move || {
+                        let _alive = alive;
                         LANE.with(|l| {
                             *l.borrow_mut() = Some(LaneCtx {
                                 block,

@@ -202,7 +202,9 @@ impl Context {
         }
     }
 
-    /// Ends the run ([`Context::end_pool`]) and forbids any later write to the ports.
+    /// Ends the run ([`Context::end_pool`]) and forbids any later write to the ports:
+    /// what `drain` does for a launch, for the fuzzer's port, which has no launch.
+    #[cfg(feature = "fuzzing")]
     pub fn retire(&self) {
         self.end_pool();
         self.alive.retire();
