@@ -11,6 +11,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use hostcall_client::typed::HostFn;
 use libc_hostcall::gpu;
 
 /// `mode` values the host passes to `kmain` (0: run normally).
@@ -27,6 +28,9 @@ const MODE_SLEEP: u32 = 10;
 const MODE_SPIN: u32 = 11;
 const MODE_CALL_LOOP: u32 = 12;
 const MODE_BIG_WRITE: u32 = 13;
+/// `ktyped`'s modes: every thread's verified typed calls, or thread 0's latency.
+const MODE_TYPED_NULL: u32 = 14;
+const MODE_TYPED_LATENCY: u32 = 15;
 
 /// Round trips timed by thread 0 in `MODE_LATENCY`.
 const LATENCY_PINGS: u64 = 2000;
@@ -214,6 +218,61 @@ fn finish(label: &str, started: u64, bad: u64) {
         println!("{label}: {} {ns}", BAD.swap(0, Ordering::Relaxed));
         FINISHED.store(0, Ordering::Release);
     }
+}
+
+/// Typed calls of the host closure `echo` (`|x: u64| x`, a `HostFn`), measured as the
+/// null calls are: in `MODE_TYPED_NULL` every thread makes `NULL_PINGS` of them with
+/// tokens unique to (thread, iteration) and counts replies not its own
+/// (`typed: <bad> <ns>`); in `MODE_TYPED_LATENCY` thread 0 times `LATENCY_PINGS` alone
+/// (`typed_latency: <calls> <ns>`).
+#[unsafe(no_mangle)]
+pub extern "ptx-kernel" fn ktyped(mode: u32, echo: u64) {
+    let echo = HostFn::<(u64,), u64>::from_raw(echo);
+    let me = gpu::global_thread();
+    if mode == MODE_TYPED_LATENCY {
+        if me == 0 {
+            echo.call((0,));
+            let started = gpu::now_ns();
+            for i in 0..LATENCY_PINGS {
+                echo.call((i,));
+            }
+            let total = gpu::now_ns() - started;
+            println!("typed_latency: {LATENCY_PINGS} {total}");
+        }
+        return;
+    }
+    let started = gpu::now_ns();
+    let mut bad = 0;
+    for i in 0..NULL_PINGS {
+        let token = token(me, i);
+        if echo.call((token,)) != token {
+            bad += 1;
+        }
+    }
+    finish("typed", started, bad);
+}
+
+/// AMDGPU.jl's `HostCallHolder` example: every thread calls the host closure `add42`
+/// (`|x: f32| x + 42.0`) with its own value and checks the answer; `add42_report` then
+/// prints `add42: <calls> calls, <wrong> wrong`.
+#[unsafe(no_mangle)]
+pub extern "ptx-kernel" fn add42(add42: u64) {
+    let add42 = HostFn::<(f32,), f32>::from_raw(add42);
+    let x = gpu::global_thread() as f32 * 0.5;
+    let y = add42.call((x,));
+    FINISHED.fetch_add(1, Ordering::Relaxed);
+    if y != x + 42.0 {
+        BAD.fetch_add(1, Ordering::Relaxed);
+        println!("add42: thread {}: {x} + 42 gave {y}", gpu::global_thread());
+    }
+}
+
+/// Reports and resets what `add42` counted (module globals outlive a launch).
+#[unsafe(no_mangle)]
+pub extern "ptx-kernel" fn add42_report() {
+    let calls = FINISHED.swap(0, Ordering::Relaxed);
+    let wrong = BAD.swap(0, Ordering::Relaxed);
+    println!("add42: {calls} calls, {wrong} wrong");
 }
 
 /// Every thread makes `NULL_PINGS` round trips of tokens unique to (thread, iteration)

@@ -7,6 +7,7 @@ pub const EPERM: i32 = 1;
 pub const ENOENT: i32 = 2;
 pub const ESRCH: i32 = 3;
 pub const EIO: i32 = 5;
+pub const E2BIG: i32 = 7;
 pub const EBADF: i32 = 9;
 pub const EAGAIN: i32 = 11;
 pub const ENOMEM: i32 = 12;

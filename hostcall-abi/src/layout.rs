@@ -130,8 +130,12 @@ pub enum FaultKind {
     NoPostedAnswer = 3,
     /// The lane's answer word carried another sequence: the host broke the protocol.
     ForeignAnswer = 4,
-    /// The host answered [`crate::Status::Killed`]: its timeout fired.
+    /// The host answered [`crate::Status::Killed`]: its timeout fired, or the run
+    /// halted (a call no handler serves, under the halting policy).
     Killed = 5,
+    /// A declared service that cannot fail got a failure (no handler, a malformed
+    /// request, a handler's panic): `port` holds the service id, `detail` the errno.
+    ServiceFailed = 6,
 }
 
 impl FaultKind {
@@ -143,6 +147,7 @@ impl FaultKind {
             FaultKind::NoPostedAnswer,
             FaultKind::ForeignAnswer,
             FaultKind::Killed,
+            FaultKind::ServiceFailed,
         ]
         .into_iter()
         .find(|k| *k as u32 == code)

@@ -109,6 +109,7 @@ pub mod errno;
 pub mod layout;
 pub mod service;
 pub mod stat;
+pub mod typed;
 
 pub use layout::{
     BULK_PER_LANE, CACHED_CLASSES, CONFIG_SYMBOL, DeviceConfig, Doorbell, FLAG_SINGLE_LANE,
@@ -118,9 +119,9 @@ pub use layout::{
 };
 pub use service::{
     AT_FDCWD, AT_REMOVEDIR, DEVICE_WRITE_MAX, NAME_MAX, PATH_MAX, POSTED_WAITS, STARTUP_ARGS,
-    STARTUP_ENV, Service, Status,
+    STARTUP_ENV, STD_BASE, Service, Status,
 };
 
 /// The version both halves must agree on; bump it on any change to this crate's layouts,
 /// service ids or argument conventions. The host refuses a module built with another.
-pub const ABI_VERSION: u32 = 5;
+pub const ABI_VERSION: u32 = 6;

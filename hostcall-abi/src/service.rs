@@ -43,43 +43,48 @@
 //! absolute path ignores it, as on Linux. The `Startup` blocks are NUL-terminated
 //! strings back to back: the program's arguments, and its environment as `NAME=value`.
 
-/// A host service, by numeric id.
+/// The first id of std's services: they take [`crate::typed::STD_IDS`], which no user
+/// service can, so that a user's id 0 is the default handler (as in AMD's hostcall API)
+/// and user ids never collide with std's.
+pub const STD_BASE: u32 = crate::typed::STD_IDS.start;
+
+/// A host service of std's, by numeric id.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(missing_docs)] // each variant is documented by the table above
 pub enum Service {
-    Ping = 0,
-    Write = 1,
-    Read = 2,
-    Open = 3,
-    Close = 4,
-    Lseek = 5,
-    Fstat = 6,
-    Stat = 7,
-    Getcwd = 8,
-    Realpath = 9,
-    Readlink = 10,
-    Getenv = 11,
-    Exit = 12,
-    Abort = 13,
-    ClockRealtime = 14,
-    Getrandom = 15,
-    WriteFromDevice = 16,
-    WritePosted = 17,
-    OpenAt = 18,
-    StatAt = 19,
-    UnlinkAt = 20,
-    Mkdir = 21,
-    Chmod = 22,
-    Rename = 23,
-    Link = 24,
-    Symlink = 25,
-    Fchmod = 26,
-    Ftruncate = 27,
-    Fsync = 28,
-    Getdents = 29,
-    Startup = 30,
-    Getpid = 31,
+    Ping = STD_BASE,
+    Write = STD_BASE + 1,
+    Read = STD_BASE + 2,
+    Open = STD_BASE + 3,
+    Close = STD_BASE + 4,
+    Lseek = STD_BASE + 5,
+    Fstat = STD_BASE + 6,
+    Stat = STD_BASE + 7,
+    Getcwd = STD_BASE + 8,
+    Realpath = STD_BASE + 9,
+    Readlink = STD_BASE + 10,
+    Getenv = STD_BASE + 11,
+    Exit = STD_BASE + 12,
+    Abort = STD_BASE + 13,
+    ClockRealtime = STD_BASE + 14,
+    Getrandom = STD_BASE + 15,
+    WriteFromDevice = STD_BASE + 16,
+    WritePosted = STD_BASE + 17,
+    OpenAt = STD_BASE + 18,
+    StatAt = STD_BASE + 19,
+    UnlinkAt = STD_BASE + 20,
+    Mkdir = STD_BASE + 21,
+    Chmod = STD_BASE + 22,
+    Rename = STD_BASE + 23,
+    Link = STD_BASE + 24,
+    Symlink = STD_BASE + 25,
+    Fchmod = STD_BASE + 26,
+    Ftruncate = STD_BASE + 27,
+    Fsync = STD_BASE + 28,
+    Getdents = STD_BASE + 29,
+    Startup = STD_BASE + 30,
+    Getpid = STD_BASE + 31,
 }
 
 /// Linux's `AT_FDCWD`: a `dirfd` meaning the working directory.
@@ -148,7 +153,14 @@ impl Service {
 
     /// The service with this id, if any.
     pub fn from_id(id: u32) -> Option<Service> {
-        Service::ALL.get(id as usize).copied()
+        Service::ALL
+            .get(id.checked_sub(STD_BASE)? as usize)
+            .copied()
+    }
+
+    /// Its index among std's services (its id less [`STD_BASE`]).
+    pub const fn index(self) -> usize {
+        (self as u32 - STD_BASE) as usize
     }
 
     /// The argument holding the length of the bytes the lane sends in its bulk buffer,
@@ -249,10 +261,13 @@ mod tests {
     #[test]
     fn ids_round_trip() {
         for (i, s) in Service::ALL.iter().enumerate() {
-            assert_eq!(*s as u32, i as u32);
-            assert_eq!(Service::from_id(i as u32), Some(*s));
+            assert_eq!(*s as u32, STD_BASE + i as u32);
+            assert_eq!(s.index(), i);
+            assert_eq!(Service::from_id(STD_BASE + i as u32), Some(*s));
         }
-        assert_eq!(Service::from_id(Service::ALL.len() as u32), None);
+        assert_eq!(Service::from_id(STD_BASE + Service::ALL.len() as u32), None);
+        assert_eq!(Service::from_id(0), None, "id 0 is the default handler's");
+        assert!(crate::typed::STD_IDS.contains(&(Service::Getpid as u32)));
     }
 
     #[test]

@@ -51,6 +51,9 @@ pub struct Reply {
     pub result: i64,
     /// The first number a [`Numbering`] request took, else 0.
     pub number: u64,
+    /// The slot's `args[1..5]` as the host left them with a result that is not inline
+    /// (where typed calls' values of up to 32 bytes travel), else zeros.
+    pub words: [u64; 4],
 }
 
 /// Numbers a request from `counter` at publication, while its packet holds the port:
@@ -76,6 +79,10 @@ pub struct Request<'a> {
     pub args: [u64; 6],
     /// Bytes for the host, cut to the lane's bulk buffer.
     pub send: &'a [u8],
+    /// Further parts for the host, each placed after the previous one at the next
+    /// multiple of 8 bytes (typed calls' slices); the caller keeps the whole within the
+    /// bulk buffer.
+    pub send_more: &'a [&'a [u8]],
     /// Room for the bytes the host sends back, cut to the lane's bulk buffer.
     pub recv: &'a mut [u8],
     /// `args[i]` is set to the bytes that travel (`send`'s if any, else `recv`'s).
@@ -167,6 +174,7 @@ impl Channel {
             service,
             args,
             send,
+            send_more: &[],
             recv,
             len_arg,
             posted: false,
@@ -188,6 +196,7 @@ impl Channel {
             service,
             args,
             send,
+            send_more: &[],
             recv: &mut [],
             len_arg,
             posted: true,
@@ -209,6 +218,7 @@ impl Channel {
             service,
             args,
             send: &[],
+            send_more: &[],
             recv: &mut [],
             len_arg: None,
             posted: false,
@@ -223,6 +233,7 @@ impl Channel {
             service,
             mut args,
             send,
+            send_more,
             recv,
             len_arg,
             posted,
@@ -283,13 +294,18 @@ impl Channel {
         // Step 3: the request.
         let (block, thread) = P::caller();
         let send = &send[..send.len().min(capacity)];
+        let mut sent = send.len();
+        for part in send_more {
+            let at = sent.next_multiple_of(8);
+            let n = part.len().min(capacity.saturating_sub(at));
+            // SAFETY: `at + n <= capacity`, inside the lane's bulk buffer; `at` is a
+            // multiple of 8, as `copy_to_bulk` needs.
+            unsafe { copy_to_bulk(bulk.add(at), &part[..n]) };
+            sent = at + n;
+        }
         let recv_len = recv.len().min(capacity);
         if let Some(i) = len_arg {
-            args[i] = if send.is_empty() {
-                recv_len
-            } else {
-                send.len()
-            } as u64;
+            args[i] = if sent == 0 { recv_len } else { sent } as u64;
         }
         // SAFETY: see `slot` and `bulk` above.
         unsafe {
@@ -327,8 +343,9 @@ impl Channel {
         if posted {
             return Reply {
                 status: Status::Ok,
-                result: send.len() as i64,
+                result: sent as i64,
                 number,
+                words: [0; 4],
             };
         }
 
@@ -343,15 +360,16 @@ impl Channel {
             }
             _ => self.give_up::<P>(FaultKind::ForeignAnswer, index, seq, 0, word),
         };
-        let (result, bulk_out) = match got.inline {
-            Some(r) => (r, 0),
+        let (result, bulk_out, words) = match got.inline {
+            Some(r) => (r, 0, [0; 4]),
             None => {
                 // The acquire half of the handoff: the word was written (release) after
                 // the slot's results and bulk bytes, so reads after this fence see them.
                 fence(Acquire);
                 // SAFETY: as above; volatile so that every read goes to host memory.
                 let s = unsafe { slot.read_volatile() };
-                (s.args[0] as i64, s.args[5] as usize)
+                let a = s.args;
+                (a[0] as i64, a[5] as usize, [a[1], a[2], a[3], a[4]])
             }
         };
         let take = recv_len.min(bulk_out);
@@ -369,6 +387,7 @@ impl Channel {
             status: got.status,
             result,
             number,
+            words,
         }
     }
 
@@ -434,6 +453,13 @@ impl Channel {
                 self.give_up::<P>(FaultKind::NoPort, u32::MAX, 0, waited, 0);
             }
         }
+    }
+
+    /// Ends the launch because declared service `id`, which cannot fail, failed with
+    /// `errno` (no handler, a malformed request, a handler's panic): the host reports the
+    /// thread, the service and the errno.
+    pub fn fail_service<P: Platform>(&self, id: u32, errno: i32) -> ! {
+        self.give_up::<P>(FaultKind::ServiceFailed, id, 0, 0, errno as u64)
     }
 
     /// Records why this thread gives up on the transport (if no thread did before) where

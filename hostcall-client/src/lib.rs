@@ -6,7 +6,8 @@
 //! [`Channel::call`] is one round trip for the calling lane, travelling in one packet with
 //! every lane of its warp that calls at the same time. [`calls`] builds each service's
 //! requests (chunking bulk data) on top of it; libc-hostcall's C functions are thin
-//! wrappers over [`calls`].
+//! wrappers over [`calls`]. [`service!`] declares typed services, whose GPU stubs
+//! ([`typed::Client`]) and host dispatch come from the one declaration.
 
 #![no_std]
 #![cfg_attr(
@@ -23,8 +24,10 @@ mod copy;
 #[cfg(target_arch = "nvptx64")]
 pub mod nvptx;
 pub mod stages;
+pub mod typed;
 
 pub use channel::{Channel, Numbering, Reply, Request};
+pub use hostcall_abi::typed::{DeviceSlice, Errno, Plain};
 
 use core::sync::atomic::AtomicU32;
 
@@ -72,4 +75,11 @@ pub trait Platform {
     fn now_ns() -> u64;
     /// Ends the kernel (every thread of the launch) as a fault the host sees.
     fn trap() -> !;
+    /// The id to call the declared service `name` by, whose module slot holds `slot`:
+    /// on the GPU the slot itself, which the host filled when it loaded the module; an
+    /// emulator keeps each launch's ids apart.
+    fn service_id(slot: &AtomicU32, name: &str) -> u32 {
+        let _ = name;
+        slot.load(core::sync::atomic::Ordering::Relaxed)
+    }
 }

@@ -9,7 +9,38 @@ use core::arch::asm;
 
 use core::sync::atomic::AtomicU32;
 
-use crate::Platform;
+use hostcall_abi::DeviceConfig;
+
+use crate::{Channel, Platform};
+
+/// Filled by the host before every launch (see `hostcall_abi::CONFIG_SYMBOL`). Defined
+/// here, with the transport, so that typed service stubs reach the channel in any
+/// kernel; libc-hostcall reads it too.
+#[unsafe(no_mangle)]
+#[used]
+pub static mut __hostcall_config: DeviceConfig = DeviceConfig::UNSET;
+
+/// The host's configuration for this launch. A plain (not volatile) read, so each caller
+/// loads only the fields it uses: this runs on every `malloc`, `errno` and hostcall. The
+/// global stays externally visible (ptx-builder keeps it out of internalization), so the
+/// compiler cannot fold it to its zero initializer.
+pub fn config() -> DeviceConfig {
+    // SAFETY: the host writes the config before the launch and nothing writes it during
+    // one, so this read races with no write.
+    unsafe { (&raw const __hostcall_config).read() }
+}
+
+/// The channel to the host.
+pub fn channel() -> Channel {
+    let c = config();
+    if c.num_ports == 0 {
+        // No host runtime set this launch up: there is nobody to report to.
+        Nvptx::trap();
+    }
+    // SAFETY: the host runtime filled the config with a channel it serves for the whole
+    // launch (checked above that it did fill it).
+    unsafe { Channel::new(&c) }
+}
 
 // SAFETY (for every item): these are LLVM's own declarations of the intrinsics, with
 // their exact LLVM types; LLVM supplies their attributes (`convergent` among them).

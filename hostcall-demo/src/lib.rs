@@ -40,4 +40,8 @@ pub mod mode {
     pub const CALL_LOOP: u32 = 12;
     /// Thread 0 writes 300 MiB to stdout in one `write_all` while the others print.
     pub const BIG_WRITE: u32 = 13;
+    /// `ktyped`: every thread's verified typed calls of a host closure.
+    pub const TYPED_NULL: u32 = 14;
+    /// `ktyped`: thread 0 times typed calls alone.
+    pub const TYPED_LATENCY: u32 = 15;
 }

@@ -26,9 +26,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use arbitrary::{Arbitrary, Unstructured};
-use hostcall_abi::{BULK_PER_LANE, LaneSlot, PORT_BULK, Port, Service, Status, WARP_SIZE};
+use hostcall_abi::{
+    BULK_PER_LANE, LaneSlot, PORT_BULK, Port, STD_BASE, Service, Status, WARP_SIZE,
+};
 use hostcall_runtime::fuzzing::{DEVICE_BASE, DEVICE_BYTES, PortBench};
-use hostcall_runtime::{DEFAULT_CAPTURE_LIMIT, Host, HostBuilder};
+use hostcall_runtime::{DEFAULT_CAPTURE_LIMIT, Host, HostBuilder, Unserved};
 
 /// A variable the GPU may never read, set in the fuzzing process.
 pub const SECRET_VAR: &str = "HOSTCALL_FUZZ_SECRET";
@@ -109,6 +111,8 @@ impl World {
     /// The host every case runs against.
     pub fn builder(&self) -> HostBuilder {
         Host::builder()
+            // Unknown ids are part of the input: answered ENOSYS, the bench goes on.
+            .unserved(Unserved::Enosys)
             .preopen_dir(&self.root, "/data")
             .preopen_dir_readonly(&self.ro, "/ro")
             .cwd("/data/sub")
@@ -376,7 +380,8 @@ pub fn run(data: &[u8]) {
                 Arg::Flags(f) => (f & KNOWN_FLAGS) as u64,
                 Arg::Device(o) => DEVICE_BASE + (o as u64 % DEVICE_BYTES as u64),
             };
-            let service = lane.service as u32 % (Service::ALL.len() as u32 + 2);
+            // std's services, and two ids past them that nobody serves.
+            let service = STD_BASE + lane.service as u32 % (Service::ALL.len() as u32 + 2);
             services.push(service);
             let (bulk, _) = bulk_of(bench.port(), i, lone);
             for (k, b) in input.iter().enumerate() {

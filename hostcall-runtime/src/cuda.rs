@@ -11,7 +11,7 @@ use cudarc::driver::sys;
 use hostcall_abi::{CONFIG_SYMBOL, DeviceConfig, VERSION_SYMBOL};
 
 use crate::module::{
-    DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, StreamStop,
+    DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, ModuleSlot, StreamStop,
 };
 use crate::{Error, Result};
 
@@ -130,6 +130,8 @@ pub struct CudaModule {
     device_allocs: Vec<sys::CUdeviceptr>,
     /// A launch was started and has not been seen to end.
     running: bool,
+    /// The symbols of the declared services' slots the PTX defines.
+    slots: Vec<String>,
 }
 
 fn check(what: &'static str, r: sys::CUresult) -> Result<()> {
@@ -229,6 +231,7 @@ impl CudaModule {
             host_allocs: Vec::new(),
             device_allocs: Vec::new(),
             running: false,
+            slots: slot_symbols(image.ptx),
         })
     }
 
@@ -253,6 +256,23 @@ impl CudaModule {
         unsafe { cu::module::get_global(self.module, c) }
             .map_err(|_| Error::MissingSymbol(name.into()))
     }
+}
+
+/// The symbols of the service slots `ptx` defines (ptx-builder keeps exactly those of the
+/// services its kernels call), e.g. from
+/// `.visible .global .align 8 .b8 __HOSTCALL__Kv__get[61] = {...};`.
+fn slot_symbols(ptx: &str) -> Vec<String> {
+    ptx.lines()
+        .filter(|l| l.starts_with(".visible .global") || l.starts_with(".global"))
+        .filter_map(|l| {
+            let at = l.find(hostcall_abi::typed::SLOT_PREFIX)?;
+            let name = &l[at..];
+            let end = name
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+                .unwrap_or(name.len());
+            Some(name[..end].to_owned())
+        })
+        .collect()
 }
 
 impl GpuModule for CudaModule {
@@ -315,6 +335,32 @@ impl GpuModule for CudaModule {
         // SAFETY: `ptr` addresses the module's config global of exactly this size.
         unsafe { cu::memcpy_htod_sync(ptr, std::slice::from_ref(config)) }
             .map_err(|e| Error::cuda("writing the hostcall config", e))
+    }
+
+    fn service_slots(&mut self) -> Result<Vec<ModuleSlot>> {
+        self.slots
+            .clone()
+            .into_iter()
+            .map(|symbol| {
+                let (ptr, size) = self.global(&symbol)?;
+                let mut bytes = vec![0u8; size];
+                // SAFETY: `ptr` addresses the module's global of `size` bytes.
+                unsafe { cu::memcpy_dtoh_sync(&mut bytes, ptr) }
+                    .map_err(|e| Error::cuda("reading a service slot", e))?;
+                Ok(ModuleSlot { symbol, bytes })
+            })
+            .collect()
+    }
+
+    fn bind_service(&mut self, symbol: &str, id: u32) -> Result<()> {
+        let (ptr, size) = self.global(symbol)?;
+        if size < hostcall_abi::typed::SLOT_HEADER {
+            return Err(Error::MissingSymbol(format!("{symbol} as a service slot")));
+        }
+        // SAFETY: `ptr` addresses the slot, whose first 4 bytes are its id; no launch
+        // runs (ids are bound before each).
+        unsafe { cu::memcpy_htod_sync(ptr, &[id]) }
+            .map_err(|e| Error::cuda("writing a service id", e))
     }
 
     fn launch(&mut self, launch: &Launch) -> Result<()> {
@@ -573,6 +619,14 @@ impl Drop for CudaModule {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slot_symbols_are_found_in_ptx() {
+        let ptx = ".visible .global .align 8 .b8 __HOSTCALL__Kv__get[61] = {0, 1};\n\
+                   .visible .global .align 4 .u32 __hostcall_abi_version = 6;\n\
+                   \tld.global.u32 %r1, [__HOSTCALL__Kv__get];\n";
+        assert_eq!(slot_symbols(ptx), ["__HOSTCALL__Kv__get"]);
+    }
 
     #[test]
     fn a_device_reaching_pageable_host_memory_is_refused_unless_allowed() {

@@ -77,6 +77,10 @@ pub enum Error {
         /// host cannot be stopped from the host, only by ending the process.
         still_running: bool,
     },
+    /// The module calls a declared service this host does not serve, or serves with
+    /// another signature.
+    #[error("{0}")]
+    Service(String),
     /// A pre-opened directory was refused.
     #[error(transparent)]
     Sandbox(#[from] MountError),

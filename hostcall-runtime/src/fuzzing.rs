@@ -89,7 +89,7 @@ impl PortBench {
             ports,
             Arc::new(services),
             host.b.blocking_threads,
-            false,
+            crate::server::Debug::default(),
             files.log.clone(),
         );
         let mounts: Vec<PathBuf> = host

@@ -1,6 +1,7 @@
 //! [`Host`]: the capabilities granted to a GPU program and the loop that runs one
 //! launch while serving its hostcalls.
 
+use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -10,13 +11,19 @@ use hostcall_abi::{
     LaunchState, Port, PortState, THREAD_EXIT_KERNEL, ThreadArea,
 };
 
+use hostcall_abi::typed::{Args, Dispatch, Errno, HostClosure, NAMED_IDS, Ret};
+use hostcall_client::typed::HostFn;
+
 use crate::guest_log::GuestLog;
 use crate::module::{DeviceMemory, GpuModule, Launch, LaunchEnd};
-use crate::server::{Ports, Server};
+use crate::server::{Debug, Ports, Server};
 use crate::services::sandbox::Access;
+use crate::services::typed::{
+    Closure, Declared, Default as DefaultHandler, DeviceAccess, Method, UnservedCall,
+};
 use crate::services::{
     Capture, EnvPolicy, FdTable, Files, Handler, MODES_DEFAULT, MountSpec, Process, Sandbox,
-    ServiceTable, Stdio, Termination,
+    ServiceTable, Stdio, Termination, Unserved,
 };
 use crate::{Error, Result};
 
@@ -56,6 +63,14 @@ const POLL_INTERVAL: Duration = Duration::from_micros(200);
 const POLL_INTERVAL_LONG: Duration = Duration::from_millis(5);
 const LONG_RUN: Duration = Duration::from_millis(100);
 
+/// An embedder's service: its id, handler, and the name traces give it (by default the
+/// std service's, or `service <id>`).
+struct Extra {
+    id: u32,
+    handler: Arc<dyn Handler>,
+    name: Option<Arc<str>>,
+}
+
 /// Builds a [`Host`]. Everything the GPU could reach on the host is denied until granted.
 #[must_use]
 pub struct HostBuilder {
@@ -75,9 +90,12 @@ pub struct HostBuilder {
     group_other_write: bool,
     mount_points_inside: bool,
     pub(crate) stdin: bool,
-    trace: bool,
+    debug: Debug,
     single_lane: bool,
-    pub(crate) extra: Vec<(u32, Arc<dyn Handler>)>,
+    /// Embedder services.
+    extra: Vec<Extra>,
+    declared: Declared,
+    unserved: Unserved,
 }
 
 impl Default for HostBuilder {
@@ -99,9 +117,11 @@ impl Default for HostBuilder {
             group_other_write: false,
             mount_points_inside: false,
             stdin: false,
-            trace: std::env::var_os("HOSTCALL_DEBUG").is_some_and(|v| v != "0"),
+            debug: debug_from_env(),
             single_lane: std::env::var_os("HOSTCALL_SINGLE_LANE").is_some_and(|v| v != "0"),
             extra: Vec::new(),
+            declared: Declared::default(),
+            unserved: Unserved::default(),
         }
     }
 }
@@ -257,9 +277,17 @@ impl HostBuilder {
         self
     }
 
-    /// Logs every hostcall (default: on when `HOSTCALL_DEBUG` is set and not `0`).
+    /// Logs every hostcall (default: on when `HOSTCALL_DEBUG` is set, and not `0` or
+    /// `summary`).
     pub fn trace(mut self, on: bool) -> Self {
-        self.trace = on;
+        self.debug.trace = on;
+        self
+    }
+
+    /// Prints a table at the end of each run: calls, errors, and total and mean host
+    /// time per service (default: on when `HOSTCALL_DEBUG=summary`).
+    pub fn summary(mut self, on: bool) -> Self {
+        self.debug.summary = on;
         self
     }
 
@@ -270,9 +298,68 @@ impl HostBuilder {
         self
     }
 
-    /// Serves service `id` with `handler` (ids of built-in services are replaced).
+    /// Serves service `id` with `handler`, a raw handler of positional arguments (ids of
+    /// built-in services are replaced, and a second registration of an id replaces the
+    /// first). Id 0 is the default handler. Declared services ([`HostBuilder::serve`])
+    /// are the typed way.
     pub fn service(mut self, id: u32, handler: Arc<dyn Handler>) -> Self {
-        self.extra.push((id, handler));
+        self.extra.push(Extra {
+            id,
+            handler,
+            name: None,
+        });
+        self
+    }
+
+    /// Serves the declared trait `S` (written `dyn Trait`) with `imp`: each method under
+    /// its fixed id, or under an id the host assigns to its name and writes into every
+    /// module that calls it. Serving a trait again replaces the earlier implementation.
+    ///
+    /// ```ignore
+    /// let host = Host::builder().serve::<dyn Kv, _>(MyKv::default()).build()?;
+    /// ```
+    pub fn serve<S, T>(mut self, imp: T) -> Self
+    where
+        S: ?Sized + Dispatch<T> + 'static,
+        T: Send + Sync + 'static,
+    {
+        let imp = Arc::new(imp);
+        for (method, sig) in S::SERVICES.iter().enumerate() {
+            let id = self.declared.id_for(sig);
+            let handler = Arc::new(Method::<S, T> {
+                imp: imp.clone(),
+                method,
+                _trait: PhantomData,
+            });
+            self.extra.push(Extra {
+                id,
+                handler,
+                name: Some(sig.name.into()),
+            });
+        }
+        self
+    }
+
+    /// Answers every call of an id nobody serves with `f` (AMD's default handler, id 0):
+    /// its value is the call's result, its errno the call's failure. A module's
+    /// declared service with a fixed id that this host does not serve is then loaded,
+    /// its calls going to `f`.
+    pub fn default_handler(
+        mut self,
+        f: impl Fn(&UnservedCall) -> std::result::Result<i64, Errno> + Send + Sync + 'static,
+    ) -> Self {
+        self.extra.push(Extra {
+            id: 0,
+            handler: Arc::new(DefaultHandler(f)),
+            name: Some("default handler".into()),
+        });
+        self
+    }
+
+    /// What a call of an id nobody serves gets when there is no default handler
+    /// (default [`Unserved::Halt`]: the run halts, naming the GPU thread and the id).
+    pub fn unserved(mut self, policy: Unserved) -> Self {
+        self.unserved = policy;
         self
     }
 
@@ -280,7 +367,7 @@ impl HostBuilder {
     /// lowered to leave the host a quarter of the process's `RLIMIT_NOFILE` (at least 64
     /// descriptors) for its own files, the driver's and the pre-opens.
     pub fn build(self) -> Result<Host> {
-        if self.trace {
+        if self.debug.trace {
             // Tracing must not depend on the embedder remembering to set up a logger; one
             // it set up already is kept (`init_logging` only fills an empty slot).
             crate::start_logging(true);
@@ -315,6 +402,22 @@ impl HostBuilder {
                 ..self
             },
         })
+    }
+}
+
+/// What `HOSTCALL_DEBUG` asks for: unset or `0` nothing, `summary` the table, anything
+/// else a trace line per call.
+fn debug_from_env() -> Debug {
+    match std::env::var("HOSTCALL_DEBUG").as_deref() {
+        Err(_) | Ok("0") => Debug::default(),
+        Ok("summary") => Debug {
+            trace: false,
+            summary: true,
+        },
+        Ok(_) => Debug {
+            trace: true,
+            summary: false,
+        },
     }
 }
 
@@ -407,6 +510,9 @@ pub struct RunReport {
     /// From launch until it ended and every hostcall it made was served, posted output
     /// included.
     pub elapsed: Duration,
+    /// With [`HostBuilder::summary`] (`HOSTCALL_DEBUG=summary`): the table printed to
+    /// stderr at the end of the run, of calls, errors and host time per service.
+    pub summary: Option<String>,
 }
 
 /// The host side of GPU programs: capabilities, channel sizing and the serving loop.
@@ -423,7 +529,31 @@ impl Host {
         HostBuilder::default()
     }
 
-    /// Runs `launch` on `module`, serving hostcalls until it ends.
+    /// Serves `f` to kernels as a host closure (AMDGPU.jl's `HostCallHolder`): pass the
+    /// handle's [`HostFn::raw`] as a kernel argument, and the kernel calls it with
+    /// typed arguments (`HostFn::call`). Its arguments are up to four plain values.
+    pub fn hostcall<A, R, F>(&mut self, f: F) -> HostFn<A, R>
+    where
+        A: Args + 'static,
+        R: Ret + 'static,
+        F: HostClosure<A, R>,
+    {
+        let id = self.b.declared.next_id();
+        let handler = Arc::new(Closure {
+            f,
+            _types: PhantomData,
+        });
+        let name = format!("closure#{}", id - NAMED_IDS.start);
+        self.b.extra.push(Extra {
+            id,
+            handler,
+            name: Some(name.into()),
+        });
+        HostFn::new(id)
+    }
+
+    /// Runs `launch` on `module`, serving hostcalls until it ends. The module's declared
+    /// services are checked against what this host serves first, and bound to their ids.
     pub fn run(&self, module: &mut dyn GpuModule, launch: &Launch) -> Result<RunReport> {
         self.sandbox.check_mount_points()?;
         let version = module.abi_version()?;
@@ -433,6 +563,8 @@ impl Host {
                 host: ABI_VERSION,
             });
         }
+        let catch_all = self.b.extra.iter().any(|e| e.id == 0);
+        self.b.declared.bind(module, catch_all)?;
         let threads = launch.threads();
         if threads == 0 {
             return Err(Error::InvalidLaunch(
@@ -465,7 +597,12 @@ impl Host {
         };
         module.write_config(&config)?;
 
-        let (files, process, services) = self.services(module.device_memory());
+        let (files, process, mut services) = self.services(module.device_memory());
+        services.device = Some(Arc::new(DeviceAccess {
+            memory: module.device_memory(),
+            owned: vec![config.heap_base..config.heap_base + config.heap_size],
+        }));
+        let services = Arc::new(services);
         let ports = Ports {
             base: ports.host.cast::<Port>(),
             doorbells: doorbells.host.cast::<Doorbell>(),
@@ -473,10 +610,10 @@ impl Host {
         };
         let server = Server::start(
             ports,
-            Arc::new(services),
+            services.clone(),
             self.b.consumers,
             self.b.blocking_threads,
-            self.b.trace,
+            self.b.debug,
             files.log.clone(),
         )?;
 
@@ -497,6 +634,11 @@ impl Host {
             .b
             .timeout
             .map_or(DRAIN_LIMIT, |t| t.saturating_sub(started.elapsed()));
+        let halted = server.halted();
+        let summary = server.summary();
+        if let Some(table) = &summary {
+            eprint!("{table}");
+        }
         let calls = server.finish(Instant::now() + left.clamp(DRAIN_MIN, DRAIN_LIMIT));
         // Nothing of the run outlives it: its files close now, even while a pool worker
         // is still blocked in a service (it holds the one file it is using, if any).
@@ -513,8 +655,11 @@ impl Host {
         let elapsed = started.elapsed();
         // SAFETY: the record was allocated above, zeroed, and only GPU threads write it;
         // the launch has ended.
-        let record = transport_fault(unsafe { &*fault.host.cast::<FaultRecord>() });
-        let outcome = outcome_of(process.termination(), ended, record);
+        let record = transport_fault(unsafe { &*fault.host.cast::<FaultRecord>() }, &services);
+        let outcome = match halted {
+            Some(why) => Outcome::Faulted(why),
+            None => outcome_of(process.termination(), ended, record),
+        };
         let (stdout, stderr) = files.stdio.take_captured();
         Ok(RunReport {
             outcome,
@@ -522,6 +667,7 @@ impl Host {
             stderr,
             calls,
             elapsed,
+            summary,
         })
     }
 
@@ -553,9 +699,13 @@ impl Host {
         });
         let process = Arc::new(Process::default());
         let mut table = ServiceTable::builtin(files.clone(), self.env.clone(), process.clone());
-        for (id, h) in &self.b.extra {
-            table.register(*id, h.clone());
+        for e in &self.b.extra {
+            match &e.name {
+                Some(n) => table.register_named(e.id, e.handler.clone(), n.clone()),
+                None => table.register(e.id, e.handler.clone()),
+            }
         }
+        table.unserved = self.b.unserved;
         (files, process, table)
     }
 
@@ -671,8 +821,9 @@ fn outcome_of(asked: Option<Termination>, ended: LaunchEnd, transport: Option<St
     }
 }
 
-/// What a GPU thread recorded before it gave up on the transport, in words.
-fn transport_fault(f: &FaultRecord) -> Option<String> {
+/// What a GPU thread recorded before it gave up on the transport, in words; `services`
+/// names the service of a failed call.
+fn transport_fault(f: &FaultRecord, services: &ServiceTable) -> Option<String> {
     if f.valid.load(std::sync::atomic::Ordering::Acquire) != 1 {
         return None;
     }
@@ -694,6 +845,11 @@ fn transport_fault(f: &FaultRecord) -> Option<String> {
         Some(FaultKind::Killed) => format!(
             "was stopped by the host's timeout during its call on port {}",
             f.port
+        ),
+        Some(FaultKind::ServiceFailed) => format!(
+            "called `{}`, which cannot return an error, and it failed with {:?}",
+            services.name(f.port),
+            Errno(f.detail as i32)
         ),
         None => format!("recorded an unknown transport fault {}", f.kind),
     };

@@ -5,8 +5,14 @@
 //! Backends: [`cuda::CudaModule`] for real GPUs and [`emulated::EmulatedModule`], which
 //! runs the device half of the transport on OS threads for tests without a GPU.
 //!
+//! Programs add their own services by declaring them once (`hostcall_client::service!`):
+//! [`HostBuilder::serve`] serves a declared trait, [`Host::hostcall`] a closure, and
+//! each run checks the module's declared services against what the host serves.
+//!
 //! `HOSTCALL_DEBUG=1` logs every hostcall (caller, service, arguments, result, latency)
-//! through `log`; [`init_logging`] sets `env_logger` up for that.
+//! through `log`, typed services with their decoded arguments and results;
+//! `HOSTCALL_DEBUG=summary` prints a table per run instead (calls, errors, host time per
+//! service). [`init_logging`] sets `env_logger` up for that.
 
 pub mod cuda;
 pub mod emulated;
@@ -26,13 +32,18 @@ pub use host::{
     DEFAULT_MAX_OPEN_FILES, DEFAULT_PORTS, DEFAULT_TIMEOUT, DEFAULT_WAIT_LIMIT, Host, HostBuilder,
     Outcome, RunReport,
 };
-pub use module::{DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, StreamStop};
+pub use module::{
+    DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, ModuleSlot, StreamStop,
+};
 pub use server::InFlight;
+pub use services::Unserved;
+pub use services::typed::UnservedCall;
 
 /// Starts `env_logger` with warnings on, and each hostcall traced when `HOSTCALL_DEBUG`
 /// is set (`RUST_LOG` still overrides both). A logger set up before is kept.
 pub fn init_logging() {
-    start_logging(std::env::var_os("HOSTCALL_DEBUG").is_some_and(|v| v != "0"));
+    let v = std::env::var("HOSTCALL_DEBUG");
+    start_logging(v.is_ok_and(|v| v != "0" && v != "summary"));
 }
 
 /// [`init_logging`] with tracing on or off.

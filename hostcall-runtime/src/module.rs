@@ -94,6 +94,16 @@ pub trait DeviceMemory: Send + Sync {
     ) -> (u64, Option<StreamStop>);
 }
 
+/// One declared service's slot in a module (`hostcall_abi::typed::ServiceSlot`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModuleSlot {
+    /// Its symbol (`__HOSTCALL__Trait__method`), or, in an emulated module, the
+    /// service's name.
+    pub symbol: String,
+    /// Its bytes as the module holds them.
+    pub bytes: Vec<u8>,
+}
+
 /// A loaded GPU module that can run kernels. Allocations live as long as the module.
 pub trait GpuModule {
     /// The device, for messages and reports.
@@ -112,4 +122,8 @@ pub trait GpuModule {
     fn device_memory(&self) -> std::sync::Arc<dyn DeviceMemory>;
     /// Whether the last launch has ended; never blocks.
     fn poll(&mut self) -> Result<Option<LaunchEnd>>;
+    /// The slots of the declared services its kernels call.
+    fn service_slots(&mut self) -> Result<Vec<ModuleSlot>>;
+    /// Writes service id `id` into the slot `symbol` (one of [`GpuModule::service_slots`]).
+    fn bind_service(&mut self, symbol: &str, id: u32) -> Result<()>;
 }

@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 
 use hostcall_runtime::emulated::{EmuThread, EmulatedModule, WarpMode};
-use hostcall_runtime::{Host, Launch, Outcome};
+use hostcall_runtime::{Host, Launch, Outcome, Unserved};
 
 static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
@@ -38,7 +38,11 @@ fn unknown_services_warn_twenty_times_then_count() {
                 .call::<hostcall_runtime::emulated::Emu>(999, [0; 6], &[], &mut [], None);
         }
     });
-    let host = Host::builder().echo_output(false).build().unwrap();
+    let host = Host::builder()
+        .echo_output(false)
+        .unserved(Unserved::Enosys)
+        .build()
+        .unwrap();
     let report = host
         .run(&mut m, &Launch::linear("k", 1, 1, vec![]))
         .unwrap();
@@ -46,7 +50,7 @@ fn unknown_services_warn_twenty_times_then_count() {
     let lines = LINES.lock().unwrap();
     let unknown = lines
         .iter()
-        .filter(|l| l.contains("unknown hostcall service id 999"))
+        .filter(|l| l.contains("unknown hostcall service id 0x3e7"))
         .count();
     assert_eq!(unknown, 21, "{} lines in all", lines.len());
     assert!(

@@ -196,7 +196,7 @@ fn a_timeout_names_the_kernel_and_the_calls_in_flight() {
     assert!(matches!(err, Error::Timeout { .. }), "{text}");
     assert!(text.contains("kernel `stuck` was stopped after"), "{text}");
     assert!(
-        text.contains("1 hostcalls in flight: open#3 by block 0 thread 0"),
+        text.contains("1 hostcalls in flight: open#0x80000003 by block 0 thread 0"),
         "{text}"
     );
     // Lets the blocked pool worker finish, so the test leaves no thread behind.

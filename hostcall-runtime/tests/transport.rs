@@ -10,7 +10,7 @@ use hostcall_abi::{BULK_PER_LANE, PORT_BULK, Service, Status};
 use hostcall_client::calls;
 use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::services::{Call, Handler, Malformed, Reply};
-use hostcall_runtime::{Error, Host, Launch, Outcome};
+use hostcall_runtime::{Error, Host, Launch, Outcome, Unserved};
 
 /// A value unique to (thread, iteration), so a lost, duplicated or crossed reply shows.
 fn token(t: &EmuThread, i: u64) -> u64 {
@@ -107,6 +107,7 @@ fn unknown_service_is_an_error_for_the_caller_and_the_server_carries_on() {
         s.lock().unwrap().push((reply.status, reply.result, after));
     });
     let r = quiet()
+        .unserved(Unserved::Enosys)
         .build()
         .unwrap()
         .run(&mut m, &Launch::linear("k", 1, 3, vec![]))

@@ -23,39 +23,18 @@ mod time;
 mod unsupported;
 
 use hostcall_abi::{ABI_VERSION, DeviceConfig, LaunchState};
-use hostcall_client::Channel;
 pub use hostcall_client::nvptx::Nvptx;
 
-/// Filled by the host before every launch (see `hostcall_abi::CONFIG_SYMBOL`).
-#[unsafe(no_mangle)]
-#[used]
-pub static mut __hostcall_config: DeviceConfig = DeviceConfig::UNSET;
+use hostcall_client::nvptx::channel;
 
 /// The ABI this module speaks; the host refuses to launch on a mismatch.
 #[unsafe(no_mangle)]
 #[used]
 pub static __hostcall_abi_version: u32 = ABI_VERSION;
 
-/// The host's configuration for this launch. A plain (not volatile) read, so each caller
-/// loads only the fields it uses: this runs on every `malloc`, `errno` and hostcall. The
-/// global stays externally visible (ptx-builder keeps it out of internalization), so the
-/// compiler cannot fold it to its zero initializer.
+/// The host's configuration for this launch (`hostcall_client::nvptx::config`).
 fn config() -> DeviceConfig {
-    // SAFETY: the host writes the config before the launch and nothing writes it during
-    // one, so this read races with no write.
-    unsafe { (&raw const __hostcall_config).read() }
-}
-
-/// The channel to the host.
-fn channel() -> Channel {
-    let c = config();
-    if c.num_ports == 0 {
-        // No host runtime set this launch up: there is nobody to report to.
-        Nvptx::trap();
-    }
-    // SAFETY: the host runtime filled the config with a channel it serves for the whole
-    // launch (checked above that it did fill it).
-    unsafe { Channel::new(&c) }
+    hostcall_client::nvptx::config()
 }
 
 /// This launch's device-wide libc state.

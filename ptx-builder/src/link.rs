@@ -75,13 +75,58 @@ pub(crate) fn optimize_kernels(
     if kernels.is_empty() {
         return Err(BuildError::NoKernels);
     }
-    let public: Vec<&str> = kernels
+    let mut public: Vec<&str> = kernels
         .iter()
         .map(String::as_str)
         .chain(HOST_VISIBLE)
         .collect();
+    let slots = used_service_slots(tc, linked, &public, optimized)?;
+    public.extend(slots.iter().map(String::as_str));
     optimize(tc, linked, &public, optimized)?;
     Ok(kernels)
+}
+
+/// The slots of the declared services (`__HOSTCALL__*` globals) that the kernels reach:
+/// kept visible, so that the host finds them and the compiler cannot fold their ids to
+/// the unbound value they start with. A declaration crate defines a slot for every
+/// method, so those of services no kernel calls are first dropped (`globaldce`, with
+/// everything but `public` internalized) and only the rest listed. Modules without
+/// slots skip this.
+fn used_service_slots(
+    tc: &Toolchain,
+    linked: &Path,
+    public: &[&str],
+    scratch: &Path,
+) -> Result<Vec<String>> {
+    const PREFIX: &str = "__HOSTCALL__";
+    let bytes =
+        std::fs::read(linked).map_err(BuildError::io(format!("reading {}", linked.display())))?;
+    if !bytes.windows(PREFIX.len()).any(|w| w == PREFIX.as_bytes()) {
+        return Ok(Vec::new());
+    }
+    run(Command::new(tc.llvm("opt"))
+        .arg("--passes=internalize,globaldce")
+        .arg(format!(
+            "--internalize-public-api-list={}",
+            public.join(",")
+        ))
+        .arg(linked)
+        .arg("-o")
+        .arg(scratch))?;
+    let out = run(Command::new(tc.llvm("llvm-dis"))
+        .arg(scratch)
+        .args(["-o", "-"]))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(slot_definitions(&text, PREFIX))
+}
+
+/// Globals named `prefix...` that `ir` (textual LLVM IR) defines.
+fn slot_definitions(ir: &str, prefix: &str) -> Vec<String> {
+    let at = format!("@{prefix}");
+    ir.lines()
+        .filter(|l| l.starts_with(&at) && l.contains(" = "))
+        .filter_map(|l| Some(l[1..l.find(' ')?].trim_matches('"').to_owned()))
+        .collect()
 }
 
 /// Internalizes everything but `public` in `linked`, and optimizes it into `optimized`.
@@ -297,6 +342,17 @@ pub(crate) fn attribute(tc: &Toolchain, members: &Path, missing: &[String]) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slot_definitions_are_read_from_ir() {
+        let ir = "@__HOSTCALL__Kv__get = internal global <{ [61 x i8] }> zeroinitializer, align 8\n\
+                  @other = global i32 0\n\
+                  %x = load i32, ptr @__HOSTCALL__Kv__get, align 8\n";
+        assert_eq!(
+            slot_definitions(ir, "__HOSTCALL__"),
+            ["__HOSTCALL__Kv__get"]
+        );
+    }
 
     #[test]
     fn every_entry_gets_its_thread_bound_and_nothing_else_changes() {

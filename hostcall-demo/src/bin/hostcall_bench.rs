@@ -102,6 +102,34 @@ fn run_with(
     Ok(r)
 }
 
+/// Runs culinux's `ktyped` in `kernel_mode` as `blocks` x `threads`, serving it the host
+/// closure `|x: u64| x`, and insists it completed.
+fn run_typed(
+    module: &mut CudaModule,
+    kernel_mode: u32,
+    blocks: u32,
+    threads: u32,
+) -> Result<RunReport, String> {
+    let mut host = Host::builder()
+        .capture_output(true)
+        .echo_output(false)
+        .timeout(Duration::from_secs(300))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let echo = host.hostcall(|x: u64| x);
+    let args = vec![KernelArg::U32(kernel_mode), KernelArg::U64(echo.raw())];
+    let r = host
+        .run(module, &Launch::linear("ktyped", blocks, threads, args))
+        .map_err(|e| e.to_string())?;
+    if r.outcome != Outcome::Completed {
+        return Err(format!(
+            "ktyped mode {kernel_mode} at {blocks}x{threads} ended with {:?}",
+            r.outcome
+        ));
+    }
+    Ok(r)
+}
+
 /// The numbers after `prefix` on the kernel's report line.
 fn numbers(r: &RunReport, prefix: &str) -> Result<Vec<f64>, String> {
     let out = String::from_utf8_lossy(&r.stdout);
@@ -307,6 +335,40 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
             "lines/s",
             limit(printf_key).map(|l| (printf_key, l)),
             "std println! of 16 lines per thread; from launch until the host has written every line",
+        ));
+    }
+
+    // Typed calls of a host closure, beside the null calls of this run: the typed layer
+    // (encoding, the closure's type check, decoding) must cost no more than the noise.
+    let r = run_typed(&mut module, mode::TYPED_LATENCY, 1, 32)?;
+    let v = numbers(&r, "typed_latency: ")?;
+    let [n, total] = v[..] else {
+        return Err(format!("bad typed_latency line: {v:?}").into());
+    };
+    results.push(result(
+        "typed_roundtrip_latency_1_thread",
+        total / n / 1e3,
+        "us",
+        Some(("roundtrip_latency_1_thread", us)),
+        "one GPU thread, 2000 typed calls of the host closure |x: u64| x (HostFn), GPU %globaltimer",
+    ));
+    for b in [132, 1056] {
+        let r = run_typed(&mut module, mode::TYPED_NULL, b, 256)?;
+        let (bad, ns) = check::report(&String::from_utf8_lossy(&r.stdout), "typed")?;
+        if bad != 0 {
+            return Err(format!("{bad} typed replies reached the wrong lane at {b}x256").into());
+        }
+        let per_s = b as f64 * 256.0 * NULL_PINGS / (ns as f64 / 1e9);
+        eprintln!(
+            "hostcall_bench: {b}x256: {:.2} M typed calls/s",
+            per_s / 1e6
+        );
+        results.push(result(
+            &format!("typed_calls_per_s_{b}x256"),
+            per_s,
+            "calls/s",
+            Some((&format!("null_calls_per_s_{b}x256"), at(b, "null_calls_per_s"))),
+            "64 verified typed calls of the host closure |x: u64| x per thread, one consumer thread; GPU time from the first call to the last answer",
         ));
     }
 

@@ -16,18 +16,20 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use hostcall_abi::typed::Signature;
 use hostcall_abi::{ABI_VERSION, DeviceConfig, WARP_SIZE};
+use hostcall_client::typed::Client;
 use hostcall_client::{Channel, Platform};
 
 use self::warp::{Grouping, SyncKind, Warp};
 
 use crate::module::{
-    DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, StreamStop,
+    DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, ModuleSlot, StreamStop,
 };
 use crate::{Error, Result};
 
@@ -79,16 +81,26 @@ impl EmuThread {
         &self.config
     }
 
+    /// A client of the declared services `S` (`dyn Trait`) over this thread's channel.
+    pub fn client<S: ?Sized>(&self) -> Client<Emu, S> {
+        Client::new(self.channel)
+    }
+
     /// Stops this emulated thread the way `trap;` stops a GPU kernel.
     pub fn trap(&self) -> ! {
         Emu::trap()
     }
 }
 
+/// The ids the host bound to a module's declared services, by name: the emulator's
+/// stand-in for the slots a GPU module holds.
+type Bindings = Arc<RwLock<HashMap<&'static str, u32>>>;
+
 struct LaneCtx {
     block: u32,
     thread: u32,
     warp: Option<Arc<Warp>>,
+    bindings: Bindings,
 }
 
 thread_local! {
@@ -230,6 +242,17 @@ impl Platform for Emu {
     fn trap() -> ! {
         std::panic::resume_unwind(Box::new(Trap))
     }
+
+    fn service_id(slot: &AtomicU32, name: &str) -> u32 {
+        let bound = with_lane(|l| {
+            l.bindings
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(name)
+                .copied()
+        });
+        bound.unwrap_or_else(|| slot.load(Ordering::Relaxed))
+    }
 }
 
 /// Emulated "device memory" is this process's memory: a device address is a pointer.
@@ -268,6 +291,8 @@ pub struct EmulatedModule {
     allocations: Vec<(*mut u8, Layout)>,
     config: Option<DeviceConfig>,
     running: Option<Running>,
+    services: Vec<Signature>,
+    bindings: Bindings,
 }
 
 impl EmulatedModule {
@@ -280,7 +305,17 @@ impl EmulatedModule {
             allocations: Vec::new(),
             config: None,
             running: None,
+            services: Vec::new(),
+            bindings: Bindings::default(),
         }
+    }
+
+    /// Records that the kernels call the declared `services` (`<dyn Trait>::SERVICES`),
+    /// as a GPU module's slots record the services its kernels call: the host checks
+    /// and binds them before each launch.
+    pub fn uses(mut self, services: &[Signature]) -> Self {
+        self.services.extend_from_slice(services);
+        self
     }
 
     /// Adds a kernel under `name`.
@@ -383,6 +418,7 @@ impl GpuModule for EmulatedModule {
                     channel,
                     config,
                 };
+                let bindings = self.bindings.clone();
                 let alive = Alive::new();
                 let t = std::thread::Builder::new()
                     .stack_size(256 << 10)
@@ -393,6 +429,7 @@ impl GpuModule for EmulatedModule {
                                 block,
                                 thread,
                                 warp: warp.clone(),
+                                bindings,
                             })
                         });
                         let ended = std::panic::catch_unwind(AssertUnwindSafe(|| kernel(&ctx)));
@@ -414,6 +451,35 @@ impl GpuModule for EmulatedModule {
             }
         }
         self.running = Some(Running { threads });
+        Ok(())
+    }
+
+    fn service_slots(&mut self) -> Result<Vec<ModuleSlot>> {
+        Ok(self
+            .services
+            .iter()
+            .map(|sig| ModuleSlot {
+                symbol: sig.name.to_owned(),
+                bytes: [
+                    &sig.slot_header()[..],
+                    sig.name.as_bytes(),
+                    sig.text.as_bytes(),
+                ]
+                .concat(),
+            })
+            .collect())
+    }
+
+    fn bind_service(&mut self, symbol: &str, id: u32) -> Result<()> {
+        let sig = self
+            .services
+            .iter()
+            .find(|s| s.name == symbol)
+            .ok_or_else(|| Error::MissingSymbol(symbol.to_owned()))?;
+        self.bindings
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(sig.name, id);
         Ok(())
     }
 

@@ -12,21 +12,20 @@
 mod pool;
 mod shared;
 
+use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use hostcall_abi::answer::{Answer, seq_tag};
 use hostcall_abi::errno::{EINVAL, EIO, ENOSYS};
-use hostcall_abi::{
-    BULK_PER_LANE, Doorbell, LaneSlot, PORT_BULK, Port, Service, Status, WARP_SIZE,
-};
+use hostcall_abi::{BULK_PER_LANE, Doorbell, LaneSlot, PORT_BULK, Port, Status, WARP_SIZE};
 
 use crate::guest_log::{GuestLog, Kind, escaped};
-use crate::services::{Call, Entry, Handler, Malformed, Reply, ServiceTable};
+use crate::services::{Call, Entry, Handler, Malformed, Reply, ServiceTable, Unserved};
 use pool::{BlockingPool, PortsAlive};
 #[cfg(feature = "fuzzing")]
 pub(crate) use shared::copy_in;
@@ -112,7 +111,7 @@ impl Backoff {
 }
 
 /// A lane's request still waiting for its answer, for the report of a killed launch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InFlight {
     /// The port it was published on.
     pub port: usize,
@@ -122,17 +121,35 @@ pub struct InFlight {
     pub thread: u32,
     /// The service id it asked for.
     pub service: u32,
+    /// The service's name.
+    pub name: String,
 }
 
 impl std::fmt::Display for InFlight {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let name = Service::from_id(self.service).map_or("custom", Service::name);
         write!(
             f,
-            "{name}#{} by block {} thread {} on port {}",
-            self.service, self.block, self.thread, self.port
+            "{}#{:#x} by block {} thread {} on port {}",
+            self.name, self.service, self.block, self.thread, self.port
         )
     }
+}
+
+/// What the server reports of the calls it serves (`HOSTCALL_DEBUG`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Debug {
+    /// A log line per call.
+    pub trace: bool,
+    /// A table per run: calls, errors and host time per service.
+    pub summary: bool,
+}
+
+/// One service's line of the summary table.
+#[derive(Clone, Copy, Debug, Default)]
+struct Stat {
+    calls: u64,
+    errors: u64,
+    time: Duration,
 }
 
 /// Handler panics caught since the process started (the fuzzer checks there are none).
@@ -142,7 +159,11 @@ pub(crate) static HANDLER_PANICS: AtomicU64 = AtomicU64::new(0);
 pub(crate) struct Context {
     ports: Ports,
     services: Arc<ServiceTable>,
-    trace: bool,
+    debug: Debug,
+    /// Per service id, with [`Debug::summary`].
+    stats: Option<Mutex<HashMap<u32, Stat>>>,
+    /// Why the run halted (a call nobody serves, under [`Unserved::Halt`]).
+    halted: Mutex<Option<String>>,
     /// The launch's GPU-caused log lines.
     log: Arc<GuestLog>,
     killing: AtomicBool,
@@ -162,13 +183,15 @@ impl Context {
         ports: Ports,
         services: Arc<ServiceTable>,
         blocking: usize,
-        trace: bool,
+        debug: Debug,
         log: Arc<GuestLog>,
     ) -> Arc<Context> {
         Arc::new(Context {
             ports,
             services,
-            trace,
+            debug,
+            stats: debug.summary.then(Default::default),
+            halted: Mutex::new(None),
             log,
             killing: AtomicBool::new(false),
             ended: AtomicBool::new(false),
@@ -208,6 +231,16 @@ impl Context {
     pub fn retire(&self) {
         self.end_pool();
         self.alive.retire();
+    }
+
+    /// Halts the run for `why`: every call from now on is answered `Killed`, and the run
+    /// reports `why` (the first reason given).
+    fn halt(&self, why: String) {
+        self.halted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(why);
+        self.killing.store(true, Relaxed);
     }
 
     /// Whether a pool job may still run a handler: not after the run (which is over
@@ -263,17 +296,17 @@ pub(crate) struct Server {
 
 impl Server {
     /// Starts `consumers` threads serving `ports` with `services`, and `blocking` pool
-    /// workers for calls that may block; `trace` logs each call, `log` takes the lines
-    /// the GPU causes.
+    /// workers for calls that may block; `debug` says what to report of the calls, `log`
+    /// takes the lines the GPU causes.
     pub fn start(
         ports: Ports,
         services: Arc<ServiceTable>,
         consumers: usize,
         blocking: usize,
-        trace: bool,
+        debug: Debug,
         log: Arc<GuestLog>,
     ) -> std::io::Result<Server> {
-        let ctx = Context::new(ports, services, blocking, trace, log);
+        let ctx = Context::new(ports, services, blocking, debug, log);
         let stop = Arc::new(AtomicBool::new(false));
         let calls = Arc::new(AtomicU64::new(0));
         let consumers = consumers.clamp(1, ports.len.max(1));
@@ -308,6 +341,38 @@ impl Server {
         self.ctx.killing.store(true, Relaxed);
     }
 
+    /// Why the run halted, if it did.
+    pub fn halted(&self) -> Option<String> {
+        self.ctx
+            .halted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The summary table of the run's calls, with [`Debug::summary`].
+    pub fn summary(&self) -> Option<String> {
+        let stats = self.ctx.stats.as_ref()?;
+        let stats = stats.lock().unwrap_or_else(|p| p.into_inner());
+        let mut rows: Vec<(String, Stat)> = stats
+            .iter()
+            .map(|(id, s)| (self.ctx.services.name(*id), *s))
+            .collect();
+        rows.sort_by(|a, b| b.1.time.cmp(&a.1.time).then(a.0.cmp(&b.0)));
+        let mut t = format!(
+            "hostcall summary\n{:<28} {:>12} {:>10} {:>14} {:>12}\n",
+            "service", "calls", "errors", "host time", "mean"
+        );
+        for (name, s) in rows {
+            let mean = s.time / s.calls.max(1) as u32;
+            t.push_str(&format!(
+                "{name:<28} {:>12} {:>10} {:>14.3?} {:>12.3?}\n",
+                s.calls, s.errors, s.time, mean
+            ));
+        }
+        Some(t)
+    }
+
     /// The requests published and not yet answered.
     pub fn in_flight(&self) -> Vec<InFlight> {
         let ports = self.ctx.ports;
@@ -330,6 +395,7 @@ impl Server {
                         block: s.block,
                         thread: s.thread,
                         service: s.service,
+                        name: self.ctx.services.name(s.service),
                     });
                 }
             }
@@ -443,7 +509,7 @@ pub(crate) fn serve_port(
         }
         // The one read of this lane's slot: everything below uses the copy.
         let slot = ports.slot(p, lane);
-        let entry = ctx.services.entry(slot.service);
+        let entry = ctx.services.serving(slot.service);
         let blocks = slot.seq == seq
             && entry.is_some_and(|e| e.can_block && e.handler.may_block(slot.service, &slot.args));
         if blocks {
@@ -501,7 +567,7 @@ fn hand_to_pool(
         .map(|(lane, slot)| {
             let (at, cap) = ports.bulk(p, lane, alone);
             let mut input = Vec::new();
-            let entry = ctx.services.entry(slot.service);
+            let entry = ctx.services.serving(slot.service);
             let copied = copy_input(entry, &slot, at, cap, &mut input);
             (lane, slot, copied.map(|()| input))
         })
@@ -531,7 +597,7 @@ fn hand_to_pool(
             if !ctx.may_serve() {
                 break;
             }
-            let entry = ctx.services.entry(slot.service);
+            let entry = ctx.services.serving(slot.service);
             let (status, reply) = match input {
                 Ok(input) => run_lane(ctx, entry, &slot, seq, &input, &mut out),
                 Err(m) => malformed(ctx, &slot, &m),
@@ -598,7 +664,7 @@ fn malformed(ctx: &Context, slot: &LaneSlot, m: &Malformed) -> (Status, Reply) {
         Kind::Malformed,
         format_args!(
             "malformed {} request from GPU thread (block {}, thread {}): {}",
-            Service::from_id(slot.service).map_or("custom", Service::name),
+            ctx.services.name(slot.service),
             slot.block,
             slot.thread,
             escaped(m.0.as_bytes())
@@ -631,14 +697,19 @@ fn answer(
     // SAFETY: the lane's bulk buffer holds `cap >= bulk_out` bytes; until this lane's
     // answer word is written the protocol gives it to the host.
     unsafe { shared::copy_out(&out[..bulk_out], at) };
-    let inline = (bulk_out == 0 && Answer::fits(reply.result)).then_some(reply.result);
+    let inline = (bulk_out == 0 && reply.words.is_none() && Answer::fits(reply.result))
+        .then_some(reply.result);
     // SAFETY: `p < len`, `lane < WARP_SIZE`.
     let port = unsafe { ports.base.add(p) };
     if inline.is_none() {
         // SAFETY: the slot is still the host's (see above); volatile, as the GPU reads it.
         unsafe {
-            (&raw mut (*port).lanes[lane].args[0]).write_volatile(reply.result as u64);
-            (&raw mut (*port).lanes[lane].args[5]).write_volatile(bulk_out as u64);
+            let args = &raw mut (*port).lanes[lane].args;
+            (&raw mut (*args)[0]).write_volatile(reply.result as u64);
+            (&raw mut (*args)[5]).write_volatile(bulk_out as u64);
+            for (i, w) in reply.words.iter().flatten().enumerate() {
+                (&raw mut (*args)[1 + i]).write_volatile(*w);
+            }
         }
     }
     let word = Answer {
@@ -708,38 +779,70 @@ fn run_lane(
         );
         return (Status::Malformed, Reply::errno(EINVAL));
     }
-    let started = ctx.trace.then(Instant::now);
-    let name = || Service::from_id(slot.service).map_or("custom", Service::name);
+    let debug = ctx.debug;
+    let started = (debug.trace || debug.summary).then(Instant::now);
+    let mut decoded = debug.trace.then(String::new);
     let (status, reply) = match entry {
-        None => {
+        None => unserved(ctx, slot),
+        Some(e) => run_handler(ctx, e.handler.as_ref(), slot, input, out, &mut decoded),
+    };
+    if let Some(t) = started {
+        let took = t.elapsed();
+        if let Some(stats) = &ctx.stats {
+            let mut stats = stats.lock().unwrap_or_else(|p| p.into_inner());
+            let s = stats.entry(slot.service).or_default();
+            s.calls += 1;
+            s.errors += (status != Status::Ok || reply.result < 0) as u64;
+            s.time += took;
+        }
+        if debug.trace {
+            let name = ctx.services.name(slot.service);
+            match decoded.filter(|d| !d.is_empty()) {
+                Some(d) => log::info!(
+                    target: "hostcall",
+                    "block {} thread {} {name} {d} {status:?} in {took:.1?}",
+                    slot.block,
+                    slot.thread,
+                ),
+                None => log::info!(
+                    target: "hostcall",
+                    "block {} thread {} {name}#{:#x}({:#x}, {:#x}, {:#x}) -> {} {status:?} in {took:.1?}",
+                    slot.block,
+                    slot.thread,
+                    slot.service,
+                    slot.args[0],
+                    slot.args[1],
+                    slot.args[2],
+                    reply.result,
+                ),
+            }
+        }
+    }
+    (status, reply)
+}
+
+/// The answer to a call of an id no handler serves (and no default handler catches),
+/// by the table's [`Unserved`] policy.
+fn unserved(ctx: &Context, slot: &LaneSlot) -> (Status, Reply) {
+    match ctx.services.unserved {
+        Unserved::Enosys => {
             ctx.log.warn(
                 Kind::UnknownService,
                 format_args!(
-                    "unknown hostcall service id {} from GPU thread (block {}, thread {}): answered ENOSYS",
+                    "unknown hostcall service id {:#x} from GPU thread (block {}, thread {}): answered ENOSYS",
                     slot.service, slot.block, slot.thread
                 ),
             );
             (Status::UnknownService, Reply::errno(ENOSYS))
         }
-        Some(e) => run_handler(ctx, e.handler.as_ref(), slot, input, out),
-    };
-    if let Some(t) = started {
-        log::info!(
-            target: "hostcall",
-            "block {} thread {} {}#{}({:#x}, {:#x}, {:#x}) -> {} {:?} in {:.1?}",
-            slot.block,
-            slot.thread,
-            name(),
-            slot.service,
-            slot.args[0],
-            slot.args[1],
-            slot.args[2],
-            reply.result,
-            status,
-            t.elapsed()
-        );
+        Unserved::Halt => {
+            ctx.halt(format!(
+                "GPU thread (block {}, thread {}) called service id {:#x}, which no handler serves, and the run halts (HostBuilder::unserved or a default handler changes that)",
+                slot.block, slot.thread, slot.service
+            ));
+            (Status::Killed, Reply::errno(ENOSYS))
+        }
     }
-    (status, reply)
 }
 
 /// Calls `h`; a panic becomes `EIO` and a log line, and the consumer carries on.
@@ -749,6 +852,7 @@ fn run_handler(
     slot: &LaneSlot,
     input: &[u8],
     out: &mut [u8],
+    decoded: &mut Option<String>,
 ) -> (Status, Reply) {
     let mut call = Call {
         service: slot.service,
@@ -757,8 +861,16 @@ fn run_handler(
         args: slot.args,
         input,
         out,
+        trace: decoded.take(),
+        device: ctx
+            .services
+            .device
+            .as_deref()
+            .map(|d| d as &dyn hostcall_abi::typed::DeviceReader),
     };
-    match std::panic::catch_unwind(AssertUnwindSafe(|| h.call(&mut call))) {
+    let served = std::panic::catch_unwind(AssertUnwindSafe(|| h.call(&mut call)));
+    *decoded = call.trace.take();
+    match served {
         Ok(Ok(r)) => (Status::Ok, r),
         Ok(Err(m)) => malformed(ctx, slot, &m),
         Err(panic) => {
@@ -773,7 +885,7 @@ fn run_handler(
                 Kind::HandlerPanic,
                 format_args!(
                     "the handler of service {} panicked serving GPU thread (block {}, thread {}): {}; answered EIO",
-                    slot.service,
+                    ctx.services.name(slot.service),
                     slot.block,
                     slot.thread,
                     escaped(why.as_bytes())

@@ -178,6 +178,7 @@ pub(crate) fn put_stat(call: &mut Call<'_>, s: FileStat) -> Reply {
     Reply {
         result: 0,
         bulk_out: STAT_SIZE,
+        words: None,
     }
 }
 

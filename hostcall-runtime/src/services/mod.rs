@@ -8,6 +8,7 @@ mod process;
 pub mod sandbox;
 mod stdio;
 mod tree;
+pub mod typed;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -40,6 +41,11 @@ pub struct Call<'a> {
     /// Room for the bytes the service sends back (`BULK_PER_LANE` bytes in a shared
     /// packet, `PORT_BULK` for a lone lane); [`Reply::bulk_out`] says how many it wrote.
     pub out: &'a mut [u8],
+    /// While hostcalls are traced, room for the call's decoded arguments and result,
+    /// which typed services write and the trace line shows instead of raw words.
+    pub trace: Option<String>,
+    /// The launch's memory, which device pointers must lie in (none outside a launch).
+    pub device: Option<&'a dyn hostcall_abi::typed::DeviceReader>,
 }
 
 impl Call<'_> {
@@ -68,6 +74,8 @@ pub struct Reply {
     pub result: i64,
     /// Bytes of the bulk buffer that carry output.
     pub bulk_out: usize,
+    /// Words for the slot's `args[1..5]` (a typed call's value of 5 to 32 bytes).
+    pub words: Option<[u64; 4]>,
 }
 
 impl Reply {
@@ -76,6 +84,7 @@ impl Reply {
         Reply {
             result,
             bulk_out: 0,
+            words: None,
         }
     }
 
@@ -89,6 +98,7 @@ impl Reply {
         Reply {
             result: n as i64,
             bulk_out: n,
+            words: None,
         }
     }
 }
@@ -136,42 +146,94 @@ pub(crate) struct Entry {
     pub input_arg: Option<usize>,
     /// [`Handler::can_block`] for this id.
     pub can_block: bool,
+    /// Its name in traces, reports and the summary.
+    pub name: Arc<str>,
 }
 
-/// Ids below this are looked up by index: every call of the hot path is one.
+/// Ids of each range below this distance from its start are looked up by index: every
+/// call of the hot path is one.
 const DENSE_IDS: usize = 256;
 
 /// Work a consumer thread does when it has found nothing to serve for a while.
 pub type IdleHook = Arc<dyn Fn() + Send + Sync>;
 
+/// What happens to a call whose id no handler serves and which no default handler
+/// catches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Unserved {
+    /// The run halts: the host reports the GPU thread and the id, and the calling
+    /// thread's launch ends (as with AMD's hostcall API). The default, because such a
+    /// call is a mistake a program should not run past.
+    #[default]
+    Halt,
+    /// The caller gets `ENOSYS` (a declared service that cannot fail then ends the
+    /// launch with that errno), and the run goes on.
+    Enosys,
+}
+
 /// Services by id: the built-in std services plus any the embedder registers.
 #[derive(Clone)]
 pub struct ServiceTable {
-    dense: Vec<Option<Entry>>,
+    /// Dense lookup of user ids from 0, std ids from `STD_BASE`, named ids from
+    /// `NAMED_IDS.start`.
+    dense: [Vec<Option<Entry>>; 3],
     sparse: HashMap<u32, Entry>,
     idle: Vec<IdleHook>,
+    /// What a call nobody serves gets, when id 0 has no handler.
+    pub(crate) unserved: Unserved,
+    /// The launch's memory, for typed services' device pointers.
+    pub(crate) device: Option<Arc<typed::DeviceAccess>>,
 }
 
 impl Default for ServiceTable {
     fn default() -> Self {
         ServiceTable {
-            dense: vec![None; DENSE_IDS],
+            dense: [
+                vec![None; DENSE_IDS],
+                vec![None; DENSE_IDS],
+                vec![None; DENSE_IDS],
+            ],
             sparse: HashMap::new(),
             idle: Vec::new(),
+            unserved: Unserved::default(),
+            device: None,
         }
     }
 }
 
+/// Which dense table serves `id`, and its index there.
+fn dense_index(id: u32) -> Option<(usize, usize)> {
+    use hostcall_abi::typed::{NAMED_IDS, STD_IDS};
+    let (table, start) = if STD_IDS.contains(&id) {
+        (1, STD_IDS.start)
+    } else if NAMED_IDS.contains(&id) {
+        (2, NAMED_IDS.start)
+    } else {
+        (0, 0)
+    };
+    let i = (id - start) as usize;
+    (i < DENSE_IDS).then_some((table, i))
+}
+
 impl ServiceTable {
-    /// Registers (or replaces) the handler for `id`.
+    /// Registers (or replaces) the handler for `id`. Id 0 is the default handler: it
+    /// serves every id nobody registered.
     pub fn register(&mut self, id: u32, handler: Arc<dyn Handler>) {
+        let name =
+            Service::from_id(id).map_or_else(|| format!("service {id}"), |s| s.name().into());
+        self.register_named(id, handler, name.into());
+    }
+
+    /// [`ServiceTable::register`], with the name traces and reports give it.
+    pub(crate) fn register_named(&mut self, id: u32, handler: Arc<dyn Handler>, name: Arc<str>) {
         let entry = Entry {
             input_arg: handler.input_len_arg(id),
             can_block: handler.can_block(id),
             handler,
+            name,
         };
-        match self.dense.get_mut(id as usize) {
-            Some(slot) => *slot = Some(entry),
+        match dense_index(id) {
+            Some((t, i)) => self.dense[t][i] = Some(entry),
             None => {
                 self.sparse.insert(id, entry);
             }
@@ -185,10 +247,21 @@ impl ServiceTable {
 
     /// The registration of `id`, if any.
     pub(crate) fn entry(&self, id: u32) -> Option<&Entry> {
-        match self.dense.get(id as usize) {
-            Some(e) => e.as_ref(),
+        match dense_index(id) {
+            Some((t, i)) => self.dense[t][i].as_ref(),
             None => self.sparse.get(&id),
         }
+    }
+
+    /// The handler that serves `id`: its own, else the default handler (id 0).
+    pub(crate) fn serving(&self, id: u32) -> Option<&Entry> {
+        self.entry(id).or_else(|| self.dense[0][0].as_ref())
+    }
+
+    /// The name of `id` in traces and reports.
+    pub(crate) fn name(&self, id: u32) -> String {
+        self.entry(id)
+            .map_or_else(|| format!("service {id}"), |e| e.name.to_string())
     }
 
     /// Runs `hook` whenever a consumer thread goes idle (to flush buffered output).

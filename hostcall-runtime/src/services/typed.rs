@@ -1,0 +1,243 @@
+//! Typed services on the host: the handlers behind [`crate::HostBuilder::serve`],
+//! [`crate::Host::hostcall`] and [`crate::HostBuilder::default_handler`], the ids they
+//! take, and the check of a module's declared services against them at load.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use hostcall_abi::errno::EFAULT;
+use hostcall_abi::typed::{
+    Args, Decoder, DeviceReader, Dispatch, Errno, HostClosure, Incoming, NAMED_IDS, Ret, Signature,
+    SlotRecord, UNBOUND, args_bytes, closure_fingerprint,
+};
+use hostcall_client::typed::closure_fixed_len;
+
+use super::{Call, Handler, Malformed, Reply};
+use crate::module::{DeviceMemory, GpuModule};
+use crate::{Error, Result};
+
+/// Method `method` of an implementation `T` of the declared trait `S` (`dyn Trait`).
+pub(crate) struct Method<S: ?Sized, T> {
+    pub imp: Arc<T>,
+    pub method: usize,
+    pub _trait: PhantomData<fn() -> *const S>,
+}
+
+impl<S, T> Handler for Method<S, T>
+where
+    S: ?Sized + Dispatch<T> + 'static,
+    T: Send + Sync + 'static,
+{
+    fn call(&self, call: &mut Call<'_>) -> std::result::Result<Reply, Malformed> {
+        let mut trace = call.trace.take();
+        let incoming = Incoming {
+            args: call.args,
+            input: call.input,
+            out: &mut *call.out,
+            device: call.device,
+        };
+        let w = trace.as_mut().map(|t| t as &mut dyn std::fmt::Write);
+        let answered = S::dispatch(&self.imp, self.method, incoming, w);
+        call.trace = trace;
+        let a = answered.map_err(|e| Malformed(e.0.into()))?;
+        Ok(Reply {
+            result: a.result,
+            bulk_out: a.bulk_out,
+            words: a.words,
+        })
+    }
+
+    fn input_len_arg(&self, _service: u32) -> Option<usize> {
+        Some(0)
+    }
+}
+
+/// A host closure: `f`, called with `A`, returning `R`.
+pub(crate) struct Closure<A, R, F> {
+    pub f: F,
+    pub _types: PhantomData<fn(A) -> R>,
+}
+
+impl<A, R, F> Handler for Closure<A, R, F>
+where
+    A: Args + 'static,
+    R: Ret + 'static,
+    F: HostClosure<A, R>,
+{
+    fn call(&self, call: &mut Call<'_>) -> std::result::Result<Reply, Malformed> {
+        let fixed = args_bytes(&call.args);
+        let fixed_len = closure_fixed_len::<A>();
+        let mut d = Decoder::new(fixed_len, &fixed, call.input, &mut *call.out, None)
+            .map_err(|e| Malformed(e.0.into()))?;
+        let check = d.plain::<u32>().map_err(|e| Malformed(e.0.into()))?;
+        if check != closure_fingerprint::<A, R>() as u32 {
+            return Err(Malformed(format!(
+                "a closure handle called with other types than the closure's, {} -> {}",
+                std::any::type_name::<A>(),
+                std::any::type_name::<R>()
+            )));
+        }
+        let args = A::take_all(&mut d).map_err(|e| Malformed(e.0.into()))?;
+        if let Some(t) = call.trace.as_mut() {
+            let _ = write!(t, "{args:?}");
+        }
+        let r = self.f.invoke(args);
+        if let Some(t) = call.trace.as_mut() {
+            let _ = write!(t, " -> {r:?}");
+        }
+        let a = hostcall_abi::typed::Answered::encode(r.into_wire(), call.out, 0);
+        Ok(Reply {
+            result: a.result,
+            bulk_out: a.bulk_out,
+            words: a.words,
+        })
+    }
+
+    fn input_len_arg(&self, _service: u32) -> Option<usize> {
+        Some(0)
+    }
+}
+
+/// The memory of one launch as typed services reach it: the ranges it owns (its device
+/// heap) and the backend's copy out of them.
+pub(crate) struct DeviceAccess {
+    pub memory: Arc<dyn DeviceMemory>,
+    pub owned: Vec<std::ops::Range<u64>>,
+}
+
+impl DeviceReader for DeviceAccess {
+    fn owns(&self, addr: u64, len: u64) -> bool {
+        addr.checked_add(len)
+            .is_some_and(|end| self.owned.iter().any(|r| r.start <= addr && end <= r.end))
+    }
+
+    fn read(
+        &self,
+        addr: u64,
+        len: u64,
+        sink: &mut dyn FnMut(&[u8]),
+    ) -> std::result::Result<(), Errno> {
+        if !self.owns(addr, len) {
+            return Err(Errno(EFAULT));
+        }
+        let (_, stop) = self.memory.stream(addr, len, &mut |b| {
+            sink(b);
+            Ok(())
+        });
+        match stop {
+            None => Ok(()),
+            Some(_) => Err(Errno(EFAULT)),
+        }
+    }
+}
+
+/// A call that reached the default handler: no handler serves its id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnservedCall {
+    /// The id it asked for.
+    pub id: u32,
+    /// The caller's linear block index.
+    pub block: u32,
+    /// The caller's thread index within its block.
+    pub thread: u32,
+}
+
+/// The default handler: `f` answers every call of an id nobody serves. Its value is the
+/// call's raw result (what a typed stub reads as a value of at most 4 bytes, or an
+/// errno).
+pub(crate) struct Default<F>(pub F);
+
+impl<F> Handler for Default<F>
+where
+    F: Fn(&UnservedCall) -> std::result::Result<i64, Errno> + Send + Sync + 'static,
+{
+    fn call(&self, call: &mut Call<'_>) -> std::result::Result<Reply, Malformed> {
+        let unserved = UnservedCall {
+            id: call.service,
+            block: call.block,
+            thread: call.thread,
+        };
+        Ok(match (self.0)(&unserved) {
+            Ok(v) => Reply::value(v),
+            Err(e) => Reply::errno(e.0),
+        })
+    }
+
+    fn input_len_arg(&self, _service: u32) -> Option<usize> {
+        None
+    }
+}
+
+/// The declared services a host serves, by name, with the ids they take.
+#[derive(Clone, Default)]
+pub(crate) struct Declared {
+    by_name: HashMap<&'static str, (u32, Signature)>,
+    next_named: u32,
+}
+
+impl Declared {
+    /// The id for `sig`: its fixed id, the one its name already has, or the next free
+    /// one of [`NAMED_IDS`]; records it.
+    pub fn id_for(&mut self, sig: &Signature) -> u32 {
+        let id = if sig.id != UNBOUND {
+            sig.id
+        } else if let Some((id, _)) = self.by_name.get(sig.name) {
+            *id
+        } else {
+            self.next_id()
+        };
+        self.by_name.insert(sig.name, (id, *sig));
+        id
+    }
+
+    /// The next free id of [`NAMED_IDS`] (for closures too).
+    pub fn next_id(&mut self) -> u32 {
+        let id = NAMED_IDS.start + self.next_named;
+        assert!(
+            NAMED_IDS.contains(&id),
+            "more named services than NAMED_IDS"
+        );
+        self.next_named += 1;
+        id
+    }
+
+    /// Checks every service `module` calls against these, and writes the ids into its
+    /// slots. A service with a fixed id that no one serves is left to the default
+    /// handler when there is one (`catch_all`); anything else that does not match
+    /// refuses the module, in one sentence.
+    pub fn bind(&self, module: &mut dyn GpuModule, catch_all: bool) -> Result<()> {
+        for slot in module.service_slots()? {
+            let rec = SlotRecord::parse(&slot.bytes).map_err(|why| {
+                Error::Service(format!(
+                    "the GPU module's service slot `{}` is not one: {why}",
+                    slot.symbol
+                ))
+            })?;
+            let id = match self.by_name.get(rec.name) {
+                None if rec.id != UNBOUND && catch_all => continue,
+                None => {
+                    return Err(Error::Service(format!(
+                        "the GPU module calls service `{}` (`{}`), which this host does not serve",
+                        rec.name, rec.text
+                    )));
+                }
+                Some((_, sig)) if sig.fingerprint != rec.fingerprint => {
+                    let why = if sig.text == rec.text {
+                        " (the same text, but other argument or result layouts or id: another version of its declaration?)"
+                    } else {
+                        ""
+                    };
+                    return Err(Error::Service(format!(
+                        "the GPU module calls service `{}` as `{}`, but this host serves it as `{}`{why}",
+                        rec.name, rec.text, sig.text
+                    )));
+                }
+                Some((id, _)) => *id,
+            };
+            module.bind_service(&slot.symbol, id)?;
+        }
+        Ok(())
+    }
+}
