@@ -37,7 +37,9 @@
 //! | `Fsync` | fd | – | 0 |
 //! | `Getdents` | fd, len | out: [`dirent`](crate::dirent) records | bytes (0 at the end) |
 //! | `Startup` | [`STARTUP_ARGS`] or [`STARTUP_ENV`], offset, len | out: the block's bytes from offset | the block's length |
-//! | `Getpid` | – | – | the host process's id |
+//!
+//! Services declared with `service!` (`hostcall_client::std_services`) follow them in
+//! `STD_IDS`; their declarations are their conventions.
 //!
 //! `dirfd` is a GPU fd of a directory, or [`AT_FDCWD`] for the working directory; an
 //! absolute path ignores it, as on Linux. The `Startup` blocks are NUL-terminated
@@ -84,7 +86,6 @@ pub enum Service {
     Fsync = STD_BASE + 28,
     Getdents = STD_BASE + 29,
     Startup = STD_BASE + 30,
-    Getpid = STD_BASE + 31,
 }
 
 /// Linux's `AT_FDCWD`: a `dirfd` meaning the working directory.
@@ -116,7 +117,7 @@ pub const NAME_MAX: usize = 255;
 
 impl Service {
     /// Every service, in id order.
-    pub const ALL: [Service; 32] = [
+    pub const ALL: [Service; 31] = [
         Service::Ping,
         Service::Write,
         Service::Read,
@@ -148,7 +149,6 @@ impl Service {
         Service::Fsync,
         Service::Getdents,
         Service::Startup,
-        Service::Getpid,
     ];
 
     /// The service with this id, if any.
@@ -220,7 +220,6 @@ impl Service {
             Service::Fsync => "fsync",
             Service::Getdents => "getdents",
             Service::Startup => "startup",
-            Service::Getpid => "getpid",
         }
     }
 }
@@ -267,7 +266,7 @@ mod tests {
         }
         assert_eq!(Service::from_id(STD_BASE + Service::ALL.len() as u32), None);
         assert_eq!(Service::from_id(0), None, "id 0 is the default handler's");
-        assert!(crate::typed::STD_IDS.contains(&(Service::Getpid as u32)));
+        assert!(crate::typed::STD_IDS.contains(&(Service::Startup as u32)));
     }
 
     #[test]

@@ -459,8 +459,3 @@ pub fn startup<P: Platform>(ch: &Channel, which: u64, offset: u64, out: &mut [u8
     let args = [which, offset, out.len() as u64, 0, 0, 0];
     outcome(ch.call::<P>(Service::Startup as u32, args, &[], out, Some(2)))
 }
-
-/// The host process's id (the GPU program runs inside it).
-pub fn getpid<P: Platform>(ch: &Channel) -> i64 {
-    simple::<P>(ch, Service::Getpid, [0; 6])
-}

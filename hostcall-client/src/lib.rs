@@ -24,6 +24,7 @@ mod copy;
 #[cfg(target_arch = "nvptx64")]
 pub mod nvptx;
 pub mod stages;
+pub mod std_services;
 pub mod typed;
 
 pub use channel::{Channel, Numbering, Reply, Request};

@@ -184,6 +184,24 @@ impl<A: Args, R: Ret> HostFn<A, R> {
     }
 }
 
+/// Whether a declaration in module `path` is std's own (`hostcall_client::std_services`),
+/// which alone may fix ids in `STD_IDS`.
+#[doc(hidden)]
+pub const fn declared_by_std(path: &str) -> bool {
+    let (p, own) = (path.as_bytes(), b"hostcall_client::std_services");
+    if p.len() != own.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < p.len() {
+        if p[i] != own[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// Bytes of a closure call's fixed part: the check word, then the arguments.
 pub const fn closure_fixed_len<A: Args>() -> usize {
     // The check word is a u32 at offset 0; the arguments follow it.
@@ -327,8 +345,11 @@ macro_rules! service {
                         );
                         assert!(
                             SIG.id == abi::UNBOUND
-                                || (abi::USER_IDS.start <= SIG.id && SIG.id < abi::USER_IDS.end),
-                            "a fixed id outside USER_IDS"
+                                || (abi::USER_IDS.start <= SIG.id && SIG.id < abi::USER_IDS.end)
+                                || (abi::STD_IDS.start <= SIG.id
+                                    && SIG.id < abi::STD_IDS.end
+                                    && $crate::typed::declared_by_std(module_path!())),
+                            "a fixed id outside USER_IDS (std's own declarations take STD_IDS)"
                         );
                     };
                     #[cfg_attr(
@@ -339,6 +360,7 @@ macro_rules! service {
                     )]
                     static SLOT: abi::ServiceSlot<{ SIG.name.len() + SIG.text.len() }> =
                         abi::ServiceSlot::new(&SIG);
+                    #[allow(unused_mut)] // no arguments: nothing to add
                     let mut e = abi::Encoder::default();
                     $(abi::Arg::put($a, &mut e);)*
                     let id = <P as $crate::Platform>::service_id(&SLOT.id, SIG.name);

@@ -19,7 +19,7 @@ use crate::module::{DeviceMemory, GpuModule, Launch, LaunchEnd};
 use crate::server::{Debug, Ports, Server};
 use crate::services::sandbox::Access;
 use crate::services::typed::{
-    Closure, Declared, Default as DefaultHandler, DeviceAccess, Method, UnservedCall,
+    Closure, Declared, Default as DefaultHandler, DeviceAccess, UnservedCall, methods,
 };
 use crate::services::{
     Capture, EnvPolicy, FdTable, Files, Handler, MODES_DEFAULT, MountSpec, Process, Sandbox,
@@ -323,18 +323,11 @@ impl HostBuilder {
         S: ?Sized + Dispatch<T> + 'static,
         T: Send + Sync + 'static,
     {
-        let imp = Arc::new(imp);
-        for (method, sig) in S::SERVICES.iter().enumerate() {
-            let id = self.declared.id_for(sig);
-            let handler = Arc::new(Method::<S, T> {
-                imp: imp.clone(),
-                method,
-                _trait: PhantomData,
-            });
+        for ((_, handler, name), sig) in methods::<S, T>(imp).into_iter().zip(S::SERVICES) {
             self.extra.push(Extra {
-                id,
+                id: self.declared.id_for(sig),
                 handler,
-                name: Some(sig.name.into()),
+                name: Some(name),
             });
         }
         self
@@ -600,7 +593,7 @@ impl Host {
         let (files, process, mut services) = self.services(module.device_memory());
         services.device = Some(Arc::new(DeviceAccess {
             memory: module.device_memory(),
-            owned: vec![config.heap_base..config.heap_base + config.heap_size],
+            heap: config.heap_base..config.heap_base + config.heap_size,
         }));
         let services = Arc::new(services);
         let ports = Ports {

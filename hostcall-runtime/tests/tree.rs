@@ -11,6 +11,7 @@ use hostcall_abi::errno::*;
 use hostcall_abi::stat::{FileStat, STAT_SIZE};
 use hostcall_abi::{AT_FDCWD, AT_REMOVEDIR, BULK_PER_LANE, STARTUP_ARGS, STARTUP_ENV, Service};
 use hostcall_client::calls;
+use hostcall_client::std_services::Identity;
 use hostcall_runtime::emulated::Emu;
 
 const O_RDONLY: i32 = 0;
@@ -247,7 +248,7 @@ fn startup_blocks_hold_the_arguments_and_granted_environment_in_order() {
         .inherit_env("TREE_TEST_INHERITED")
         .env("A_SET", "2")
         .env("Z_SET", "3");
-    let ((args, env, pid, bad), _) = run_on(host, 1, |ch, _| {
+    let ((args, env, (pid, ppid), bad), _) = run_on(host, 1, |ch, t| {
         let read = |which| {
             let mut out = vec![0u8; 8];
             let total = calls::startup::<Emu>(ch, which, 0, &mut out) as usize;
@@ -262,12 +263,16 @@ fn startup_blocks_hold_the_arguments_and_granted_environment_in_order() {
         (
             read(STARTUP_ARGS),
             read(STARTUP_ENV),
-            calls::getpid::<Emu>(ch),
+            (
+                t.client::<dyn Identity>().getpid(),
+                t.client::<dyn Identity>().getppid(),
+            ),
             calls::startup::<Emu>(ch, 7, 0, &mut []),
         )
     });
     assert_eq!(args, b"prog\0a b\0\0");
     assert_eq!(env, b"TREE_TEST_INHERITED=from host\0Z_SET=3\0A_SET=2\0");
-    assert_eq!(pid, std::process::id() as i64);
+    assert_eq!(pid, std::process::id() as i32);
+    assert_eq!(ppid, std::os::unix::process::parent_id() as i32);
     assert_eq!(bad, neg(EINVAL));
 }

@@ -9,6 +9,8 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use hostcall_abi::errno::{EINVAL, ENOMEM};
 use hostcall_abi::{BULK_PER_LANE, STARTUP_ARGS, STARTUP_ENV};
+use hostcall_client::std_services::Identity;
+use hostcall_client::typed::Client;
 use hostcall_client::{Platform, calls};
 
 use crate::heap::{free, malloc};
@@ -255,5 +257,11 @@ pub unsafe extern "C" fn unsetenv(name: *const c_char) -> c_int {
 /// The host process's id: the GPU program runs inside it.
 #[unsafe(no_mangle)]
 pub extern "C" fn getpid() -> c_int {
-    calls::getpid::<Nvptx>(&channel()) as c_int
+    Client::<Nvptx, dyn Identity>::gpu().getpid()
+}
+
+/// The host process's parent's id.
+#[unsafe(no_mangle)]
+pub extern "C" fn getppid() -> c_int {
+    Client::<Nvptx, dyn Identity>::gpu().getppid()
 }

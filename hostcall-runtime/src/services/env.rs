@@ -1,11 +1,11 @@
-//! The program's arguments and environment (`Startup`, `Getenv`) and its process id
-//! (`Getpid`): the GPU sees only the arguments and variables the embedder grants.
+//! The program's arguments and environment (`Startup`, `Getenv`): the GPU sees only the
+//! arguments and variables the embedder grants.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use hostcall_abi::errno::{EINVAL, ENOENT, ERANGE};
-use hostcall_abi::{STARTUP_ARGS, STARTUP_ENV, Service};
+use hostcall_abi::{STARTUP_ARGS, STARTUP_ENV};
 
 use super::{Call, Handler, Malformed, Reply};
 
@@ -92,7 +92,7 @@ impl Handler for EnvPolicy {
     }
 }
 
-/// One run's `Startup` blocks (NUL-terminated strings back to back), and `Getpid`.
+/// One run's `Startup` blocks (NUL-terminated strings back to back).
 #[derive(Debug)]
 pub(crate) struct Startup {
     args: Vec<u8>,
@@ -101,9 +101,6 @@ pub(crate) struct Startup {
 
 impl Handler for Startup {
     fn call(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
-        if call.service == Service::Getpid as u32 {
-            return Ok(Reply::value(std::process::id() as i64));
-        }
         let block = match call.args[0] {
             STARTUP_ARGS => &self.args,
             STARTUP_ENV => &self.env,

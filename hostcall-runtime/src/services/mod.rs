@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use hostcall_abi::Service;
+use hostcall_client::std_services::Identity;
 
 pub(crate) use env::EnvPolicy;
 pub(crate) use fs::{FdTable, Files, MODES_DEFAULT};
@@ -294,10 +295,13 @@ impl ServiceTable {
                 Service::Ping | Service::Exit | Service::Abort => process.clone(),
                 Service::ClockRealtime | Service::Getrandom => process.clone(),
                 Service::Getenv => env.clone(),
-                Service::Startup | Service::Getpid => startup.clone(),
+                Service::Startup => startup.clone(),
                 _ => files.clone(),
             };
             t.register(s as u32, h);
+        }
+        for (id, h, name) in typed::methods::<dyn Identity, _>(process::HostIdentity) {
+            t.register_named(id, h, name);
         }
         t
     }

@@ -1,4 +1,5 @@
-//! Process-level services: exit, abort, the realtime clock, randomness, and `Ping`.
+//! Process-level services: exit, abort, the realtime clock, randomness, `Ping`, and the
+//! process's identity.
 
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -82,5 +83,18 @@ impl Handler for Process {
             }
             _ => Reply::errno(EIO),
         })
+    }
+}
+
+/// std's `Identity` service: the GPU program's process is the host's.
+pub(crate) struct HostIdentity;
+
+impl hostcall_client::std_services::Identity for HostIdentity {
+    fn getpid(&self) -> i32 {
+        std::process::id() as i32
+    }
+
+    fn getppid(&self) -> i32 {
+        rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get())
     }
 }

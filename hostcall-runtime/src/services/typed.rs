@@ -54,6 +54,29 @@ where
     }
 }
 
+/// The handlers of `imp` serving the declared trait `S`, one per method, with their
+/// fixed ids (std's and user services declared `= N`); by-name methods get their ids from
+/// [`Declared::id_for`] instead, through `HostBuilder::serve`.
+pub(crate) fn methods<S, T>(imp: T) -> Vec<(u32, Arc<dyn Handler>, Arc<str>)>
+where
+    S: ?Sized + Dispatch<T> + 'static,
+    T: Send + Sync + 'static,
+{
+    let imp = Arc::new(imp);
+    S::SERVICES
+        .iter()
+        .enumerate()
+        .map(|(method, sig)| {
+            let handler: Arc<dyn Handler> = Arc::new(Method::<S, T> {
+                imp: imp.clone(),
+                method,
+                _trait: PhantomData,
+            });
+            (sig.id, handler, Arc::from(sig.name))
+        })
+        .collect()
+}
+
 /// A host closure: `f`, called with `A`, returning `R`.
 pub(crate) struct Closure<A, R, F> {
     pub f: F,
@@ -100,17 +123,17 @@ where
     }
 }
 
-/// The memory of one launch as typed services reach it: the ranges it owns (its device
-/// heap) and the backend's copy out of them.
+/// The memory of one launch as typed services reach it: what it owns (its device heap,
+/// where the GPU's `Vec`, `Box` and `String` live) and the backend's copy out of it.
 pub(crate) struct DeviceAccess {
     pub memory: Arc<dyn DeviceMemory>,
-    pub owned: Vec<std::ops::Range<u64>>,
+    pub heap: std::ops::Range<u64>,
 }
 
 impl DeviceReader for DeviceAccess {
     fn owns(&self, addr: u64, len: u64) -> bool {
         addr.checked_add(len)
-            .is_some_and(|end| self.owned.iter().any(|r| r.start <= addr && end <= r.end))
+            .is_some_and(|end| self.heap.start <= addr && end <= self.heap.end)
     }
 
     fn read(
