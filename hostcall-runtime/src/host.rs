@@ -19,7 +19,7 @@ use crate::module::{DeviceMemory, GpuModule, Launch, LaunchEnd};
 use crate::server::{Debug, Ports, Server};
 use crate::services::sandbox::Access;
 use crate::services::typed::{
-    Closure, Declared, Default as DefaultHandler, DeviceAccess, UnservedCall, methods,
+    Closure, Declared, DefaultHandler, DeviceAccess, UnservedCall, methods,
 };
 use crate::services::{
     Capture, EnvPolicy, FdTable, Files, Handler, MODES_DEFAULT, MountSpec, Process, Sandbox,

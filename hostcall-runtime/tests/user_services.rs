@@ -442,3 +442,24 @@ fn device_pointers_inside_the_launch_heap_are_read_and_others_refused() {
         [(Ok(expected), Err(Errno(hostcall_abi::errno::EINVAL)))]
     );
 }
+
+/// std's declared services are served by every host: a module that calls them (as every
+/// std program does through `getpid`) loads without the embedder serving anything.
+#[test]
+fn modules_calling_std_declared_services_load_on_any_host() {
+    use hostcall_client::std_services::Identity;
+    let got = Arc::new(Mutex::new(None));
+    let g = got.clone();
+    let mut m = EmulatedModule::new(WarpMode::Independent)
+        .uses(<dyn Identity>::SERVICES)
+        .kernel("k", move |t: &EmuThread| {
+            *g.lock().unwrap() = Some(t.client::<dyn Identity>().getpid());
+        });
+    let r = quiet()
+        .build()
+        .unwrap()
+        .run(&mut m, &Launch::linear("k", 1, 1, vec![]))
+        .unwrap();
+    assert_eq!(r.outcome, Outcome::Completed);
+    assert_eq!(*got.lock().unwrap(), Some(std::process::id() as i32));
+}

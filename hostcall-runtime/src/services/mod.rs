@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use hostcall_abi::Service;
+use hostcall_abi::typed::Signature;
 use hostcall_client::std_services::Identity;
 
 pub(crate) use env::EnvPolicy;
@@ -300,11 +301,24 @@ impl ServiceTable {
             };
             t.register(s as u32, h);
         }
-        for (id, h, name) in typed::methods::<dyn Identity, _>(process::HostIdentity) {
-            t.register_named(id, h, name);
+        for (sig, h) in std_declared() {
+            t.register_named(sig.id, h, sig.name.into());
         }
         t
     }
+}
+
+/// std's declared services (`hostcall_client::std_services`), each method with its
+/// handler: every host serves them, and a module that calls them always passes the check
+/// at load. A new one is its declaration there, its implementation here, and its line
+/// below.
+pub(crate) fn std_declared() -> Vec<(Signature, Arc<dyn Handler>)> {
+    let identity = typed::methods::<dyn Identity, _>(process::HostIdentity);
+    <dyn Identity>::SERVICES
+        .iter()
+        .copied()
+        .zip(identity.into_iter().map(|(_, h, _)| h))
+        .collect()
 }
 
 /// The errno for a host I/O error, in the wire's numbering (Linux's).

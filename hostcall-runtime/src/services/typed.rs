@@ -170,9 +170,9 @@ pub struct UnservedCall {
 /// The default handler: `f` answers every call of an id nobody serves. Its value is the
 /// call's raw result (what a typed stub reads as a value of at most 4 bytes, or an
 /// errno).
-pub(crate) struct Default<F>(pub F);
+pub(crate) struct DefaultHandler<F>(pub F);
 
-impl<F> Handler for Default<F>
+impl<F> Handler for DefaultHandler<F>
 where
     F: Fn(&UnservedCall) -> std::result::Result<i64, Errno> + Send + Sync + 'static,
 {
@@ -194,10 +194,24 @@ where
 }
 
 /// The declared services a host serves, by name, with the ids they take.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub(crate) struct Declared {
     by_name: HashMap<&'static str, (u32, Signature)>,
     next_named: u32,
+}
+
+impl Default for Declared {
+    /// std's declared services, which every host serves.
+    fn default() -> Self {
+        let mut d = Declared {
+            by_name: HashMap::new(),
+            next_named: 0,
+        };
+        for (sig, _) in super::std_declared() {
+            d.id_for(&sig);
+        }
+        d
+    }
 }
 
 impl Declared {
