@@ -20,8 +20,11 @@
 //! * the result: `-errno` for a failure (a `Result`'s `Err`, or the transport's own
 //!   `ENOSYS`/`EINVAL`); otherwise the value's bytes zero-extended when it has at most
 //!   [`VALUE_INLINE`] of them (so most answers fit the answer word), else 0;
-//! * a value of up to [`VALUE_WORDS`] bytes in the slot's `args[1..5]`, a larger one at
-//!   the start of the bulk buffer;
+//! * a value of up to [`VALUE_WORDS`] bytes in the slot's `args[1..5]`, except one of 5
+//!   to 8 bytes whose bits, read as a `u64`, are below 2^47 ([`SMALL_VALUE`]): that one
+//!   travels in the result as the small ones do, so that most `u64` answers (counts,
+//!   sizes, handles) fit the answer word and cost one read of host memory, not seven; a
+//!   larger value goes at the start of the bulk buffer;
 //! * the output buffer (at most one per service, and not beside a value that goes in the
 //!   bulk buffer), whole, at the start of the bulk buffer.
 
@@ -112,6 +115,8 @@ pub const FIXED_MAX: usize = 256;
 pub const VALUE_INLINE: usize = 4;
 /// Values up to this many bytes travel in the slot's `args[1..5]`.
 pub const VALUE_WORDS: usize = 32;
+/// Values of up to 8 bytes whose bits are below this travel in the result.
+pub const SMALL_VALUE: u64 = 1 << 47;
 /// Bulk parts a request may send (the fixed part, when it does not fit, is one).
 pub const MAX_INPUTS: usize = 4;
 /// The largest value a service may return, and what one lane's bulk buffer holds.
@@ -189,6 +194,7 @@ const fn round_up(n: usize, to: usize) -> usize {
 }
 
 /// Bytes of the fixed part of arguments of these shapes.
+#[inline]
 pub const fn fixed_len(shapes: &[Shape]) -> usize {
     let mut at = 0;
     let mut i = 0;
@@ -536,6 +542,7 @@ impl<'a> Decoder<'a> {
     /// A decoder of a request whose fixed part has `fixed_len` bytes, from its arguments,
     /// the bytes it sent and room for its output. `args_bytes` holds `args[1..6]`;
     /// `device` checks and reads [`DeviceSlice`] arguments (none: they are refused).
+    #[inline]
     pub fn new(
         fixed_len: usize,
         args_bytes: &'a [u8; FIXED_INLINE],
@@ -576,6 +583,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// The next input slice.
+    #[inline]
     pub fn input(&mut self) -> Result<&'a [u8], WireError> {
         let len = self.plain::<u64>()?;
         let at = round_up(self.input_at, 8);
@@ -589,6 +597,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// The output buffer, of the length the GPU asked for.
+    #[inline]
     pub fn output(&mut self) -> Result<&'a mut [u8], WireError> {
         let len = self.plain::<u64>()?;
         let out = self
@@ -607,6 +616,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// Bytes of the output buffer taken (0 without one): what goes back.
+    #[inline]
     pub fn output_len(&self) -> usize {
         self.output_len
     }
@@ -782,6 +792,15 @@ impl Answered {
                     bulk_out: output_len,
                 }
             }
+            // Not beside an output buffer: that answer is read from the slot, where the
+            // GPU then looks for the value's words.
+            ValuePlace::Words if n <= 8 && output_len == 0 && bits_of(bytes(&v)) < SMALL_VALUE => {
+                Answered {
+                    result: bits_of(bytes(&v)) as i64,
+                    words: None,
+                    bulk_out: output_len,
+                }
+            }
             ValuePlace::Words => {
                 let mut w = [0u64; 4];
                 // SAFETY: `n <= 32` bytes into the 32 bytes of `w`.
@@ -809,23 +828,34 @@ impl Answered {
         }
     }
 
-    /// The value this answer carries (GPU side): from the result, the slot's words, or
-    /// `bulk` (the value's bytes copied out of the bulk buffer).
-    pub fn decode<V: Plain>(result: i64, words: &[u64; 4], bulk: &[u8]) -> Result<V, Errno> {
+    /// The value this answer carries (GPU side): from the result, the slot's `words`
+    /// (`None` when the answer came without them, in the answer word alone), or `bulk`
+    /// (the value's bytes copied out of the bulk buffer).
+    pub fn decode<V: Plain>(
+        result: i64,
+        words: Option<&[u64; 4]>,
+        bulk: &[u8],
+    ) -> Result<V, Errno> {
         if result < 0 {
             return Err(Errno((-result) as i32));
         }
         let n = size_of::<V>();
         let mut out = core::mem::MaybeUninit::<V>::uninit();
-        let src: *const u8 = match value_place::<V>() {
-            ValuePlace::Result => (&raw const result).cast(),
-            ValuePlace::Words => words.as_ptr().cast(),
-            ValuePlace::Bulk => {
+        let src: *const u8 = match (value_place::<V>(), words) {
+            (ValuePlace::Result, _) | (ValuePlace::Words, None) if n <= 8 => {
+                (&raw const result).cast()
+            }
+            (ValuePlace::Result | ValuePlace::Words, None) => {
+                return Err(Errno(crate::errno::EIO));
+            }
+            (ValuePlace::Words, Some(w)) => w.as_ptr().cast(),
+            (ValuePlace::Bulk, _) => {
                 if bulk.len() < n {
                     return Err(Errno(crate::errno::EIO));
                 }
                 bulk.as_ptr()
             }
+            (ValuePlace::Result, Some(_)) => (&raw const result).cast(),
         };
         // SAFETY: `src` holds at least `n` bytes (8 in the result, 32 in the words,
         // checked for the bulk), and every bit pattern is a valid `V` (`Plain`).
@@ -892,6 +922,14 @@ pub const fn closure_fingerprint<A: Args, R: Ret>() -> u64 {
     fingerprint("closure", text, 0, A::SHAPES, Shape::of::<R::Value>())
 }
 
+/// Up to 8 bytes as a little-endian `u64`.
+#[inline]
+fn bits_of(bytes: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    b[..bytes.len()].copy_from_slice(bytes);
+    u64::from_le_bytes(b)
+}
+
 /// A call as a declared trait's dispatcher sees it (host side).
 pub struct Incoming<'a> {
     /// The lane's arguments.
@@ -920,6 +958,7 @@ pub trait Dispatch<T: ?Sized> {
 }
 
 /// A decoder over a request to a method whose arguments have `shapes`.
+#[inline]
 pub fn decoder<'a>(
     shapes: &[Shape],
     args: &'a [u8; FIXED_INLINE],
@@ -931,6 +970,7 @@ pub fn decoder<'a>(
 }
 
 /// `args[1..6]` as bytes, for [`Decoder::new`].
+#[inline]
 pub fn args_bytes(args: &[u64; 6]) -> [u8; FIXED_INLINE] {
     let mut b = [0u8; FIXED_INLINE];
     for (i, w) in args[1..].iter().enumerate() {
@@ -1004,23 +1044,41 @@ mod tests {
         let mut bulk = [0u8; 128];
         let a = Answered::encode(Ok(-1.5f32), &mut bulk, 0);
         assert!(a.result >= 0 && a.words.is_none());
-        assert_eq!(Answered::decode::<f32>(a.result, &[0; 4], &[]), Ok(-1.5));
+        assert_eq!(Answered::decode::<f32>(a.result, None, &[]), Ok(-1.5));
         let a = Answered::encode(Ok(u64::MAX), &mut bulk, 0);
         assert_eq!(a.result, 0);
         let w = a.words.unwrap();
-        assert_eq!(Answered::decode::<u64>(a.result, &w, &[]), Ok(u64::MAX));
+        assert_eq!(
+            Answered::decode::<u64>(a.result, Some(&w), &[]),
+            Ok(u64::MAX)
+        );
+        let a = Answered::encode(Ok(12345u64), &mut bulk, 0);
+        assert_eq!(
+            (a.result, a.words),
+            (12345, None),
+            "a small u64 fits the result"
+        );
+        assert_eq!(Answered::decode::<u64>(a.result, None, &[]), Ok(12345));
+        let a = Answered::encode(Ok(12345u64), &mut bulk, 10);
+        let w = a.words.expect("beside an output buffer, in the words");
+        assert_eq!(Answered::decode::<u64>(a.result, Some(&w), &[]), Ok(12345));
+        let a = Answered::encode(Ok(-1i64), &mut bulk, 0);
+        assert!(a.words.is_some(), "negative bits do not fit the result");
+        assert_eq!(
+            Answered::decode::<i64>(a.result, a.words.as_ref(), &[]),
+            Ok(-1)
+        );
+        let a = Answered::encode(Ok([1u32, 2, 3]), &mut bulk, 0);
+        assert_eq!(
+            Answered::decode::<[u32; 3]>(a.result, a.words.as_ref(), &[]),
+            Ok([1, 2, 3])
+        );
         let big = [7u64; 9];
         let a = Answered::encode(Ok(big), &mut bulk, 0);
         assert_eq!(a.bulk_out, 72);
-        assert_eq!(
-            Answered::decode::<[u64; 9]>(0, &[0; 4], &bulk[..72]),
-            Ok(big)
-        );
+        assert_eq!(Answered::decode::<[u64; 9]>(0, None, &bulk[..72]), Ok(big));
         let a = Answered::encode::<u64>(Err(Errno(2)), &mut bulk, 0);
-        assert_eq!(
-            Answered::decode::<u64>(a.result, &[0; 4], &[]),
-            Err(Errno(2))
-        );
+        assert_eq!(Answered::decode::<u64>(a.result, None, &[]), Err(Errno(2)));
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub struct Reply {
     /// The slot's `args[1..5]` as the host left them with a result that is not inline
     /// (where typed calls' values of up to 32 bytes travel), else zeros.
     pub words: [u64; 4],
+    /// Whether the answer came in the answer word alone (no slot or bulk bytes read).
+    pub inline: bool,
 }
 
 /// Numbers a request from `counter` at publication, while its packet holds the port:
@@ -346,6 +348,7 @@ impl Channel {
                 result: sent as i64,
                 number,
                 words: [0; 4],
+                inline: true,
             };
         }
 
@@ -388,6 +391,7 @@ impl Channel {
             result,
             number,
             words,
+            inline: got.inline.is_some(),
         }
     }
 

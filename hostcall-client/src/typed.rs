@@ -123,7 +123,8 @@ fn exchange<P: Platform, V: Plain>(
             Ok(v)
         };
     }
-    Answered::decode::<V>(reply.result, &reply.words, &[])
+    let words = (!reply.inline).then_some(&reply.words);
+    Answered::decode::<V>(reply.result, words, &[])
 }
 
 /// A handle on a host closure (`Host::hostcall` on the host), passed to the kernel as a

@@ -27,7 +27,7 @@ service! {
         fn triple(&self, x: u64) -> [u64; 3];
         /// A value of 128 bytes, in the bulk buffer.
         fn block(&self, seed: u32) -> [u64; 16];
-        /// An output buffer the host fills.
+        /// An output buffer the host fills, beside a u64 value.
         fn fill(&self, out: &mut [u8], byte: u8) -> usize;
         /// Three slices, each its own bulk part.
         fn concat_len(&self, a: &str, b: &[u8], c: &str) -> u32;
@@ -66,7 +66,8 @@ impl Store for HostStore {
     }
     fn fill(&self, out: &mut [u8], byte: u8) -> usize {
         out.fill(byte);
-        out.len()
+        // Not the length the request carried: a value read from the wrong place shows.
+        out.len() * 3
     }
     fn concat_len(&self, a: &str, b: &[u8], c: &str) -> u32 {
         assert!(a.starts_with('a') && b.iter().all(|&x| x == b'b') && c.starts_with('c'));
@@ -114,7 +115,7 @@ fn typed_stubs_carry_every_shape_both_ways_from_every_lane() {
             ok &= s.triple(x) == [x, x.wrapping_mul(3), !x];
             ok &= s.block(me) == std::array::from_fn(|i| me as u64 * 1000 + i as u64);
             let mut buf = vec![0u8; 100 + me as usize];
-            ok &= s.fill(&mut buf, me as u8) == buf.len() && buf.iter().all(|&b| b == me as u8);
+            ok &= s.fill(&mut buf, me as u8) == buf.len() * 3 && buf.iter().all(|&b| b == me as u8);
             let b = vec![b'b'; me as usize];
             ok &= s.concat_len("aa", &b, "ccc") == 5 + me;
             ok &= s.wide([1, 2, 3, 4, 5, me as u64], 7) == 22 + me as u64;

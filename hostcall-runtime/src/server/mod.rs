@@ -527,6 +527,7 @@ pub(crate) fn serve_port(
             return taken + hand_to_pool(ctx, p, seq, alone, (lane, slot), lanes & (lanes - 1));
         }
         let (at, cap) = ports.bulk(p, lane, alone);
+        let mut words = None;
         let (status, reply) = match copy_input(entry, &slot, at, cap, &mut scratch.input) {
             Ok(()) => run_lane(
                 ctx,
@@ -535,10 +536,12 @@ pub(crate) fn serve_port(
                 seq,
                 &scratch.input,
                 &mut scratch.out[..cap],
+                &mut words,
             ),
             Err(m) => malformed(ctx, &slot, &m),
         };
-        answer(ctx, p, lane, seq, alone, status, reply, &scratch.out);
+        let out = (&scratch.out[..], words.as_ref());
+        answer(ctx, p, lane, seq, alone, status, reply, out);
         lanes &= lanes - 1;
     }
     header.response.store(seq, Release);
@@ -598,12 +601,13 @@ fn hand_to_pool(
                 break;
             }
             let entry = ctx.services.serving(slot.service);
+            let mut words = None;
             let (status, reply) = match input {
-                Ok(input) => run_lane(ctx, entry, &slot, seq, &input, &mut out),
+                Ok(input) => run_lane(ctx, entry, &slot, seq, &input, &mut out, &mut words),
                 Err(m) => malformed(ctx, &slot, &m),
             };
             let n = reply.bulk_out.min(out.len());
-            answers.push((lane, status, reply, out[..n].to_vec()));
+            answers.push((lane, status, reply, out[..n].to_vec(), words));
         }
         if ctx.ended.load(Acquire) {
             return;
@@ -618,8 +622,17 @@ fn hand_to_pool(
                 answer_killed(ctx, p, lane, seq, alone);
             }
         }
-        for (lane, status, reply, bytes) in answers {
-            answer(ctx, p, lane, seq, alone, status, reply, &bytes);
+        for (lane, status, reply, bytes, words) in answers {
+            answer(
+                ctx,
+                p,
+                lane,
+                seq,
+                alone,
+                status,
+                reply,
+                (&bytes, words.as_ref()),
+            );
         }
     });
     match ctx.pool.submit(job) {
@@ -673,9 +686,11 @@ fn malformed(ctx: &Context, slot: &LaneSlot, m: &Malformed) -> (Status, Reply) {
     (Status::Malformed, Reply::errno(EINVAL))
 }
 
-/// Writes lane `lane`'s answer: output bytes, then the result where it does not fit the
-/// word, then the answer word itself, last, with release.
+/// Writes lane `lane`'s answer: output bytes (`out.0`), then the result where it does
+/// not fit the word, with a typed value's words (`out.1`), then the answer word itself,
+/// last, with release.
 #[allow(clippy::too_many_arguments)] // one answer's parts, each from a different place
+#[inline]
 fn answer(
     ctx: &Context,
     p: usize,
@@ -684,7 +699,7 @@ fn answer(
     alone: bool,
     status: Status,
     reply: Reply,
-    out: &[u8],
+    (out, words): (&[u8], Option<&[u64; 4]>),
 ) {
     let ports = ctx.ports;
     let (at, cap) = ports.bulk(p, lane, alone);
@@ -697,8 +712,8 @@ fn answer(
     // SAFETY: the lane's bulk buffer holds `cap >= bulk_out` bytes; until this lane's
     // answer word is written the protocol gives it to the host.
     unsafe { shared::copy_out(&out[..bulk_out], at) };
-    let inline = (bulk_out == 0 && reply.words.is_none() && Answer::fits(reply.result))
-        .then_some(reply.result);
+    let inline =
+        (bulk_out == 0 && words.is_none() && Answer::fits(reply.result)).then_some(reply.result);
     // SAFETY: `p < len`, `lane < WARP_SIZE`.
     let port = unsafe { ports.base.add(p) };
     if inline.is_none() {
@@ -707,7 +722,7 @@ fn answer(
             let args = &raw mut (*port).lanes[lane].args;
             (&raw mut (*args)[0]).write_volatile(reply.result as u64);
             (&raw mut (*args)[5]).write_volatile(bulk_out as u64);
-            for (i, w) in reply.words.iter().flatten().enumerate() {
+            for (i, w) in words.into_iter().flatten().enumerate() {
                 (&raw mut (*args)[1 + i]).write_volatile(*w);
             }
         }
@@ -734,7 +749,7 @@ fn answer_killed(ctx: &Context, p: usize, lane: usize, seq: u32, alone: bool) {
         alone,
         Status::Killed,
         Reply::errno(EIO),
-        &[],
+        (&[], None),
     );
 }
 
@@ -760,7 +775,11 @@ fn prefetch_packet(port: *mut Port, mask: u32) {
 }
 
 /// Runs one lane's request (already copied into host memory); returns the transport
-/// status and the service's reply, whose output bytes are in `out`.
+/// status and the service's reply, whose output bytes are in `out` (and a typed
+/// value's words in `words`). The hot path of every call: what is rare (a stale slot,
+/// tracing, the summary, an id nobody serves) is kept out of line, so that this stays
+/// small enough to be inlined and its reply never takes a trip through memory.
+#[inline]
 fn run_lane(
     ctx: &Context,
     entry: Option<&Entry>,
@@ -768,54 +787,84 @@ fn run_lane(
     seq: u32,
     input: &[u8],
     out: &mut [u8],
+    words: &mut Option<[u64; 4]>,
 ) -> (Status, Reply) {
     if slot.seq != seq {
-        ctx.log.warn(
-            Kind::Malformed,
-            format_args!(
-                "malformed slot: written for sequence {}, published as {seq}",
-                slot.seq
-            ),
-        );
-        return (Status::Malformed, Reply::errno(EINVAL));
+        return stale(ctx, slot, seq);
     }
+    if ctx.debug.trace || ctx.debug.summary {
+        return run_lane_observed(ctx, entry, slot, (input, out, words));
+    }
+    match entry {
+        None => unserved(ctx, slot),
+        Some(e) => run_handler(
+            ctx,
+            e.handler.as_ref(),
+            slot,
+            (input, out, words),
+            &mut None,
+        ),
+    }
+}
+
+/// The answer to a slot written for another sequence than the one published.
+#[cold]
+fn stale(ctx: &Context, slot: &LaneSlot, seq: u32) -> (Status, Reply) {
+    ctx.log.warn(
+        Kind::Malformed,
+        format_args!(
+            "malformed slot: written for sequence {}, published as {seq}",
+            slot.seq
+        ),
+    );
+    (Status::Malformed, Reply::errno(EINVAL))
+}
+
+/// [`run_lane`] under `HOSTCALL_DEBUG`: timed, traced (typed services with their decoded
+/// arguments and result) and counted in the summary.
+#[cold]
+#[inline(never)]
+fn run_lane_observed(
+    ctx: &Context,
+    entry: Option<&Entry>,
+    slot: &LaneSlot,
+    lane: (&[u8], &mut [u8], &mut Option<[u64; 4]>),
+) -> (Status, Reply) {
     let debug = ctx.debug;
-    let started = (debug.trace || debug.summary).then(Instant::now);
+    let started = Instant::now();
     let mut decoded = debug.trace.then(String::new);
     let (status, reply) = match entry {
         None => unserved(ctx, slot),
-        Some(e) => run_handler(ctx, e.handler.as_ref(), slot, input, out, &mut decoded),
+        Some(e) => run_handler(ctx, e.handler.as_ref(), slot, lane, &mut decoded),
     };
-    if let Some(t) = started {
-        let took = t.elapsed();
-        if let Some(stats) = &ctx.stats {
-            let mut stats = stats.lock().unwrap_or_else(|p| p.into_inner());
-            let s = stats.entry(slot.service).or_default();
-            s.calls += 1;
-            s.errors += (status != Status::Ok || reply.result < 0) as u64;
-            s.time += took;
-        }
-        if debug.trace {
-            let name = ctx.services.name(slot.service);
-            match decoded.filter(|d| !d.is_empty()) {
-                Some(d) => log::info!(
-                    target: "hostcall",
-                    "block {} thread {} {name} {d} {status:?} in {took:.1?}",
-                    slot.block,
-                    slot.thread,
-                ),
-                None => log::info!(
-                    target: "hostcall",
-                    "block {} thread {} {name}#{:#x}({:#x}, {:#x}, {:#x}) -> {} {status:?} in {took:.1?}",
-                    slot.block,
-                    slot.thread,
-                    slot.service,
-                    slot.args[0],
-                    slot.args[1],
-                    slot.args[2],
-                    reply.result,
-                ),
-            }
+    let took = started.elapsed();
+    if let Some(stats) = &ctx.stats {
+        let mut stats = stats.lock().unwrap_or_else(|p| p.into_inner());
+        let s = stats.entry(slot.service).or_default();
+        s.calls += 1;
+        s.errors += (status != Status::Ok || reply.result < 0) as u64;
+        s.time += took;
+    }
+    if debug.trace {
+        let name = ctx.services.name(slot.service);
+        match decoded.filter(|d| !d.is_empty()) {
+            Some(d) => log::info!(
+                target: "hostcall",
+                "block {} thread {} {name} {d} {status:?} in {took:.1?}",
+                slot.block,
+                slot.thread,
+            ),
+            None => log::info!(
+                target: "hostcall",
+                "block {} thread {} {name}#{:#x}({:#x}, {:#x}, {:#x}) -> {} {status:?} in {took:.1?}",
+                slot.block,
+                slot.thread,
+                slot.service,
+                slot.args[0],
+                slot.args[1],
+                slot.args[2],
+                reply.result,
+            ),
         }
     }
     (status, reply)
@@ -823,6 +872,7 @@ fn run_lane(
 
 /// The answer to a call of an id no handler serves (and no default handler catches),
 /// by the table's [`Unserved`] policy.
+#[cold]
 fn unserved(ctx: &Context, slot: &LaneSlot) -> (Status, Reply) {
     match ctx.services.unserved {
         Unserved::Enosys => {
@@ -846,12 +896,12 @@ fn unserved(ctx: &Context, slot: &LaneSlot) -> (Status, Reply) {
 }
 
 /// Calls `h`; a panic becomes `EIO` and a log line, and the consumer carries on.
+#[inline]
 fn run_handler(
     ctx: &Context,
     h: &dyn Handler,
     slot: &LaneSlot,
-    input: &[u8],
-    out: &mut [u8],
+    (input, out, words): (&[u8], &mut [u8], &mut Option<[u64; 4]>),
     decoded: &mut Option<String>,
 ) -> (Status, Reply) {
     let mut call = Call {
@@ -861,15 +911,15 @@ fn run_handler(
         args: slot.args,
         input,
         out,
-        trace: decoded.take(),
+        trace: decoded.as_mut(),
         device: ctx
             .services
             .device
             .as_deref()
             .map(|d| d as &dyn hostcall_abi::typed::DeviceReader),
+        words,
     };
     let served = std::panic::catch_unwind(AssertUnwindSafe(|| h.call(&mut call)));
-    *decoded = call.trace.take();
     match served {
         Ok(Ok(r)) => (Status::Ok, r),
         Ok(Err(m)) => malformed(ctx, slot, &m),

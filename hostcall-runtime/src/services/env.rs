@@ -114,7 +114,6 @@ impl Handler for Startup {
         Ok(Reply {
             result: block.len() as i64,
             bulk_out: n,
-            words: None,
         })
     }
 }

@@ -178,7 +178,6 @@ pub(crate) fn put_stat(call: &mut Call<'_>, s: FileStat) -> Reply {
     Reply {
         result: 0,
         bulk_out: STAT_SIZE,
-        words: None,
     }
 }
 

@@ -31,21 +31,22 @@ where
     T: Send + Sync + 'static,
 {
     fn call(&self, call: &mut Call<'_>) -> std::result::Result<Reply, Malformed> {
-        let mut trace = call.trace.take();
         let incoming = Incoming {
             args: call.args,
             input: call.input,
             out: &mut *call.out,
             device: call.device,
         };
-        let w = trace.as_mut().map(|t| t as &mut dyn std::fmt::Write);
+        let w = call
+            .trace
+            .as_deref_mut()
+            .map(|t| t as &mut dyn std::fmt::Write);
         let answered = S::dispatch(&self.imp, self.method, incoming, w);
-        call.trace = trace;
         let a = answered.map_err(|e| Malformed(e.0.into()))?;
+        *call.words = a.words;
         Ok(Reply {
             result: a.result,
             bulk_out: a.bulk_out,
-            words: a.words,
         })
     }
 
@@ -111,10 +112,10 @@ where
             let _ = write!(t, " -> {r:?}");
         }
         let a = hostcall_abi::typed::Answered::encode(r.into_wire(), call.out, 0);
+        *call.words = a.words;
         Ok(Reply {
             result: a.result,
             bulk_out: a.bulk_out,
-            words: a.words,
         })
     }
 
