@@ -352,20 +352,28 @@ impl<'a> SlotRecord<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WireError(pub &'static str);
 
-/// The GPU side's request under construction: the fixed part, the input slices and the
-/// output buffer, in the order the arguments came.
-pub struct Encoder<'a> {
-    fixed: [u64; FIXED_MAX / 8],
+/// Words of the fixed part an encoder for a fixed part of `len` bytes holds: at least
+/// the five of `args[1..6]`.
+pub const fn fixed_words(len: usize) -> usize {
+    let w = len.div_ceil(8);
+    if w < 5 { 5 } else { w }
+}
+
+/// The GPU side's request under construction: the fixed part (`W` words, sized by the
+/// declaration so that a call's stack holds no more than it needs: GPU stacks are local
+/// memory), the input slices and the output buffer, in the order the arguments came.
+pub struct Encoder<'a, const W: usize> {
+    fixed: [u64; W],
     len: usize,
     inputs: [&'a [u8]; MAX_INPUTS],
     count: usize,
     output: Option<&'a mut [u8]>,
 }
 
-impl Default for Encoder<'_> {
+impl<const W: usize> Default for Encoder<'_, W> {
     fn default() -> Self {
         Encoder {
-            fixed: [0; FIXED_MAX / 8],
+            fixed: [0; W],
             len: 0,
             inputs: [&[]; MAX_INPUTS],
             count: 0,
@@ -374,14 +382,15 @@ impl Default for Encoder<'_> {
     }
 }
 
-impl<'a> Encoder<'a> {
+impl<'a, const W: usize> Encoder<'a, W> {
     /// Appends `v`'s bytes to the fixed part at the next multiple of its alignment.
+    #[inline]
     pub fn plain<T: Plain>(&mut self, v: &T) {
         let at = round_up(self.len, align_of::<T>());
         let n = size_of::<T>();
-        assert!(at + n <= FIXED_MAX, "fixed part over FIXED_MAX");
-        // SAFETY: `at + n <= FIXED_MAX`, inside `fixed`; a `Plain` value has no padding,
-        // so all `n` bytes read are initialized.
+        assert!(at + n <= W * 8, "a fixed part over the encoder's words");
+        // SAFETY: `at + n <= W * 8`, inside `fixed`; a `Plain` value has no padding, so
+        // all `n` bytes read are initialized.
         unsafe {
             core::ptr::copy_nonoverlapping(
                 (v as *const T).cast::<u8>(),
@@ -408,7 +417,7 @@ impl<'a> Encoder<'a> {
 
     /// The fixed part's bytes.
     pub fn fixed(&self) -> &[u8] {
-        // SAFETY: `len <= FIXED_MAX` bytes of `fixed`, all initialized (zeroed at first).
+        // SAFETY: `len <= W * 8` bytes of `fixed`, all initialized (zeroed at first).
         unsafe { core::slice::from_raw_parts(self.fixed.as_ptr().cast::<u8>(), self.len) }
     }
 
@@ -506,7 +515,7 @@ impl<'a> Arg<'a> for DeviceSlice<'a> {
         kind: 4,
         name: "DeviceSlice",
     };
-    fn put(self, e: &mut Encoder<'a>) {
+    fn put<const W: usize>(self, e: &mut Encoder<'a, W>) {
         e.plain(&[self.addr, self.len]);
     }
     fn take(d: &mut Decoder<'a>) -> Result<Self, WireError> {
@@ -629,7 +638,7 @@ pub trait Arg<'a>: Sized {
     /// Its shape in the fixed part.
     const SHAPE: Shape;
     /// Adds it to a request (GPU side).
-    fn put(self, e: &mut Encoder<'a>);
+    fn put<const W: usize>(self, e: &mut Encoder<'a, W>);
     /// Reads it from a request (host side).
     fn take(d: &mut Decoder<'a>) -> Result<Self, WireError>;
     /// Writes it for a trace line.
@@ -638,7 +647,7 @@ pub trait Arg<'a>: Sized {
 
 impl<'a, T: Plain> Arg<'a> for T {
     const SHAPE: Shape = Shape::of::<T>();
-    fn put(self, e: &mut Encoder<'a>) {
+    fn put<const W: usize>(self, e: &mut Encoder<'a, W>) {
         e.plain(&self)
     }
     fn take(d: &mut Decoder<'a>) -> Result<Self, WireError> {
@@ -654,7 +663,7 @@ const SHOWN: usize = 64;
 
 impl<'a> Arg<'a> for &'a [u8] {
     const SHAPE: Shape = Shape::word(1);
-    fn put(self, e: &mut Encoder<'a>) {
+    fn put<const W: usize>(self, e: &mut Encoder<'a, W>) {
         e.input(self)
     }
     fn take(d: &mut Decoder<'a>) -> Result<Self, WireError> {
@@ -667,7 +676,7 @@ impl<'a> Arg<'a> for &'a [u8] {
 
 impl<'a> Arg<'a> for &'a str {
     const SHAPE: Shape = Shape::word(3);
-    fn put(self, e: &mut Encoder<'a>) {
+    fn put<const W: usize>(self, e: &mut Encoder<'a, W>) {
         e.input(self.as_bytes())
     }
     fn take(d: &mut Decoder<'a>) -> Result<Self, WireError> {
@@ -685,7 +694,7 @@ impl<'a> Arg<'a> for &'a str {
 
 impl<'a> Arg<'a> for &'a mut [u8] {
     const SHAPE: Shape = Shape::word(2);
-    fn put(self, e: &mut Encoder<'a>) {
+    fn put<const W: usize>(self, e: &mut Encoder<'a, W>) {
         e.output(self)
     }
     fn take(d: &mut Decoder<'a>) -> Result<Self, WireError> {
@@ -867,12 +876,13 @@ impl Answered {
 }
 
 /// The arguments of a host closure ([`HostClosure`]): a tuple of up to four [`Plain`]
-/// values.
+/// values, of at most 36 bytes together (a call's fixed part is their bytes after a
+/// 4-byte type check, and must fit `args[1..6]`).
 pub trait Args: Sized + fmt::Debug {
     /// Their shapes.
     const SHAPES: &'static [Shape];
     /// Adds them to a request (GPU side).
-    fn put_all(self, e: &mut Encoder<'_>);
+    fn put_all<const W: usize>(self, e: &mut Encoder<'_, W>);
     /// Reads them from a request (host side).
     fn take_all(d: &mut Decoder<'_>) -> Result<Self, WireError>;
 }
@@ -888,7 +898,7 @@ macro_rules! arity {
     ($($a:ident: $t:ident),*) => {
         impl<$($t: Plain),*> Args for ($($t,)*) {
             const SHAPES: &'static [Shape] = &[$(Shape::of::<$t>()),*];
-            fn put_all(self, e: &mut Encoder<'_>) {
+            fn put_all<const W: usize>(self, e: &mut Encoder<'_, W>) {
                 let ($($a,)*) = self;
                 $(e.plain(&$a);)*
                 let _ = e;
@@ -985,7 +995,7 @@ mod tests {
 
     #[test]
     fn plain_values_and_slices_round_trip_through_the_fixed_part_and_the_bulk() {
-        let mut e = Encoder::default();
+        let mut e = Encoder::<'_, 5>::default();
         (-3i64).put(&mut e);
         "héllo".put(&mut e);
         (&[1u8, 2, 3][..]).put(&mut e);

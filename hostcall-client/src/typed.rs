@@ -53,8 +53,13 @@ impl<S: ?Sized> Client<crate::nvptx::Nvptx, S> {
 /// and returns its answer as `R`. A service that cannot fail and fails (no handler, a
 /// malformed request, a handler's panic) ends the launch with the thread, the service
 /// and the errno, as a Rust call that cannot fail has no way to report it.
-pub fn call<P: Platform, R: Ret>(ch: &Channel, id: u32, fixed_len: usize, e: Encoder<'_>) -> R {
-    let v = exchange::<P, R::Value>(ch, id, fixed_len, e);
+pub fn call<P: Platform, R: Ret, const W: usize>(
+    ch: &Channel,
+    id: u32,
+    fixed_len: usize,
+    e: &mut Encoder<'_, W>,
+) -> R {
+    let v = exchange::<P, R::Value, W>(ch, id, fixed_len, e);
     let errno = v.err().map_or(0, |e| e.0);
     match R::from_wire(v) {
         Some(r) => r,
@@ -62,11 +67,11 @@ pub fn call<P: Platform, R: Ret>(ch: &Channel, id: u32, fixed_len: usize, e: Enc
     }
 }
 
-fn exchange<P: Platform, V: Plain>(
+fn exchange<P: Platform, V: Plain, const W: usize>(
     ch: &Channel,
     id: u32,
     fixed_len: usize,
-    mut e: Encoder<'_>,
+    e: &mut Encoder<'_, W>,
 ) -> Result<V, Errno> {
     let output = e.take_output();
     let mut args = [0u64; 6];
@@ -172,10 +177,16 @@ impl<A: Args, R: Ret> HostFn<A, R> {
     /// Calls the closure over `ch` with `args`. The request carries the fingerprint of
     /// the types this call uses, which the host compares with the closure's own.
     pub fn call_on<P: Platform>(self, ch: &Channel, args: A) -> R {
-        let mut e = Encoder::default();
+        const {
+            assert!(
+                closure_fixed_len::<A>() <= FIXED_INLINE,
+                "closure arguments over 36 bytes"
+            )
+        };
+        let mut e = Encoder::<'_, 5>::default();
         e.plain(&(abi::closure_fingerprint::<A, R>() as u32));
         args.put_all(&mut e);
-        call::<P, R>(ch, self.id(), closure_fixed_len::<A>(), e)
+        call::<P, R, 5>(ch, self.id(), closure_fixed_len::<A>(), &mut e)
     }
 
     /// Calls the closure from a GPU thread with `args`.
@@ -361,11 +372,12 @@ macro_rules! service {
                     )]
                     static SLOT: abi::ServiceSlot<{ SIG.name.len() + SIG.text.len() }> =
                         abi::ServiceSlot::new(&SIG);
+                    const WORDS: usize = abi::fixed_words(FIXED);
                     #[allow(unused_mut)] // no arguments: nothing to add
-                    let mut e = abi::Encoder::default();
+                    let mut e = abi::Encoder::<'_, WORDS>::default();
                     $(abi::Arg::put($a, &mut e);)*
                     let id = <P as $crate::Platform>::service_id(&SLOT.id, SIG.name);
-                    $crate::typed::call::<P, $r>(self.channel(), id, FIXED, e)
+                    $crate::typed::call::<P, $r, WORDS>(self.channel(), id, FIXED, &mut e)
                 }
             )*
         }

@@ -524,7 +524,8 @@ impl Host {
 
     /// Serves `f` to kernels as a host closure (AMDGPU.jl's `HostCallHolder`): pass the
     /// handle's [`HostFn::raw`] as a kernel argument, and the kernel calls it with
-    /// typed arguments (`HostFn::call`). Its arguments are up to four plain values.
+    /// typed arguments (`HostFn::call`). Its arguments are up to four plain values of at
+    /// most 36 bytes together (they travel in the request's argument words).
     pub fn hostcall<A, R, F>(&mut self, f: F) -> HostFn<A, R>
     where
         A: Args + 'static,
