@@ -95,6 +95,7 @@ fn full_channel_makes_callers_wait_and_loses_nothing() {
     assert_eq!(r.calls, 4 * 64 * 10);
 }
 
+/// Under `Unserved::Enosys` (the default halts the run: `user_services.rs`).
 #[test]
 fn unknown_service_is_an_error_for_the_caller_and_the_server_carries_on() {
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));

@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use common::quiet;
-use hostcall_abi::errno::{EACCES, ENOENT, ENOSYS};
+use hostcall_abi::errno::{EACCES, ENOENT};
 use hostcall_client::typed::HostFn;
 use hostcall_client::{DeviceSlice, Errno, service};
 use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
-use hostcall_runtime::{Error, KernelArg, Launch, Outcome, Unserved};
+use hostcall_runtime::{Error, KernelArg, Launch, Outcome};
 
 service! {
     /// Every shape the wire carries.
@@ -260,27 +260,6 @@ fn a_call_nobody_serves_halts_the_run_by_default_naming_thread_and_id() {
     assert!(
         why.contains("(block 0, thread 3)") && why.contains("0x1092") && why.contains("halts"),
         "{why}"
-    );
-}
-
-#[test]
-fn under_the_enosys_policy_the_caller_gets_enosys_and_the_run_goes_on() {
-    let got = Arc::new(Mutex::new(None));
-    let g = got.clone();
-    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
-        let r = t.channel().call::<Emu>(4242, [0; 6], &[], &mut [], None);
-        *g.lock().unwrap() = Some((r.status, r.result));
-    });
-    let r = quiet()
-        .unserved(Unserved::Enosys)
-        .build()
-        .unwrap()
-        .run(&mut m, &Launch::linear("k", 1, 1, vec![]))
-        .unwrap();
-    assert_eq!(r.outcome, Outcome::Completed);
-    assert_eq!(
-        *got.lock().unwrap(),
-        Some((hostcall_abi::Status::UnknownService, -(ENOSYS as i64)))
     );
 }
 
