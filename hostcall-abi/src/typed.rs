@@ -967,18 +967,6 @@ pub trait Dispatch<T: ?Sized> {
     ) -> Result<Answered, WireError>;
 }
 
-/// A decoder over a request to a method whose arguments have `shapes`.
-#[inline]
-pub fn decoder<'a>(
-    shapes: &[Shape],
-    args: &'a [u8; FIXED_INLINE],
-    call_input: &'a [u8],
-    call_out: &'a mut [u8],
-    device: Option<&'a dyn DeviceReader>,
-) -> Result<Decoder<'a>, WireError> {
-    Decoder::new(fixed_len(shapes), args, call_input, call_out, device)
-}
-
 /// `args[1..6]` as bytes, for [`Decoder::new`].
 #[inline]
 pub fn args_bytes(args: &[u64; 6]) -> [u8; FIXED_INLINE] {
@@ -1023,7 +1011,7 @@ mod tests {
         assert_eq!(at, bulk_len(e.inputs()));
         let ab = args_bytes(&args);
         let mut room = [0xffu8; 64];
-        let mut d = decoder(&shapes, &ab, &bulk[..at], &mut room, None).unwrap();
+        let mut d = Decoder::new(fixed_len(&shapes), &ab, &bulk[..at], &mut room, None).unwrap();
         assert_eq!(i64::take(&mut d), Ok(-3));
         assert_eq!(<&str>::take(&mut d), Ok("héllo"));
         assert_eq!(<&[u8]>::take(&mut d), Ok(&[1u8, 2, 3][..]));
@@ -1039,10 +1027,10 @@ mod tests {
         let ab = args_bytes(&args);
         let shapes = [<&[u8] as Arg>::SHAPE];
         let mut room = [0u8; 8];
-        let mut d = decoder(&shapes, &ab, &[0u8; 16], &mut room, None).unwrap();
+        let mut d = Decoder::new(fixed_len(&shapes), &ab, &[0u8; 16], &mut room, None).unwrap();
         assert!(<&[u8]>::take(&mut d).is_err());
         let mut room = [0u8; 8];
-        let mut d = decoder(&[<&mut [u8] as Arg>::SHAPE], &ab, &[], &mut room, None).unwrap();
+        let mut d = Decoder::new(8, &ab, &[], &mut room, None).unwrap();
         assert!(
             <&mut [u8]>::take(&mut d).is_err(),
             "an output over the room"

@@ -92,11 +92,12 @@ where
 {
     fn call(&self, call: &mut Call<'_>) -> std::result::Result<Reply, Malformed> {
         let fixed = args_bytes(&call.args);
-        let fixed_len = closure_fixed_len::<A>();
+        // Evaluated at compile time, not per call.
+        let fixed_len = const { closure_fixed_len::<A>() };
         let mut d = Decoder::new(fixed_len, &fixed, call.input, &mut *call.out, None)
             .map_err(|e| Malformed(e.0.into()))?;
         let check = d.plain::<u32>().map_err(|e| Malformed(e.0.into()))?;
-        if check != closure_fingerprint::<A, R>() as u32 {
+        if check != const { closure_fingerprint::<A, R>() as u32 } {
             return Err(Malformed(format!(
                 "a closure handle called with other types than the closure's, {} -> {}",
                 std::any::type_name::<A>(),
