@@ -323,11 +323,11 @@ impl HostBuilder {
         S: ?Sized + Dispatch<T> + 'static,
         T: Send + Sync + 'static,
     {
-        for ((_, handler, name), sig) in methods::<S, T>(imp).into_iter().zip(S::SERVICES) {
+        for (sig, handler) in methods::<S, T>(imp) {
             self.extra.push(Extra {
                 id: self.declared.id_for(sig),
                 handler,
-                name: Some(name),
+                name: Some(sig.name.into()),
             });
         }
         self
@@ -591,9 +591,10 @@ impl Host {
         };
         module.write_config(&config)?;
 
-        let (files, process, mut services) = self.services(module.device_memory());
+        let device = module.device_memory();
+        let (files, process, mut services) = self.services(device.clone());
         services.device = Some(Arc::new(DeviceAccess {
-            memory: module.device_memory(),
+            memory: device,
             heap: config.heap_base..config.heap_base + config.heap_size,
         }));
         let services = Arc::new(services);

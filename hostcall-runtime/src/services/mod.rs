@@ -308,13 +308,8 @@ impl ServiceTable {
 /// handler: every host serves them, and a module that calls them always passes the check
 /// at load. A new one is its declaration there, its implementation here, and its line
 /// below.
-pub(crate) fn std_declared() -> Vec<(Signature, Arc<dyn Handler>)> {
-    let identity = typed::methods::<dyn Identity, _>(process::HostIdentity);
-    <dyn Identity>::SERVICES
-        .iter()
-        .copied()
-        .zip(identity.into_iter().map(|(_, h, _)| h))
-        .collect()
+pub(crate) fn std_declared() -> Vec<(&'static Signature, Arc<dyn Handler>)> {
+    typed::methods::<dyn Identity, _>(process::HostIdentity)
 }
 
 /// The errno for a host I/O error, in the wire's numbering (Linux's).

@@ -55,10 +55,10 @@ where
     }
 }
 
-/// The handlers of `imp` serving the declared trait `S`, one per method, with their
-/// fixed ids (std's and user services declared `= N`); by-name methods get their ids from
-/// [`Declared::id_for`] instead, through `HostBuilder::serve`.
-pub(crate) fn methods<S, T>(imp: T) -> Vec<(u32, Arc<dyn Handler>, Arc<str>)>
+/// The handlers of `imp` serving the declared trait `S`, one per method, each with its
+/// method's signature (whose fixed id std's services take; `HostBuilder::serve` takes ids
+/// from [`Declared::id_for`]).
+pub(crate) fn methods<S, T>(imp: T) -> Vec<(&'static Signature, Arc<dyn Handler>)>
 where
     S: ?Sized + Dispatch<T> + 'static,
     T: Send + Sync + 'static,
@@ -73,7 +73,7 @@ where
                 method,
                 _trait: PhantomData,
             });
-            (sig.id, handler, Arc::from(sig.name))
+            (sig, handler)
         })
         .collect()
 }
@@ -210,7 +210,7 @@ impl Default for Declared {
             next_named: 0,
         };
         for (sig, _) in super::std_declared() {
-            d.id_for(&sig);
+            d.id_for(sig);
         }
         d
     }
