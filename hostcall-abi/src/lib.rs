@@ -124,4 +124,4 @@ pub use service::{
 
 /// The version both halves must agree on; bump it on any change to this crate's layouts,
 /// service ids or argument conventions. The host refuses a module built with another.
-pub const ABI_VERSION: u32 = 6;
+pub const ABI_VERSION: u32 = 7;

@@ -1,13 +1,17 @@
-//! One function per host service, building its request by the conventions of
-//! `hostcall_abi::service`. Results are `i64`: a value, or `-errno` on failure. Transport
-//! errors (unknown service, malformed request) arrive as `-ENOSYS` / `-EINVAL`.
+//! One function per host service, as libc calls them: the stream services built by the
+//! conventions of `hostcall_abi::service`, the others through their declarations
+//! (`crate::std_services`). Results are `i64`: a value, or `-errno` on failure.
+//! Transport errors (unknown service, malformed request) arrive as `-ENOSYS` / `-EINVAL`.
 
 use core::sync::atomic::AtomicU64;
 
-use hostcall_abi::errno::{EAGAIN, EINVAL, EIO, ENOSYS, ERANGE};
+use hostcall_abi::errno::{EAGAIN, EINVAL, EIO, ENAMETOOLONG, ENOSYS, ERANGE};
 use hostcall_abi::stat::STAT_SIZE;
-use hostcall_abi::{BULK_PER_LANE, DEVICE_WRITE_MAX, POSTED_WAITS, Service, Status};
+use hostcall_abi::typed::{Errno, bulk_len};
+use hostcall_abi::{AT_FDCWD, BULK_PER_LANE, DEVICE_WRITE_MAX, POSTED_WAITS, Service, Status};
 
+use crate::std_services::{Environment, Fs, Lifecycle, Time};
+use crate::typed::Client;
 use crate::{Channel, Numbering, Platform, Reply, Request};
 
 fn outcome(reply: Reply) -> i64 {
@@ -22,11 +26,6 @@ fn outcome(reply: Reply) -> i64 {
 
 fn simple<P: Platform>(ch: &Channel, service: Service, args: [u64; 6]) -> i64 {
     outcome(ch.call::<P>(service as u32, args, &[], &mut [], None))
-}
-
-/// A path or name must fit in the smallest bulk buffer (a lane's in a shared packet).
-fn too_long(bytes: &[u8]) -> bool {
-    bytes.len() > BULK_PER_LANE
 }
 
 /// The request of a ping of `value`: the host echoes it (a transport round trip and
@@ -263,199 +262,260 @@ pub fn read<P: Platform>(ch: &Channel, fd: i32, buf: &mut [u8]) -> i64 {
     outcome(ch.call::<P>(Service::Read as u32, args, &[], buf, Some(1)))
 }
 
-/// Opens `path` (no terminating NUL) with Linux `flags` and `mode`; returns a GPU fd.
-pub fn open<P: Platform>(ch: &Channel, path: &[u8], flags: i32, mode: u32) -> i64 {
-    if too_long(path) {
-        return -(hostcall_abi::errno::ENAMETOOLONG as i64);
+/// A declared service's answer as libc returns it: its value, or `-errno`.
+trait Outcome {
+    fn to_i64(self) -> i64;
+}
+
+impl Outcome for () {
+    fn to_i64(self) -> i64 {
+        0
     }
-    let args = [flags as u64, mode as u64, path.len() as u64, 0, 0, 0];
-    outcome(ch.call::<P>(Service::Open as u32, args, path, &mut [], None))
+}
+
+impl Outcome for i32 {
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+}
+
+impl Outcome for i64 {
+    fn to_i64(self) -> i64 {
+        self
+    }
+}
+
+impl Outcome for usize {
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+}
+
+fn answer<T: Outcome>(r: Result<T, Errno>) -> i64 {
+    r.map_or_else(|e| -(e.0 as i64), T::to_i64)
+}
+
+/// The client of std's declared trait `S` over `ch`.
+fn client<P: Platform + 'static, S: ?Sized>(ch: &Channel) -> Client<P, S> {
+    Client::new(*ch)
+}
+
+/// `out`, cut to what one lane's bulk buffer brings back.
+fn room(out: &mut [u8]) -> &mut [u8] {
+    let n = out.len().min(BULK_PER_LANE);
+    &mut out[..n]
+}
+
+/// `-ENAMETOOLONG` when the paths would not fit one lane's bulk buffer together.
+fn paths_fit(paths: &[&[u8]]) -> Result<(), i64> {
+    if bulk_len(paths) > BULK_PER_LANE {
+        return Err(-(ENAMETOOLONG as i64));
+    }
+    Ok(())
+}
+
+/// A string answer of a declared service: its length, or `-ERANGE` when it did not fit
+/// `out`.
+fn string_answer(r: Result<usize, Errno>, room: usize) -> i64 {
+    match r {
+        Ok(n) if n > room => -(ERANGE as i64),
+        r => answer(r),
+    }
+}
+
+/// Opens `path` (no terminating NUL) with Linux `flags` and `mode`; returns a GPU fd.
+pub fn open<P: Platform + 'static>(ch: &Channel, path: &[u8], flags: i32, mode: u32) -> i64 {
+    openat::<P>(ch, AT_FDCWD, path, flags, mode)
+}
+
+/// Opens `path` relative to the directory `dirfd` (or `AT_FDCWD`).
+pub fn openat<P: Platform + 'static>(
+    ch: &Channel,
+    dirfd: i32,
+    path: &[u8],
+    flags: i32,
+    mode: u32,
+) -> i64 {
+    if let Err(e) = paths_fit(&[path]) {
+        return e;
+    }
+    answer(client::<P, dyn Fs>(ch).openat(dirfd, path, flags, mode))
 }
 
 /// Closes a GPU fd.
-pub fn close<P: Platform>(ch: &Channel, fd: i32) -> i64 {
-    simple::<P>(ch, Service::Close, [fd as u64, 0, 0, 0, 0, 0])
+pub fn close<P: Platform + 'static>(ch: &Channel, fd: i32) -> i64 {
+    answer(client::<P, dyn Fs>(ch).close(fd))
 }
 
 /// Moves a GPU fd's offset; `whence` is Linux's `SEEK_*`.
-pub fn lseek<P: Platform>(ch: &Channel, fd: i32, offset: i64, whence: i32) -> i64 {
-    simple::<P>(
-        ch,
-        Service::Lseek,
-        [fd as u64, offset as u64, whence as u64, 0, 0, 0],
-    )
+pub fn lseek<P: Platform + 'static>(ch: &Channel, fd: i32, offset: i64, whence: i32) -> i64 {
+    answer(client::<P, dyn Fs>(ch).lseek(fd, offset, whence))
 }
 
 /// Fills `out` with the x86_64 `struct stat` of a GPU fd.
-pub fn fstat<P: Platform>(ch: &Channel, fd: i32, out: &mut [u8; STAT_SIZE]) -> i64 {
-    let args = [fd as u64, 0, 0, 0, 0, 0];
-    outcome(ch.call::<P>(Service::Fstat as u32, args, &[], out, None))
+pub fn fstat<P: Platform + 'static>(ch: &Channel, fd: i32, out: &mut [u8; STAT_SIZE]) -> i64 {
+    answer(client::<P, dyn Fs>(ch).fstat(fd, out))
 }
 
 /// Fills `out` with the x86_64 `struct stat` of `path`, following links if `follow`.
-pub fn stat<P: Platform>(
+pub fn stat<P: Platform + 'static>(
     ch: &Channel,
     path: &[u8],
     follow: bool,
     out: &mut [u8; STAT_SIZE],
 ) -> i64 {
-    if too_long(path) {
-        return -(hostcall_abi::errno::ENAMETOOLONG as i64);
-    }
-    let args = [path.len() as u64, follow as u64, 0, 0, 0, 0];
-    outcome(ch.call::<P>(Service::Stat as u32, args, path, out, None))
-}
-
-/// A service whose reply is a string: copies it into `out` and returns its length, or
-/// `-ERANGE` if `out` is too small.
-fn string_reply<P: Platform>(ch: &Channel, service: Service, input: &[u8], out: &mut [u8]) -> i64 {
-    if too_long(input) {
-        return -(hostcall_abi::errno::ENAMETOOLONG as i64);
-    }
-    let args = [input.len() as u64, 0, 0, 0, 0, 0];
-    let r = outcome(ch.call::<P>(service as u32, args, input, out, None));
-    if r >= 0 && r as usize > out.len() {
-        return -(ERANGE as i64);
-    }
-    r
-}
-
-/// The host process's working directory (the GPU program's cwd).
-pub fn getcwd<P: Platform>(ch: &Channel, out: &mut [u8]) -> i64 {
-    string_reply::<P>(ch, Service::Getcwd, &[], out)
-}
-
-/// The canonical absolute form of `path`.
-pub fn realpath<P: Platform>(ch: &Channel, path: &[u8], out: &mut [u8]) -> i64 {
-    string_reply::<P>(ch, Service::Realpath, path, out)
-}
-
-/// The target of the symbolic link `path`.
-pub fn readlink<P: Platform>(ch: &Channel, path: &[u8], out: &mut [u8]) -> i64 {
-    string_reply::<P>(ch, Service::Readlink, path, out)
-}
-
-/// The value of environment variable `name` as the host grants it, or `-ENOENT`.
-pub fn getenv<P: Platform>(ch: &Channel, name: &[u8], out: &mut [u8]) -> i64 {
-    string_reply::<P>(ch, Service::Getenv, name, out)
-}
-
-/// Tells the host the program exits with `code`; the caller must then stop the kernel.
-pub fn exit<P: Platform>(ch: &Channel, code: i32) -> i64 {
-    simple::<P>(ch, Service::Exit, [code as u64, 0, 0, 0, 0, 0])
-}
-
-/// Tells the host this thread aborts; the caller must then trap.
-pub fn abort<P: Platform>(ch: &Channel) -> i64 {
-    simple::<P>(ch, Service::Abort, [0; 6])
-}
-
-/// The host's `CLOCK_REALTIME`, in nanoseconds since the Unix epoch.
-pub fn clock_realtime<P: Platform>(ch: &Channel) -> i64 {
-    simple::<P>(ch, Service::ClockRealtime, [0; 6])
-}
-
-/// Fills `buf` (up to one bulk buffer: a short count when larger) with random bytes from
-/// the host's OS.
-pub fn getrandom<P: Platform>(ch: &Channel, buf: &mut [u8]) -> i64 {
-    outcome(ch.call::<P>(Service::Getrandom as u32, [0; 6], &[], buf, Some(0)))
-}
-
-/// A service whose input is one path (its length in `a0`) and whose other arguments
-/// follow: `OpenAt`, `StatAt`, `UnlinkAt`, `Mkdir`, `Chmod`.
-fn path_call<P: Platform>(
-    ch: &Channel,
-    service: Service,
-    path: &[u8],
-    rest: [u64; 3],
-    out: &mut [u8],
-) -> i64 {
-    if too_long(path) {
-        return -(hostcall_abi::errno::ENAMETOOLONG as i64);
-    }
-    let args = [path.len() as u64, rest[0], rest[1], rest[2], 0, 0];
-    outcome(ch.call::<P>(service as u32, args, path, out, None))
-}
-
-/// Opens `path` relative to the directory `dirfd` (or `AT_FDCWD`).
-pub fn openat<P: Platform>(ch: &Channel, dirfd: i32, path: &[u8], flags: i32, mode: u32) -> i64 {
-    let rest = [dirfd as u64, flags as u64, mode as u64];
-    path_call::<P>(ch, Service::OpenAt, path, rest, &mut [])
+    statat::<P>(ch, AT_FDCWD, path, follow, out)
 }
 
 /// `stat` of `path` relative to the directory `dirfd`, following links if `follow`.
-pub fn statat<P: Platform>(
+pub fn statat<P: Platform + 'static>(
     ch: &Channel,
     dirfd: i32,
     path: &[u8],
     follow: bool,
     out: &mut [u8; STAT_SIZE],
 ) -> i64 {
-    path_call::<P>(
-        ch,
-        Service::StatAt,
-        path,
-        [dirfd as u64, follow as u64, 0],
-        out,
-    )
+    if let Err(e) = paths_fit(&[path]) {
+        return e;
+    }
+    answer(client::<P, dyn Fs>(ch).statat(dirfd, path, follow as u32, out))
+}
+
+/// The host process's working directory (the GPU program's cwd).
+pub fn getcwd<P: Platform + 'static>(ch: &Channel, out: &mut [u8]) -> i64 {
+    let out = room(out);
+    let n = out.len();
+    string_answer(client::<P, dyn Fs>(ch).getcwd(out), n)
+}
+
+/// The canonical absolute form of `path`.
+pub fn realpath<P: Platform + 'static>(ch: &Channel, path: &[u8], out: &mut [u8]) -> i64 {
+    if let Err(e) = paths_fit(&[path]) {
+        return e;
+    }
+    let out = room(out);
+    let n = out.len();
+    string_answer(client::<P, dyn Fs>(ch).realpath(path, out), n)
+}
+
+/// The target of the symbolic link `path`.
+pub fn readlink<P: Platform + 'static>(ch: &Channel, path: &[u8], out: &mut [u8]) -> i64 {
+    if let Err(e) = paths_fit(&[path]) {
+        return e;
+    }
+    let out = room(out);
+    let n = out.len();
+    string_answer(client::<P, dyn Fs>(ch).readlink(path, out), n)
+}
+
+/// The value of environment variable `name` as the host grants it, or `-ENOENT`.
+pub fn getenv<P: Platform + 'static>(ch: &Channel, name: &[u8], out: &mut [u8]) -> i64 {
+    if let Err(e) = paths_fit(&[name]) {
+        return e;
+    }
+    let out = room(out);
+    let n = out.len();
+    string_answer(client::<P, dyn Environment>(ch).getenv(name, out), n)
+}
+
+/// Tells the host the program exits with `code`; the caller must then stop the kernel.
+pub fn exit<P: Platform + 'static>(ch: &Channel, code: i32) {
+    client::<P, dyn Lifecycle>(ch).exit(code)
+}
+
+/// Tells the host this thread aborts; the caller must then trap.
+pub fn abort<P: Platform + 'static>(ch: &Channel) {
+    client::<P, dyn Lifecycle>(ch).abort()
+}
+
+/// The host's `CLOCK_REALTIME`, in nanoseconds since the Unix epoch.
+pub fn clock_realtime<P: Platform + 'static>(ch: &Channel) -> i64 {
+    client::<P, dyn Time>(ch).realtime()
+}
+
+/// Fills `buf` (up to one bulk buffer: a short count when larger) with random bytes from
+/// the host's OS.
+pub fn getrandom<P: Platform + 'static>(ch: &Channel, buf: &mut [u8]) -> i64 {
+    answer(client::<P, dyn Time>(ch).getrandom(room(buf)))
 }
 
 /// Removes the file (or, with `AT_REMOVEDIR`, the empty directory) `path` relative to
 /// the directory `dirfd`.
-pub fn unlinkat<P: Platform>(ch: &Channel, dirfd: i32, path: &[u8], flags: i32) -> i64 {
-    path_call::<P>(
-        ch,
-        Service::UnlinkAt,
-        path,
-        [dirfd as u64, flags as u64, 0],
-        &mut [],
-    )
+pub fn unlinkat<P: Platform + 'static>(ch: &Channel, dirfd: i32, path: &[u8], flags: i32) -> i64 {
+    if let Err(e) = paths_fit(&[path]) {
+        return e;
+    }
+    answer(client::<P, dyn Fs>(ch).unlinkat(dirfd, path, flags))
 }
 
 /// Makes the directory `path`.
-pub fn mkdir<P: Platform>(ch: &Channel, path: &[u8], mode: u32) -> i64 {
-    path_call::<P>(ch, Service::Mkdir, path, [mode as u64, 0, 0], &mut [])
+pub fn mkdir<P: Platform + 'static>(ch: &Channel, path: &[u8], mode: u32) -> i64 {
+    if let Err(e) = paths_fit(&[path]) {
+        return e;
+    }
+    answer(client::<P, dyn Fs>(ch).mkdir(path, mode))
 }
 
 /// Sets the permission bits of `path`.
-pub fn chmod<P: Platform>(ch: &Channel, path: &[u8], mode: u32) -> i64 {
-    path_call::<P>(ch, Service::Chmod, path, [mode as u64, 0, 0], &mut [])
+pub fn chmod<P: Platform + 'static>(ch: &Channel, path: &[u8], mode: u32) -> i64 {
+    if let Err(e) = paths_fit(&[path]) {
+        return e;
+    }
+    answer(client::<P, dyn Fs>(ch).chmod(path, mode))
 }
 
-/// A service of two paths (`Rename`, `Link`, `Symlink`): `joined` is `first NUL second`.
-pub fn two_paths<P: Platform>(ch: &Channel, service: Service, joined: &[u8]) -> i64 {
-    if too_long(joined) {
-        return -(hostcall_abi::errno::ENAMETOOLONG as i64);
+/// Renames `from` to `to`.
+pub fn rename<P: Platform + 'static>(ch: &Channel, from: &[u8], to: &[u8]) -> i64 {
+    if let Err(e) = paths_fit(&[from, to]) {
+        return e;
     }
-    let args = [joined.len() as u64, 0, 0, 0, 0, 0];
-    outcome(ch.call::<P>(service as u32, args, joined, &mut [], None))
+    answer(client::<P, dyn Fs>(ch).rename(from, to))
+}
+
+/// Makes `new` a hard link to `existing`.
+pub fn link<P: Platform + 'static>(ch: &Channel, existing: &[u8], new: &[u8]) -> i64 {
+    if let Err(e) = paths_fit(&[existing, new]) {
+        return e;
+    }
+    answer(client::<P, dyn Fs>(ch).link(existing, new))
+}
+
+/// Makes `link` a symbolic link to `target`.
+pub fn symlink<P: Platform + 'static>(ch: &Channel, target: &[u8], link: &[u8]) -> i64 {
+    if let Err(e) = paths_fit(&[target, link]) {
+        return e;
+    }
+    answer(client::<P, dyn Fs>(ch).symlink(target, link))
 }
 
 /// Sets the permission bits of a GPU fd's file.
-pub fn fchmod<P: Platform>(ch: &Channel, fd: i32, mode: u32) -> i64 {
-    simple::<P>(ch, Service::Fchmod, [fd as u64, mode as u64, 0, 0, 0, 0])
+pub fn fchmod<P: Platform + 'static>(ch: &Channel, fd: i32, mode: u32) -> i64 {
+    answer(client::<P, dyn Fs>(ch).fchmod(fd, mode))
 }
 
 /// Sets the length of a GPU fd's file.
-pub fn ftruncate<P: Platform>(ch: &Channel, fd: i32, len: i64) -> i64 {
-    simple::<P>(ch, Service::Ftruncate, [fd as u64, len as u64, 0, 0, 0, 0])
+pub fn ftruncate<P: Platform + 'static>(ch: &Channel, fd: i32, len: i64) -> i64 {
+    answer(client::<P, dyn Fs>(ch).ftruncate(fd, len))
 }
 
 /// Flushes a GPU fd's file to its device.
-pub fn fsync<P: Platform>(ch: &Channel, fd: i32) -> i64 {
-    simple::<P>(ch, Service::Fsync, [fd as u64, 0, 0, 0, 0, 0])
+pub fn fsync<P: Platform + 'static>(ch: &Channel, fd: i32) -> i64 {
+    answer(client::<P, dyn Fs>(ch).fsync(fd))
 }
 
 /// The next entries of the directory open as `fd`, as `hostcall_abi::dirent` records in
-/// `out`; returns the bytes written, 0 at the end.
-pub fn getdents<P: Platform>(ch: &Channel, fd: i32, out: &mut [u8]) -> i64 {
-    let args = [fd as u64, out.len() as u64, 0, 0, 0, 0];
-    outcome(ch.call::<P>(Service::Getdents as u32, args, &[], out, Some(1)))
+/// `out` (at most one bulk buffer's worth); returns the bytes written, 0 at the end.
+pub fn getdents<P: Platform + 'static>(ch: &Channel, fd: i32, out: &mut [u8]) -> i64 {
+    answer(client::<P, dyn Fs>(ch).getdents(fd, room(out)))
 }
 
 /// Copies the `which` start-up block (`STARTUP_ARGS`, `STARTUP_ENV`) from `offset` into
-/// `out`; returns the block's whole length.
-pub fn startup<P: Platform>(ch: &Channel, which: u64, offset: u64, out: &mut [u8]) -> i64 {
-    let args = [which, offset, out.len() as u64, 0, 0, 0];
-    outcome(ch.call::<P>(Service::Startup as u32, args, &[], out, Some(2)))
+/// `out` (at most one bulk buffer's worth); returns the block's whole length.
+pub fn startup<P: Platform + 'static>(
+    ch: &Channel,
+    which: u64,
+    offset: u64,
+    out: &mut [u8],
+) -> i64 {
+    answer(client::<P, dyn Environment>(ch).startup(which, offset, room(out)))
 }

@@ -6,13 +6,15 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU8};
 use std::time::Duration;
 
+use hostcall_abi::typed::{Answered, Arg, Encoder, bulk_len};
 use hostcall_abi::{LaneSlot, Port, Service, Status};
+use hostcall_client::std_services::Environment;
 use hostcall_runtime::Host;
 use hostcall_runtime::fuzzing::PortBench;
 
 /// Publishes one lone-lane request with `input` in the bulk area; returns the answer's
 /// status and result.
-fn call(bench: &mut PortBench, service: Service, args: [u64; 6], input: &[u8]) -> (Status, i64) {
+fn call(bench: &mut PortBench, service: u32, args: [u64; 6], input: &[u8]) -> (Status, i64) {
     let bulk = bulk(bench.port());
     for (i, b) in input.iter().enumerate() {
         // SAFETY: inside the port's bulk area.
@@ -22,7 +24,7 @@ fn call(bench: &mut PortBench, service: Service, args: [u64; 6], input: &[u8]) -
     bench.write_slot(
         0,
         LaneSlot {
-            service: service as u32,
+            service,
             seq,
             block: 0,
             thread: 0,
@@ -65,19 +67,30 @@ fn a_name_rewritten_during_getenv_never_reads_an_ungranted_variable() {
             }
         })
     };
+    // `Environment.getenv("TOCTOU_A", &mut [0; 64])` as its GPU stub sends it.
+    let getenv = <dyn Environment>::SERVICES[0];
+    assert_eq!(getenv.name, "Environment.getenv");
+    let mut room = [0u8; 64];
+    let mut e = Encoder::<'_, 5>::default();
+    Arg::put(&b"TOCTOU_A"[..], &mut e);
+    Arg::put(&mut room[..], &mut e);
+    let mut args = [bulk_len(e.inputs()) as u64, 0, 0, 0, 0, 0];
+    args[1..].copy_from_slice(&e.fixed_words());
     let (mut fine, mut refused) = (0, 0);
     for _ in 0..3000 {
-        let (status, n) = call(&mut bench, Service::Getenv, [8, 0, 0, 0, 0, 0], b"TOCTOU_A");
+        let (status, result) = call(&mut bench, getenv.id, args, b"TOCTOU_A");
         assert_eq!(status, Status::Ok);
-        match n {
-            4 => fine += 1,
-            n if n < 0 => refused += 1,
-            n => panic!("getenv returned {n} bytes: the ungranted value"),
+        let words: [u64; 4] = bench.slot(0).args[1..5].try_into().unwrap();
+        match Answered::decode::<usize>(result, Some(&words), &[]) {
+            Ok(4) => fine += 1,
+            Err(_) => refused += 1,
+            Ok(n) => panic!("getenv returned {n} bytes: the ungranted value"),
         }
     }
     stop.store(true, Relaxed);
     flipper.join().unwrap();
     assert_eq!(fine + refused, 3000);
+    assert!(fine > 0, "the granted name was never answered");
 }
 
 /// Finding 4: posted writes with tickets no device could send (far ahead, `u64::MAX`,
@@ -88,7 +101,7 @@ fn forged_posted_tickets_are_malformed() {
     let post = |bench: &mut PortBench, ticket: u64| {
         call(
             bench,
-            Service::WritePosted,
+            Service::WritePosted as u32,
             [1, 4, ticket, 0, 0, 0],
             b"text",
         )
@@ -116,13 +129,13 @@ fn forged_posted_tickets_are_malformed() {
 #[test]
 fn lengths_and_sequences_are_checked_on_the_copy() {
     let mut bench = PortBench::new(Host::builder()).unwrap();
-    let (status, _) = call(&mut bench, Service::Write, [1, 1 << 20, 0, 0, 0, 0], b"");
+    let (status, _) = call(&mut bench, Service::Write as u32, [1, 1 << 20, 0, 0, 0, 0], b"");
     assert_eq!(status, Status::Malformed);
     let seq = bench.next_seq();
     bench.write_slot(
         0,
         LaneSlot {
-            service: Service::Exit as u32,
+            service: Service::Ping as u32,
             seq: seq.wrapping_add(3),
             block: 0,
             thread: 0,

@@ -323,7 +323,7 @@ impl HostBuilder {
         S: ?Sized + Dispatch<T> + 'static,
         T: Send + Sync + 'static,
     {
-        for (sig, handler) in methods::<S, T>(imp) {
+        for (sig, handler) in methods::<S, T>(Arc::new(imp)) {
             self.extra.push(Extra {
                 id: self.declared.id_for(sig),
                 handler,

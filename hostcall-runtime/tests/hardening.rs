@@ -11,8 +11,10 @@ use std::time::Duration;
 
 use common::{neg, quiet, run_on};
 use hostcall_abi::errno::*;
-use hostcall_abi::{PORT_BULK, Service, Status};
+use hostcall_abi::typed::{Arg, Encoder, bulk_len};
+use hostcall_abi::{AT_FDCWD, PORT_BULK, Service, Status};
 use hostcall_client::calls;
+use hostcall_client::std_services::Fs;
 use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::services::{Call, Handler, Malformed, Reply};
 use hostcall_runtime::{Error, Launch, Outcome, RunReport};
@@ -196,7 +198,7 @@ fn a_timeout_names_the_kernel_and_the_calls_in_flight() {
     assert!(matches!(err, Error::Timeout { .. }), "{text}");
     assert!(text.contains("kernel `stuck` was stopped after"), "{text}");
     assert!(
-        text.contains("1 hostcalls in flight: open#0x80000003 by block 0 thread 0"),
+        text.contains("1 hostcalls in flight: Fs.openat#0x80000021 by block 0 thread 0"),
         "{text}"
     );
     // Lets the blocked pool worker finish, so the test leaves no thread behind.
@@ -237,10 +239,18 @@ fn a_kernel_calling_the_host_forever_is_killed_at_the_timeout() {
 fn a_path_past_path_max_is_enametoolong() {
     let s = seeded();
     let (r, _) = run_on(quiet().preopen_dir(&s.root, "/data"), 1, |ch, _| {
+        // `Fs.openat` as its stub would send it, were the path not too long for the stub.
         let long = b"/a".repeat(PORT_BULK / 2);
-        let args = [0, 0, long.len() as u64, 0, 0, 0];
-        ch.call::<Emu>(Service::Open as u32, args, &long, &mut [], Some(2))
-            .result
+        let mut e = Encoder::<'_, 5>::default();
+        Arg::put(AT_FDCWD, &mut e);
+        Arg::put(&long[..], &mut e);
+        Arg::put(0i32, &mut e);
+        Arg::put(0u32, &mut e);
+        let mut args = [bulk_len(e.inputs()) as u64, 0, 0, 0, 0, 0];
+        args[1..].copy_from_slice(&e.fixed_words());
+        let openat = <dyn Fs>::SERVICES[0];
+        assert_eq!(openat.name, "Fs.openat");
+        ch.call::<Emu>(openat.id, args, &long, &mut [], None).result
     });
     assert_eq!(r, neg(ENAMETOOLONG));
 }

@@ -9,7 +9,7 @@ use common::{neg, quiet, run_on};
 use hostcall_abi::dirent;
 use hostcall_abi::errno::*;
 use hostcall_abi::stat::{FileStat, STAT_SIZE};
-use hostcall_abi::{AT_FDCWD, AT_REMOVEDIR, BULK_PER_LANE, STARTUP_ARGS, STARTUP_ENV, Service};
+use hostcall_abi::{AT_FDCWD, AT_REMOVEDIR, BULK_PER_LANE, STARTUP_ARGS, STARTUP_ENV};
 use hostcall_client::calls;
 use hostcall_client::std_services::Identity;
 use hostcall_runtime::emulated::Emu;
@@ -20,10 +20,6 @@ const O_CREAT: i32 = 0o100;
 const O_DIRECTORY: i32 = 0o200000;
 const O_NOFOLLOW: i32 = 0o400000;
 
-fn joined(a: &[u8], b: &[u8]) -> Vec<u8> {
-    [a, b"\0", b].concat()
-}
-
 #[test]
 fn directories_are_made_renamed_linked_and_removed_inside_the_mount() {
     let dir = tempfile::tempdir().unwrap();
@@ -32,9 +28,9 @@ fn directories_are_made_renamed_linked_and_removed_inside_the_mount() {
         [
             calls::mkdir::<Emu>(ch, b"/d/sub", 0o7755),
             calls::mkdir::<Emu>(ch, b"/d/sub", 0o755),
-            calls::two_paths::<Emu>(ch, Service::Rename, &joined(b"/d/f", b"/d/sub/g")),
-            calls::two_paths::<Emu>(ch, Service::Link, &joined(b"/d/sub/g", b"/d/h")),
-            calls::two_paths::<Emu>(ch, Service::Rename, &joined(b"/d/missing", b"/d/x")),
+            calls::rename::<Emu>(ch, b"/d/f", b"/d/sub/g"),
+            calls::link::<Emu>(ch, b"/d/sub/g", b"/d/h"),
+            calls::rename::<Emu>(ch, b"/d/missing", b"/d/x"),
             calls::unlinkat::<Emu>(ch, AT_FDCWD, b"/d/sub", AT_REMOVEDIR),
             calls::unlinkat::<Emu>(ch, AT_FDCWD, b"/d/sub/g", 0),
             calls::unlinkat::<Emu>(ch, AT_FDCWD, b"/d/sub", AT_REMOVEDIR),
@@ -86,12 +82,12 @@ fn two_mounts_refuse_cross_renames_and_read_only_mounts_refuse_every_change() {
     let (r, _) = run_on(host, 1, |ch, _| {
         let fd = calls::open::<Emu>(ch, b"/b/f", O_RDONLY, 0) as i32;
         [
-            calls::two_paths::<Emu>(ch, Service::Rename, &joined(b"/a/f", b"/b/g")),
+            calls::rename::<Emu>(ch, b"/a/f", b"/b/g"),
             calls::mkdir::<Emu>(ch, b"/b/s", 0o755),
             calls::unlinkat::<Emu>(ch, AT_FDCWD, b"/b/f", 0),
             calls::chmod::<Emu>(ch, b"/b/f", 0o600),
             calls::fchmod::<Emu>(ch, fd, 0o600),
-            calls::two_paths::<Emu>(ch, Service::Symlink, &joined(b"f", b"/b/l")),
+            calls::symlink::<Emu>(ch, b"f", b"/b/l"),
         ]
     });
     assert_eq!(
@@ -116,7 +112,7 @@ fn symlinks_the_gpu_makes_are_relative_without_dotdot() {
     std::fs::create_dir(dir.path().join("sub")).unwrap();
     let (r, _) = run_on(quiet().preopen_dir(dir.path(), "/d"), 1, |ch, _| {
         let link =
-            |t: &[u8], l: &[u8]| calls::two_paths::<Emu>(ch, Service::Symlink, &joined(t, l));
+            |t: &[u8], l: &[u8]| calls::symlink::<Emu>(ch, t, l);
         [
             link(b"../x", b"/d/sub/up"),
             link(b"x", b"/d/sub/here"),

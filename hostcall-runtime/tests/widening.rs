@@ -11,17 +11,13 @@ use std::path::Path;
 
 use common::{neg, quiet, run_on};
 use hostcall_abi::errno::*;
-use hostcall_abi::{AT_FDCWD, Service};
+use hostcall_abi::AT_FDCWD;
 use hostcall_client::calls;
 use hostcall_runtime::emulated::Emu;
 use hostcall_runtime::{Error, Host};
 
 const O_WRONLY: i32 = 1;
 const O_CREAT: i32 = 0o100;
-
-fn joined(a: &[u8], b: &[u8]) -> Vec<u8> {
-    [a, b"\0", b].concat()
-}
 
 fn mode(p: &Path) -> u32 {
     std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
@@ -48,9 +44,7 @@ fn links_the_gpu_makes_resolve_below_their_directory_wherever_they_move() {
     let (_tmp, root, outside) = dirs();
     std::os::unix::fs::symlink("../inside.txt", root.join("sub/hostmade")).unwrap();
     let (r, _) = run_on(quiet().preopen_dir(&root, "/data"), 1, |ch, _| {
-        let link =
-            |t: &[u8], l: &[u8]| calls::two_paths::<Emu>(ch, Service::Symlink, &joined(t, l));
-        let two = |s, a: &[u8], b: &[u8]| calls::two_paths::<Emu>(ch, s, &joined(a, b));
+        let link = |t: &[u8], l: &[u8]| calls::symlink::<Emu>(ch, t, l);
         [
             link(b"../../secret", b"/data/a/b/l"),
             link(b"..", b"/data/a/up"),
@@ -59,9 +53,9 @@ fn links_the_gpu_makes_resolve_below_their_directory_wherever_they_move() {
             link(b"../../../victim", b"/data/d/d/d/out.json"),
             link(b"/etc/passwd", b"/data/abs"),
             link(b"sub/x", b"/data/down"),
-            two(Service::Link, b"/data/sub/hostmade", b"/data/hl"),
-            two(Service::Rename, b"/data/sub/hostmade", b"/data/moved"),
-            two(Service::Rename, b"/data/down", b"/data/a/down"),
+            calls::link::<Emu>(ch, b"/data/sub/hostmade", b"/data/hl"),
+            calls::rename::<Emu>(ch, b"/data/sub/hostmade", b"/data/moved"),
+            calls::rename::<Emu>(ch, b"/data/down", b"/data/a/down"),
         ]
     });
     assert_eq!(

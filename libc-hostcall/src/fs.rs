@@ -4,12 +4,11 @@
 
 use core::ffi::{c_char, c_int, c_uint, c_void};
 
-use hostcall_abi::errno::{EFAULT, EINVAL, ENAMETOOLONG, ENOMEM, ENOSYS};
+use hostcall_abi::errno::{EFAULT, EINVAL, ENOSYS};
 use hostcall_abi::stat::STAT_SIZE;
-use hostcall_abi::{AT_FDCWD, AT_REMOVEDIR, BULK_PER_LANE, Service};
+use hostcall_abi::{AT_FDCWD, AT_REMOVEDIR};
 use hostcall_client::calls;
 
-use crate::heap::{free, malloc};
 use crate::io::cstr;
 use crate::{Nvptx, channel, check, thread::set_errno};
 
@@ -128,36 +127,21 @@ pub unsafe extern "C" fn chmod(path: *const c_char, mode: c_uint) -> c_int {
     unsafe { with_path(path, |p| calls::chmod::<Nvptx>(&channel(), p, mode)) }
 }
 
-/// Sends `first NUL second` to a two-path service.
+/// Calls a two-path service (`calls::rename`, `link`, `symlink`).
 ///
 /// # Safety
 /// Both must be C strings.
-unsafe fn two_paths(service: Service, first: *const c_char, second: *const c_char) -> c_int {
+unsafe fn two_paths(
+    service: fn(&hostcall_client::Channel, &[u8], &[u8]) -> i64,
+    first: *const c_char,
+    second: *const c_char,
+) -> c_int {
     // SAFETY: the caller's contract.
     let (Some(a), Some(b)) = (unsafe { cstr(first) }, unsafe { cstr(second) }) else {
         set_errno(EFAULT);
         return -1;
     };
-    let len = a.len() + 1 + b.len();
-    if len > BULK_PER_LANE {
-        set_errno(ENAMETOOLONG);
-        return -1;
-    }
-    // In the heap: a 4 KiB stack frame would eat much of a GPU thread's stack.
-    let buf = malloc(len).cast::<u8>();
-    if buf.is_null() {
-        set_errno(ENOMEM);
-        return -1;
-    }
-    // SAFETY: `buf` holds `len` bytes, written in full before they are read.
-    let joined = unsafe { core::slice::from_raw_parts_mut(buf, len) };
-    joined[..a.len()].copy_from_slice(a);
-    joined[a.len()] = 0;
-    joined[a.len() + 1..].copy_from_slice(b);
-    let r = check(calls::two_paths::<Nvptx>(&channel(), service, joined)) as c_int;
-    // SAFETY: `buf` came from malloc and nothing refers to it any more.
-    unsafe { free(buf.cast()) };
-    r
+    check(service(&channel(), a, b)) as c_int
 }
 
 /// # Safety
@@ -165,7 +149,7 @@ unsafe fn two_paths(service: Service, first: *const c_char, second: *const c_cha
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
     // SAFETY: the caller's contract.
-    unsafe { two_paths(Service::Rename, old, new) }
+    unsafe { two_paths(calls::rename::<Nvptx>, old, new) }
 }
 
 /// `std::fs::hard_link`'s call. Only the working directory as both `dirfd`s and no
@@ -186,7 +170,7 @@ pub unsafe extern "C" fn linkat(
         return -1;
     }
     // SAFETY: the caller's contract.
-    unsafe { two_paths(Service::Link, old, new) }
+    unsafe { two_paths(calls::link::<Nvptx>, old, new) }
 }
 
 /// # Safety
@@ -194,7 +178,7 @@ pub unsafe extern "C" fn linkat(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn symlink(target: *const c_char, link: *const c_char) -> c_int {
     // SAFETY: the caller's contract.
-    unsafe { two_paths(Service::Symlink, target, link) }
+    unsafe { two_paths(calls::symlink::<Nvptx>, target, link) }
 }
 
 #[unsafe(no_mangle)]

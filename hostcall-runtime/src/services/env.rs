@@ -1,13 +1,15 @@
-//! The program's arguments and environment (`Startup`, `Getenv`): the GPU sees only the
-//! arguments and variables the embedder grants.
+//! The program's arguments and environment (std's `Environment` services): the GPU sees
+//! only the arguments and variables the embedder grants.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::sync::Arc;
 
 use hostcall_abi::errno::{EINVAL, ENOENT, ERANGE};
 use hostcall_abi::{STARTUP_ARGS, STARTUP_ENV};
 
-use super::{Call, Handler, Malformed, Reply};
+use hostcall_abi::typed::Errno;
+use hostcall_client::std_services::Environment;
 
 /// What the GPU program is given: arguments, and which environment variables it sees.
 #[derive(Debug, Default)]
@@ -59,7 +61,7 @@ impl EnvPolicy {
         env
     }
 
-    /// The two `Startup` blocks of a run, taken when it starts.
+    /// The two start-up blocks of a run (`Environment.startup`), taken when it starts.
     pub fn startup(&self) -> Startup {
         let mut args = Vec::new();
         for a in &self.args {
@@ -77,43 +79,42 @@ impl EnvPolicy {
     }
 }
 
-impl Handler for EnvPolicy {
-    fn call(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
-        // The name was copied out of the port before this call: the name checked against
-        // the grants is the name looked up.
-        let Some(value) = self.lookup(call.input) else {
-            return Ok(Reply::errno(ENOENT));
-        };
-        if value.len() > call.out.len() {
-            return Ok(Reply::errno(ERANGE));
-        }
-        call.out[..value.len()].copy_from_slice(&value);
-        Ok(Reply::bytes(value.len()))
-    }
-}
-
-/// One run's `Startup` blocks (NUL-terminated strings back to back).
+/// One run's start-up blocks (NUL-terminated strings back to back).
 #[derive(Debug)]
 pub(crate) struct Startup {
     args: Vec<u8>,
     env: Vec<u8>,
 }
 
-impl Handler for Startup {
-    fn call(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
-        let block = match call.args[0] {
-            STARTUP_ARGS => &self.args,
-            STARTUP_ENV => &self.env,
-            _ => return Ok(Reply::errno(EINVAL)),
+/// std's `Environment` services: variables as granted, and the run's start-up blocks.
+pub(crate) struct HostEnvironment {
+    pub policy: Arc<EnvPolicy>,
+    pub startup: Startup,
+}
+
+impl Environment for HostEnvironment {
+    fn getenv(&self, name: &[u8], value: &mut [u8]) -> Result<usize, Errno> {
+        // The name was copied out of the port before this call: the name checked against
+        // the grants is the name looked up.
+        let v = self.policy.lookup(name).ok_or(Errno(ENOENT))?;
+        value
+            .get_mut(..v.len())
+            .ok_or(Errno(ERANGE))?
+            .copy_from_slice(&v);
+        Ok(v.len())
+    }
+
+    fn startup(&self, which: u64, offset: u64, out: &mut [u8]) -> Result<usize, Errno> {
+        let block = match which {
+            STARTUP_ARGS => &self.startup.args,
+            STARTUP_ENV => &self.startup.env,
+            _ => return Err(Errno(EINVAL)),
         };
-        let from = usize::try_from(call.args[1])
+        let from = usize::try_from(offset)
             .unwrap_or(usize::MAX)
             .min(block.len());
-        let n = (block.len() - from).min(call.out.len());
-        call.out[..n].copy_from_slice(&block[from..from + n]);
-        Ok(Reply {
-            result: block.len() as i64,
-            bulk_out: n,
-        })
+        let n = (block.len() - from).min(out.len());
+        out[..n].copy_from_slice(&block[from..from + n]);
+        Ok(block.len())
     }
 }

@@ -9,11 +9,11 @@ use std::sync::{Arc, Mutex};
 
 use cap_fs_ext::OpenOptionsFollowExt;
 use cap_std::fs::{Metadata, MetadataExt, OpenOptions, OpenOptionsExt};
-use hostcall_abi::errno::{
-    EACCES, EAGAIN, EBADF, EFAULT, EINVAL, EMFILE, ENAMETOOLONG, ENOTDIR, EROFS, ESPIPE,
-};
+use hostcall_abi::errno::{EACCES, EAGAIN, EBADF, EFAULT, EINVAL, EMFILE, ENOTDIR, EROFS, ESPIPE};
 use hostcall_abi::stat::{FileStat, STAT_SIZE};
+use hostcall_abi::typed::Errno;
 use hostcall_abi::{DEVICE_WRITE_MAX, POSTED_WAITS, Service};
+use hostcall_client::std_services::Fs;
 
 use super::sandbox::{Access, Sandbox};
 use super::stdio::PostedError;
@@ -54,7 +54,7 @@ pub(crate) struct OpenFile {
     /// The access of the mount it was opened in: a directory opened read-only stays so
     /// for the `*at` calls made through it.
     pub access: Access,
-    /// For a directory being listed (`Getdents`): where the listing stands.
+    /// For a directory being listed (`Fs.getdents`): where the listing stands.
     pub listing: Option<Arc<Mutex<Listing>>>,
 }
 
@@ -170,23 +170,21 @@ pub(crate) fn stat_of(m: &Metadata) -> FileStat {
     }
 }
 
-pub(crate) fn put_stat(call: &mut Call<'_>, s: FileStat) -> Reply {
-    if call.out.len() < STAT_SIZE {
-        return Reply::errno(EINVAL);
-    }
-    call.out[..STAT_SIZE].copy_from_slice(&s.encode());
-    Reply {
-        result: 0,
-        bulk_out: STAT_SIZE,
-    }
+/// Writes `s` into `out` as the x86_64 `struct stat`.
+pub(crate) fn put_stat(out: &mut [u8], s: FileStat) -> Result<(), i32> {
+    out.get_mut(..STAT_SIZE)
+        .ok_or(EINVAL)?
+        .copy_from_slice(&s.encode());
+    Ok(())
 }
 
-fn put_path(call: &mut Call<'_>, b: &[u8]) -> Reply {
-    if b.len() > call.out.len() {
-        return Reply::errno(ENAMETOOLONG);
+/// Writes the path `b` into `out` if it fits, and returns its length either way (the
+/// caller answers `ERANGE` when it did not fit).
+fn put_path(out: &mut [u8], b: &[u8]) -> usize {
+    if let Some(room) = out.get_mut(..b.len()) {
+        room.copy_from_slice(b);
     }
-    call.out[..b.len()].copy_from_slice(b);
-    Reply::bytes(b.len())
+    b.len()
 }
 
 /// Opens `rel` beneath `dir` with Linux open(2) `flags` and `mode` as the GPU passed
@@ -196,11 +194,10 @@ pub(crate) fn open_beneath(
     dir: &cap_std::fs::Dir,
     rel: &std::path::Path,
     access: Access,
-    flags: u64,
-    mode: u64,
+    fl: i32,
+    mode: u32,
 ) -> Result<File, Option<std::io::Error>> {
-    let (fl, mode) = (flags as i32, mode as u32);
-    if flags > u32::MAX as u64 || fl & !flags::KNOWN != 0 {
+    if fl & !flags::KNOWN != 0 {
         return Err(None);
     }
     let acc = fl & flags::ACCMODE;
@@ -237,23 +234,14 @@ pub(crate) fn open_beneath(
 }
 
 impl Files {
-    fn open(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
-        let at = self.sandbox.resolve(call.input)?;
-        let (fl, mode) = (call.args[0], self.mode_of(call.args[1]) as u64);
-        let f = open_beneath(&at.mount.dir, &at.rel, at.mount.access, fl, mode)
-            .map_err(|e| e.map_or(EINVAL, |e| at.mount.errno(&e, &self.log)))?;
-        let fd = self.table().insert(f, at.mount.access)?;
-        Ok(Reply::value(fd as i64))
-    }
-
     /// The fd table, locked (a panic elsewhere cannot poison it for good).
     pub(crate) fn table(&self) -> std::sync::MutexGuard<'_, FdTable> {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The permission bits the GPU may set of those it asked for (`modes`).
-    pub(crate) fn mode_of(&self, asked: u64) -> u32 {
-        asked as u32 & self.modes
+    pub(crate) fn mode_of(&self, asked: u32) -> u32 {
+        asked & self.modes
     }
 
     /// Closes every file the GPU has open (its run ended).
@@ -350,23 +338,21 @@ impl Files {
         })())
     }
 
-    fn lseek(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
-        let (fd, off) = (call.fd_arg(0)?, call.args[1] as i64);
+    pub(super) fn lseek(&self, fd: i32, off: i64, whence: i32) -> Result<i64, i32> {
         if is_stdio(fd) {
             return Err(ESPIPE);
         }
-        let pos = match call.args[2] {
+        let pos = match whence {
             0 if off >= 0 => SeekFrom::Start(off as u64),
             1 => SeekFrom::Current(off),
             2 => SeekFrom::End(off),
             _ => return Err(EINVAL),
         };
         let p = (&*self.file(fd)?).seek(pos).map_err(|e| errno_of(&e))?;
-        i64::try_from(p).map(Reply::value).map_err(|_| EINVAL)
+        i64::try_from(p).map_err(|_| EINVAL)
     }
 
-    fn fstat(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
-        let fd = call.fd_arg(0)?;
+    pub(super) fn fstat(&self, fd: i32, out: &mut [u8]) -> Result<(), i32> {
         if is_stdio(fd) {
             // A character device, as a terminal or pipe would look to std.
             let s = FileStat {
@@ -375,51 +361,49 @@ impl Files {
                 blksize: 4096,
                 ..FileStat::default()
             };
-            return Ok(put_stat(call, s));
+            return put_stat(out, s);
         }
         let m = Metadata::from_file(&*self.file(fd)?).map_err(|e| errno_of(&e))?;
-        Ok(put_stat(call, stat_of(&m)))
+        put_stat(out, stat_of(&m))
     }
 
-    fn stat(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
-        let at = self.sandbox.resolve(call.input)?;
-        let m = if call.args[1] != 0 {
-            at.mount.dir.metadata(&at.rel)
-        } else {
-            at.mount.dir.symlink_metadata(&at.rel)
-        };
-        let m = m.map_err(|e| at.mount.errno(&e, &self.log))?;
-        Ok(put_stat(call, stat_of(&m)))
-    }
-
-    fn path_service(&self, call: &mut Call<'_>, service: Service) -> Result<Reply, i32> {
-        use std::os::unix::ffi::OsStrExt;
-        if service == Service::Getcwd {
-            return Ok(put_path(call, &self.sandbox.cwd()));
+    pub(super) fn close(&self, fd: i32) -> Result<(), i32> {
+        if !is_stdio(fd) {
+            self.table().remove(fd)?;
         }
-        let at = self.sandbox.resolve(call.input)?;
-        let path = if service == Service::Realpath {
-            let rel = at
-                .mount
-                .dir
-                .canonicalize(&at.rel)
-                .map_err(|e| at.mount.errno(&e, &self.log))?;
-            self.sandbox.guest_path(at.mount, &rel)
+        Ok(())
+    }
+
+    pub(super) fn getcwd(&self, out: &mut [u8]) -> usize {
+        put_path(out, &self.sandbox.cwd())
+    }
+
+    pub(super) fn realpath(&self, path: &[u8], out: &mut [u8]) -> Result<usize, i32> {
+        let at = self.sandbox.resolve(path)?;
+        let rel = at
+            .mount
+            .dir
+            .canonicalize(&at.rel)
+            .map_err(|e| at.mount.errno(&e, &self.log))?;
+        Ok(put_path(out, &self.sandbox.guest_path(at.mount, &rel)))
+    }
+
+    pub(super) fn readlink(&self, path: &[u8], out: &mut [u8]) -> Result<usize, i32> {
+        use std::os::unix::ffi::OsStrExt;
+        let at = self.sandbox.resolve(path)?;
+        let target = at
+            .mount
+            .dir
+            .read_link_contents(&at.rel)
+            .map_err(|e| at.mount.errno(&e, &self.log))?;
+        let target = if target.is_absolute() {
+            // A host path: answered as the guest path where it lies in a mount, and not
+            // at all elsewhere.
+            self.sandbox.guest_of_host(&target).ok_or(EACCES)?
         } else {
-            let target = at
-                .mount
-                .dir
-                .read_link_contents(&at.rel)
-                .map_err(|e| at.mount.errno(&e, &self.log))?;
-            if target.is_absolute() {
-                // A host path: answered as the guest path where it lies in a mount, and
-                // not at all elsewhere.
-                self.sandbox.guest_of_host(&target).ok_or(EACCES)?
-            } else {
-                target.as_os_str().as_bytes().to_vec()
-            }
+            target.as_os_str().as_bytes().to_vec()
         };
-        Ok(put_path(call, &path))
+        Ok(put_path(out, &target))
     }
 }
 
@@ -450,65 +434,17 @@ impl Handler for Files {
                 }
             }
             Service::Read => to_reply(self.read(call)?),
-            Service::Open => to_reply(self.open(call)),
-            Service::Close => to_reply(call.fd_arg(0).and_then(|fd| {
-                if !is_stdio(fd) {
-                    self.table().remove(fd)?;
-                }
-                Ok(Reply::value(0))
-            })),
-            Service::Lseek => to_reply(self.lseek(call)),
-            Service::Fstat => to_reply(self.fstat(call)),
-            Service::Stat => to_reply(self.stat(call)),
-            Service::Getcwd | Service::Realpath | Service::Readlink => {
-                to_reply(self.path_service(call, service))
-            }
-            Service::OpenAt => to_reply(self.open_at(call)),
-            Service::StatAt => to_reply(self.stat_at(call)),
-            Service::UnlinkAt => to_reply(self.unlink_at(call)),
-            Service::Mkdir => to_reply(self.mkdir(call)),
-            Service::Chmod => to_reply(self.chmod(call)),
-            Service::Rename | Service::Link | Service::Symlink => {
-                to_reply(self.two_paths(call, service))
-            }
-            Service::Fchmod => to_reply(self.fchmod(call)),
-            Service::Ftruncate => to_reply(self.ftruncate(call)),
-            Service::Fsync => to_reply(self.fsync(call)),
-            Service::Getdents => {
-                let room = call.len_arg(1)?;
-                to_reply(self.getdents(call, room))
-            }
-            other => return Err(Malformed(format!("{} is not a file service", other.name()))),
+            Service::Ping => return Err(Malformed("ping is not a file service".into())),
         })
     }
 
     fn can_block(&self, service: u32) -> bool {
-        // Anything that touches a file system or stdin: resolving a path may wait on a
-        // slow file system, opening a FIFO waits for its other end, reading stdin waits
-        // for a human, and 64 MiB into a file holds up every other port.
-        use Service::*;
+        // Reading and writing files or stdin: a FIFO waits for its other end, stdin for a
+        // human, and 64 MiB into a file holds up every other port. (std's declared file
+        // services block as their registration says: `services::STD_DECLARED`.)
         matches!(
             Service::from_id(service),
-            Some(
-                Open | Stat
-                    | Realpath
-                    | Readlink
-                    | Read
-                    | Write
-                    | WriteFromDevice
-                    | OpenAt
-                    | StatAt
-                    | UnlinkAt
-                    | Mkdir
-                    | Chmod
-                    | Rename
-                    | Link
-                    | Symlink
-                    | Fchmod
-                    | Ftruncate
-                    | Fsync
-                    | Getdents
-            )
+            Some(Service::Read | Service::Write | Service::WriteFromDevice)
         )
     }
 
@@ -520,5 +456,81 @@ impl Handler for Files {
             Some(Service::Write | Service::WriteFromDevice) => !is_stdio(fd),
             _ => true,
         }
+    }
+}
+
+/// std's `Fs` services: each method is the function above or in `tree` that does it,
+/// with the errno as the declaration's `Errno`.
+impl Fs for Files {
+    fn openat(&self, dirfd: i32, path: &[u8], flags: i32, mode: u32) -> Result<i32, Errno> {
+        self.open_at(dirfd, path, flags, mode).map_err(Errno)
+    }
+
+    fn close(&self, fd: i32) -> Result<(), Errno> {
+        Files::close(self, fd).map_err(Errno)
+    }
+
+    fn lseek(&self, fd: i32, offset: i64, whence: i32) -> Result<i64, Errno> {
+        Files::lseek(self, fd, offset, whence).map_err(Errno)
+    }
+
+    fn fstat(&self, fd: i32, out: &mut [u8]) -> Result<(), Errno> {
+        Files::fstat(self, fd, out).map_err(Errno)
+    }
+
+    fn statat(&self, dirfd: i32, path: &[u8], follow: u32, out: &mut [u8]) -> Result<(), Errno> {
+        self.stat_at(dirfd, path, follow != 0, out).map_err(Errno)
+    }
+
+    fn getcwd(&self, out: &mut [u8]) -> Result<usize, Errno> {
+        Ok(Files::getcwd(self, out))
+    }
+
+    fn realpath(&self, path: &[u8], out: &mut [u8]) -> Result<usize, Errno> {
+        Files::realpath(self, path, out).map_err(Errno)
+    }
+
+    fn readlink(&self, path: &[u8], out: &mut [u8]) -> Result<usize, Errno> {
+        Files::readlink(self, path, out).map_err(Errno)
+    }
+
+    fn unlinkat(&self, dirfd: i32, path: &[u8], flags: i32) -> Result<(), Errno> {
+        self.unlink_at(dirfd, path, flags).map_err(Errno)
+    }
+
+    fn mkdir(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
+        Files::mkdir(self, path, mode).map_err(Errno)
+    }
+
+    fn chmod(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
+        Files::chmod(self, path, mode).map_err(Errno)
+    }
+
+    fn fchmod(&self, fd: i32, mode: u32) -> Result<(), Errno> {
+        Files::fchmod(self, fd, mode).map_err(Errno)
+    }
+
+    fn rename(&self, from: &[u8], to: &[u8]) -> Result<(), Errno> {
+        self.rename_or_link(from, to, false).map_err(Errno)
+    }
+
+    fn link(&self, existing: &[u8], new: &[u8]) -> Result<(), Errno> {
+        self.rename_or_link(existing, new, true).map_err(Errno)
+    }
+
+    fn symlink(&self, target: &[u8], link: &[u8]) -> Result<(), Errno> {
+        Files::symlink(self, target, link).map_err(Errno)
+    }
+
+    fn ftruncate(&self, fd: i32, len: i64) -> Result<(), Errno> {
+        Files::ftruncate(self, fd, len).map_err(Errno)
+    }
+
+    fn fsync(&self, fd: i32) -> Result<(), Errno> {
+        Files::fsync(self, fd).map_err(Errno)
+    }
+
+    fn getdents(&self, fd: i32, out: &mut [u8]) -> Result<usize, Errno> {
+        Files::getdents(self, fd, out).map_err(Errno)
     }
 }

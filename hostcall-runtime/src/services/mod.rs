@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use hostcall_abi::Service;
 use hostcall_abi::typed::Signature;
-use hostcall_client::std_services::Identity;
+use hostcall_client::std_services::{Environment, Fs, Identity, Lifecycle, Time};
 
 pub(crate) use env::EnvPolicy;
 pub(crate) use fs::{FdTable, Files, MODES_DEFAULT};
@@ -276,7 +276,7 @@ impl ServiceTable {
 
     /// The built-in services over the given capabilities.
     pub(crate) fn builtin(files: Arc<Files>, env: Arc<EnvPolicy>, process: Arc<Process>) -> Self {
-        let startup = Arc::new(env.startup());
+        let startup_blocks = env.startup();
         let mut t = ServiceTable::default();
         let stdio = files.clone();
         t.on_idle(Arc::new(move || {
@@ -287,30 +287,81 @@ impl ServiceTable {
                 );
             }
         }));
-        for s in Service::ALL {
-            let h: Arc<dyn Handler> = match s {
-                Service::Ping | Service::Exit | Service::Abort => process.clone(),
-                Service::ClockRealtime | Service::Getrandom => process.clone(),
-                Service::Getenv => env.clone(),
-                Service::Startup => startup.clone(),
-                _ => files.clone(),
-            };
-            t.register(s as u32, h);
+        let ping: Arc<dyn Handler> = process.clone();
+        t.register(Service::Ping as u32, ping);
+        for s in [
+            Service::Write,
+            Service::Read,
+            Service::WriteFromDevice,
+            Service::WritePosted,
+        ] {
+            t.register(s as u32, files.clone());
         }
-        for (sig, h) in std_declared() {
-            t.register_named(sig.id, h, sig.name.into());
+        let caps = StdCaps {
+            files,
+            env: Arc::new(env::HostEnvironment {
+                policy: env,
+                startup: startup_blocks,
+            }),
+            process,
+        };
+        for (_, serve) in STD_DECLARED {
+            for (sig, h) in serve(&caps) {
+                t.register_named(sig.id, h, sig.name.into());
+            }
         }
         t
     }
 }
 
-/// std's declared services (`hostcall_client::std_services`), each method with its
-/// handler: every host serves them, and a module that calls them always passes the check
-/// at load. A new one is its declaration there, its implementation here, and its line
-/// below.
-pub(crate) fn std_declared() -> Vec<(&'static Signature, Arc<dyn Handler>)> {
-    typed::methods::<dyn Identity, _>(process::HostIdentity)
+/// What serves std's declared services in one run.
+pub(crate) struct StdCaps {
+    files: Arc<Files>,
+    env: Arc<env::HostEnvironment>,
+    process: Arc<Process>,
 }
+
+/// The handlers of one of std's declared traits, each with its method's signature.
+type Serve = fn(&StdCaps) -> Vec<(&'static Signature, Arc<dyn Handler>)>;
+
+/// std's declared traits (`hostcall_client::std_services`), each with the capability
+/// that implements it: every host serves them, and a module that calls them always
+/// passes the check at load. A new method is its declaration there and its
+/// implementation here (which the compiler asks for); a new trait is also its line here.
+pub(crate) const STD_DECLARED: &[(&[Signature], Serve)] = &[
+    (<dyn Identity>::SERVICES, |_| {
+        typed::methods::<dyn Identity, _>(Arc::new(process::HostIdentity))
+    }),
+    (<dyn Lifecycle>::SERVICES, |c| {
+        typed::methods::<dyn Lifecycle, _>(c.process.clone())
+    }),
+    (<dyn Time>::SERVICES, |_| {
+        typed::methods::<dyn Time, _>(Arc::new(process::HostTime))
+    }),
+    (<dyn Environment>::SERVICES, |c| {
+        typed::methods::<dyn Environment, _>(c.env.clone())
+    }),
+    (<dyn Fs>::SERVICES, |c| {
+        let mut m = typed::methods::<dyn Fs, _>(c.files.clone());
+        for (sig, h) in &mut m {
+            if !FS_QUICK.contains(&sig.name) {
+                *h = Arc::new(typed::Blocking(h.clone()));
+            }
+        }
+        m
+    }),
+];
+
+/// Every service of std's declared traits, which every host serves.
+pub fn std_declared() -> impl Iterator<Item = &'static Signature> {
+    STD_DECLARED.iter().flat_map(|(sigs, _)| *sigs)
+}
+
+/// The file services that never wait on a file system (they read the fd table or the
+/// sandbox's own state): every other one may, and runs on the blocking pool, since
+/// resolving a path may wait on a slow file system and opening a FIFO waits for its
+/// other end.
+const FS_QUICK: [&str; 4] = ["Fs.close", "Fs.lseek", "Fs.fstat", "Fs.getcwd"];
 
 /// The errno for a host I/O error, in the wire's numbering (Linux's).
 pub(crate) fn errno_of(e: &std::io::Error) -> i32 {

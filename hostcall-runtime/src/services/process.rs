@@ -1,11 +1,12 @@
-//! Process-level services: exit, abort, the realtime clock, randomness, `Ping`, and the
-//! process's identity.
+//! Process-level services: exit and abort (`Lifecycle`), the realtime clock and
+//! randomness (`Time`), the process's identity, and `Ping`.
 
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use hostcall_abi::Service;
 use hostcall_abi::errno::EIO;
+use hostcall_abi::typed::Errno;
+use hostcall_client::std_services::{Identity, Lifecycle, Time};
 
 use super::{Call, Handler, Malformed, Reply};
 
@@ -45,51 +46,48 @@ impl Process {
 }
 
 impl Handler for Process {
+    /// `Ping`, the null call: the host echoes `a0`.
     fn call(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
-        let service = Service::from_id(call.service);
-        Ok(match service {
-            Some(Service::Ping) => Reply::value(call.args[0] as i64),
-            Some(Service::Exit) => {
-                self.terminate(Termination::Exit((call.args[0] & 0xff) as u8));
-                Reply::value(0)
-            }
-            Some(Service::Abort) => {
-                log::error!(
-                    "GPU thread (block {}, thread {}) aborted",
-                    call.block,
-                    call.thread
-                );
-                self.terminate(Termination::Abort {
-                    block: call.block,
-                    thread: call.thread,
-                });
-                Reply::value(0)
-            }
-            Some(Service::ClockRealtime) => {
-                let now = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .unwrap_or_default();
-                Reply::value(now.as_nanos() as i64)
-            }
-            Some(Service::Getrandom) => {
-                let n = call.len_arg(0)?;
-                match getrandom::fill(&mut call.out[..n]) {
-                    Ok(()) => Reply::bytes(n),
-                    Err(e) => {
-                        log::warn!("getrandom: {e}");
-                        Reply::errno(EIO)
-                    }
-                }
-            }
-            _ => Reply::errno(EIO),
-        })
+        Ok(Reply::value(call.args[0] as i64))
+    }
+}
+
+impl Lifecycle for Process {
+    fn exit(&self, code: i32) {
+        self.terminate(Termination::Exit((code & 0xff) as u8));
+    }
+
+    fn abort(&self) {
+        let (block, thread) = super::typed::caller();
+        log::error!("GPU thread (block {block}, thread {thread}) aborted");
+        self.terminate(Termination::Abort { block, thread });
+    }
+}
+
+/// std's `Time` services: the host's clock and its OS's randomness.
+pub(crate) struct HostTime;
+
+impl Time for HostTime {
+    fn realtime(&self) -> i64 {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        now.as_nanos() as i64
+    }
+
+    fn getrandom(&self, buf: &mut [u8]) -> Result<usize, Errno> {
+        getrandom::fill(buf).map_err(|e| {
+            log::warn!("getrandom: {e}");
+            Errno(EIO)
+        })?;
+        Ok(buf.len())
     }
 }
 
 /// std's `Identity` service: the GPU program's process is the host's.
 pub(crate) struct HostIdentity;
 
-impl hostcall_client::std_services::Identity for HostIdentity {
+impl Identity for HostIdentity {
     fn getpid(&self) -> i32 {
         std::process::id() as i32
     }

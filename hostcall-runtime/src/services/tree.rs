@@ -1,7 +1,7 @@
-//! The services that change or list the directory tree (`OpenAt`, `StatAt`, `UnlinkAt`,
-//! `Mkdir`, `Chmod`, `Rename`, `Link`, `Symlink`, `Getdents`) and the fd services
-//! beyond reading and writing (`Fchmod`, `Ftruncate`, `Fsync`). Paths resolve as for
-//! `Open`: beneath a mount's handle, or beneath a directory fd the GPU opened there.
+//! std's `Fs` services that open, change or list the directory tree (`openat`,
+//! `statat`, `unlinkat`, `mkdir`, `chmod`, `rename`, `link`, `symlink`, `getdents`) and
+//! the fd services beyond reading and writing (`fchmod`, `ftruncate`, `fsync`). Paths
+//! resolve beneath a mount's handle, or beneath a directory fd the GPU opened there.
 
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{DirEntryExt, PermissionsExt};
@@ -10,14 +10,14 @@ use std::sync::{Arc, Mutex};
 
 use cap_std::fs::{Dir, FileTypeExt, Permissions};
 use hostcall_abi::dirent::{Record, kind};
-use hostcall_abi::errno::{EBADF, EINVAL, ENAMETOOLONG, ENOENT, ENOTDIR, EPERM, EROFS, EXDEV};
-use hostcall_abi::{AT_FDCWD, AT_REMOVEDIR, NAME_MAX, PATH_MAX, Service};
+use hostcall_abi::errno::{EINVAL, ENAMETOOLONG, ENOENT, ENOTDIR, EPERM, EROFS, EXDEV};
+use hostcall_abi::{AT_FDCWD, AT_REMOVEDIR, NAME_MAX, PATH_MAX};
 
 use crate::guest_log::GuestLog;
 
+use super::errno_of;
 use super::fs::{Files, Listing, is_stdio, open_beneath, put_stat, stat_of};
 use super::sandbox::{Access, Mount};
-use super::{Call, Reply, errno_of};
 
 /// Where a path of an `*at` call resolves: beneath a mount, or beneath a directory fd.
 struct Beneath<'a> {
@@ -56,12 +56,6 @@ impl Beneath<'_> {
     }
 }
 
-/// The two paths of `Rename`, `Link` and `Symlink` (`first NUL second`).
-fn split_two(input: &[u8]) -> Result<(&[u8], &[u8]), i32> {
-    let nul = input.iter().position(|b| *b == 0).ok_or(EINVAL)?;
-    Ok((&input[..nul], &input[nul + 1..]))
-}
-
 /// Whether a link target keeps the rule for links the GPU makes or moves: relative, and
 /// no `..` component. Such a link resolves below its own directory wherever it is
 /// moved, renamed or hard-linked, so no host program that follows it later (the
@@ -97,8 +91,7 @@ fn kind_of(t: cap_std::fs::FileType) -> u8 {
 impl Files {
     /// Resolves `path` for an `*at` call: an absolute path, or `AT_FDCWD`, as `Open`
     /// does; otherwise beneath the directory open as `dirfd`.
-    fn beneath(&self, dirfd: u64, path: &[u8]) -> Result<Beneath<'_>, i32> {
-        let dirfd = i32::try_from(dirfd as i64).map_err(|_| EBADF)?;
+    fn beneath(&self, dirfd: i32, path: &[u8]) -> Result<Beneath<'_>, i32> {
         if dirfd == AT_FDCWD || path.first() == Some(&b'/') {
             let at = self.sandbox.resolve(path)?;
             return Ok(Beneath {
@@ -140,62 +133,68 @@ impl Files {
         })
     }
 
-    pub(super) fn open_at(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
-        let b = self.beneath(call.args[1], call.input)?;
-        let mode = self.mode_of(call.args[3]) as u64;
-        let f = open_beneath(b.dir(), &b.rel, b.access, call.args[2], mode)
+    pub(super) fn open_at(
+        &self,
+        dirfd: i32,
+        path: &[u8],
+        flags: i32,
+        mode: u32,
+    ) -> Result<i32, i32> {
+        let b = self.beneath(dirfd, path)?;
+        let f = open_beneath(b.dir(), &b.rel, b.access, flags, self.mode_of(mode))
             .map_err(|e| e.map_or(EINVAL, |e| b.errno(&e, &self.log)))?;
-        let fd = self.table().insert(f, b.access)?;
-        Ok(Reply::value(fd as i64))
+        self.table().insert(f, b.access)
     }
 
-    pub(super) fn stat_at(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
-        let b = self.beneath(call.args[1], call.input)?;
-        let m = if call.args[2] != 0 {
+    pub(super) fn stat_at(
+        &self,
+        dirfd: i32,
+        path: &[u8],
+        follow: bool,
+        out: &mut [u8],
+    ) -> Result<(), i32> {
+        let b = self.beneath(dirfd, path)?;
+        let m = if follow {
             b.dir().metadata(&b.rel)
         } else {
             b.dir().symlink_metadata(&b.rel)
         };
         let m = m.map_err(|e| b.errno(&e, &self.log))?;
-        Ok(put_stat(call, stat_of(&m)))
+        put_stat(out, stat_of(&m))
     }
 
-    pub(super) fn unlink_at(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
-        let flags = call.args[2];
-        if flags & !(AT_REMOVEDIR as u64) != 0 {
+    pub(super) fn unlink_at(&self, dirfd: i32, path: &[u8], flags: i32) -> Result<(), i32> {
+        if flags & !AT_REMOVEDIR != 0 {
             return Err(EINVAL);
         }
-        let b = self.beneath(call.args[1], call.input)?;
+        let b = self.beneath(dirfd, path)?;
         b.writable()?;
         let r = if flags != 0 {
             b.dir().remove_dir(&b.rel)
         } else {
             b.dir().remove_file(&b.rel)
         };
-        r.map_err(|e| b.errno(&e, &self.log))?;
-        Ok(Reply::value(0))
+        r.map_err(|e| b.errno(&e, &self.log))
     }
 
-    pub(super) fn mkdir(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
-        let at = self.sandbox.resolve(call.input)?;
+    pub(super) fn mkdir(&self, path: &[u8], mode: u32) -> Result<(), i32> {
+        let at = self.sandbox.resolve(path)?;
         if at.mount.access == Access::ReadOnly {
             return Err(EROFS);
         }
         let mut builder = cap_std::fs::DirBuilder::new();
-        cap_std::fs::DirBuilderExt::mode(&mut builder, self.mode_of(call.args[1]));
+        cap_std::fs::DirBuilderExt::mode(&mut builder, self.mode_of(mode));
         at.mount
             .dir
             .create_dir_with(&at.rel, &builder)
-            .map_err(|e| at.mount.errno(&e, &self.log))?;
-        Ok(Reply::value(0))
+            .map_err(|e| at.mount.errno(&e, &self.log))
     }
 
-    pub(super) fn chmod(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
-        let at = self.sandbox.resolve(call.input)?;
+    pub(super) fn chmod(&self, path: &[u8], mode: u32) -> Result<(), i32> {
+        let at = self.sandbox.resolve(path)?;
         if at.mount.access == Access::ReadOnly {
             return Err(EROFS);
         }
-        // The granted directory keeps the mode the embedder gave it, by any path.
         let m = at
             .mount
             .dir
@@ -204,23 +203,23 @@ impl Files {
         if self.sandbox.is_mount_root(&m) {
             return Err(EPERM);
         }
-        let mode = self.mode_of(call.args[1]);
         at.mount
             .dir
             .set_permissions(
                 &at.rel,
-                Permissions::from_std(std::fs::Permissions::from_mode(mode)),
+                Permissions::from_std(std::fs::Permissions::from_mode(self.mode_of(mode))),
             )
-            .map_err(|e| at.mount.errno(&e, &self.log))?;
-        Ok(Reply::value(0))
+            .map_err(|e| at.mount.errno(&e, &self.log))
     }
 
-    /// `Rename`, `Link` (both paths in one mount, else `EXDEV`) and `Symlink`.
-    pub(super) fn two_paths(&self, call: &mut Call<'_>, service: Service) -> Result<Reply, i32> {
-        let (first, second) = split_two(call.input)?;
-        if service == Service::Symlink {
-            return self.symlink(first, second);
-        }
+    /// `rename` (`hard` false) or `link` (`hard` true) of `first` to `second`, both in
+    /// one grant.
+    pub(super) fn rename_or_link(
+        &self,
+        first: &[u8],
+        second: &[u8],
+        hard: bool,
+    ) -> Result<(), i32> {
         let from = self.sandbox.resolve(first)?;
         let to = self.sandbox.resolve(second)?;
         if !std::ptr::eq(from.mount, to.mount) {
@@ -230,8 +229,6 @@ impl Files {
             return Err(EROFS);
         }
         let dir = &from.mount.dir;
-        // A link the embedder made with another target keeps its place: moved or
-        // linked elsewhere, its `..` could lead outside.
         if let Ok(m) = dir.symlink_metadata(&from.rel)
             && m.is_symlink()
             && !dir
@@ -240,18 +237,15 @@ impl Files {
         {
             return Err(EPERM);
         }
-        let r = if service == Service::Rename {
-            dir.rename(&from.rel, dir, &to.rel)
-        } else {
+        let r = if hard {
             dir.hard_link(&from.rel, dir, &to.rel)
+        } else {
+            dir.rename(&from.rel, dir, &to.rel)
         };
-        r.map_err(|e| from.mount.errno(&e, &self.log))?;
-        Ok(Reply::value(0))
+        r.map_err(|e| from.mount.errno(&e, &self.log))
     }
 
-    /// A link whose target keeps [`stays_below`]; any other (absolute, or with `..`)
-    /// is refused with `EPERM`.
-    fn symlink(&self, target: &[u8], link: &[u8]) -> Result<Reply, i32> {
+    pub(super) fn symlink(&self, target: &[u8], link: &[u8]) -> Result<(), i32> {
         if target.is_empty() {
             return Err(ENOENT);
         }
@@ -266,13 +260,11 @@ impl Files {
         at.mount
             .dir
             .symlink_contents(target, &at.rel)
-            .map_err(|e| at.mount.errno(&e, &self.log))?;
-        Ok(Reply::value(0))
+            .map_err(|e| at.mount.errno(&e, &self.log))
     }
 
     /// The open file `fd` and the access of its mount (stdio has no file here).
-    fn fd_file(&self, call: &Call<'_>) -> Result<(std::sync::Arc<std::fs::File>, Access), i32> {
-        let fd = call.fd_arg(0)?;
+    fn fd_file(&self, fd: i32) -> Result<(std::sync::Arc<std::fs::File>, Access), i32> {
         if is_stdio(fd) {
             return Err(EINVAL);
         }
@@ -281,8 +273,8 @@ impl Files {
         Ok((e.file.clone(), e.access))
     }
 
-    pub(super) fn fchmod(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
-        let (f, access) = self.fd_file(call)?;
+    pub(super) fn fchmod(&self, fd: i32, mode: u32) -> Result<(), i32> {
+        let (f, access) = self.fd_file(fd)?;
         if access == Access::ReadOnly {
             return Err(EROFS);
         }
@@ -290,31 +282,22 @@ impl Files {
         if self.sandbox.is_mount_root(&m) {
             return Err(EPERM);
         }
-        f.set_permissions(std::fs::Permissions::from_mode(self.mode_of(call.args[1])))
-            .map_err(|e| errno_of(&e))?;
-        Ok(Reply::value(0))
+        f.set_permissions(std::fs::Permissions::from_mode(self.mode_of(mode)))
+            .map_err(|e| errno_of(&e))
     }
 
-    pub(super) fn ftruncate(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
-        let (f, _) = self.fd_file(call)?;
-        let len = u64::try_from(call.args[1] as i64).map_err(|_| EINVAL)?;
-        // A file opened without write access refuses, as on Linux (EINVAL there too).
-        f.set_len(len).map_err(|e| errno_of(&e))?;
-        Ok(Reply::value(0))
+    pub(super) fn ftruncate(&self, fd: i32, len: i64) -> Result<(), i32> {
+        let (f, _) = self.fd_file(fd)?;
+        let len = u64::try_from(len).map_err(|_| EINVAL)?;
+        f.set_len(len).map_err(|e| errno_of(&e))
     }
 
-    pub(super) fn fsync(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
-        let (f, _) = self.fd_file(call)?;
-        f.sync_all().map_err(|e| errno_of(&e))?;
-        Ok(Reply::value(0))
+    pub(super) fn fsync(&self, fd: i32) -> Result<(), i32> {
+        let (f, _) = self.fd_file(fd)?;
+        f.sync_all().map_err(|e| errno_of(&e))
     }
 
-    /// The next entries of directory `fd`, as many as fit in `room` bytes, read from
-    /// the file system now; 0 at the end. The table is locked only to find the listing
-    /// (a slow file system must not hold up every other fd); calls on one fd take
-    /// turns.
-    pub(super) fn getdents(&self, call: &mut Call<'_>, room: usize) -> Result<Reply, i32> {
-        let fd = call.fd_arg(0)?;
+    pub(super) fn getdents(&self, fd: i32, out: &mut [u8]) -> Result<usize, i32> {
         if is_stdio(fd) {
             return Err(ENOTDIR);
         }
@@ -351,7 +334,7 @@ impl Files {
                 kind,
                 name: &name,
             };
-            match r.encode(&mut call.out[n..room]) {
+            match r.encode(&mut out[n..]) {
                 Some(len) => n += len,
                 None => {
                     l.pending = Some((ino, kind, name));
@@ -362,7 +345,7 @@ impl Files {
                 }
             }
         }
-        Ok(Reply::bytes(n))
+        Ok(n)
     }
 }
 

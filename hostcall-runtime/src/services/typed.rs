@@ -31,6 +31,7 @@ where
     T: Send + Sync + 'static,
 {
     fn call(&self, call: &mut Call<'_>) -> std::result::Result<Reply, Malformed> {
+        CALLER.set((call.block, call.thread));
         let incoming = Incoming {
             args: call.args,
             input: call.input,
@@ -55,15 +56,45 @@ where
     }
 }
 
+std::thread_local! {
+    /// The GPU thread whose declared call this host thread serves now (linear block,
+    /// thread in block).
+    static CALLER: std::cell::Cell<(u32, u32)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// The GPU thread whose call the running declared service serves: (linear block, thread
+/// in block). A declaration's arguments carry only what the GPU chose to send; the
+/// caller is the transport's.
+pub(crate) fn caller() -> (u32, u32) {
+    CALLER.get()
+}
+
+/// A handler whose every call may block for long (it touches a file system): the server
+/// runs its calls on the blocking pool, never on a thread that polls other ports.
+pub(crate) struct Blocking(pub Arc<dyn Handler>);
+
+impl Handler for Blocking {
+    fn call(&self, call: &mut Call<'_>) -> std::result::Result<Reply, Malformed> {
+        self.0.call(call)
+    }
+
+    fn input_len_arg(&self, service: u32) -> Option<usize> {
+        self.0.input_len_arg(service)
+    }
+
+    fn can_block(&self, _service: u32) -> bool {
+        true
+    }
+}
+
 /// The handlers of `imp` serving the declared trait `S`, one per method, each with its
 /// method's signature (whose fixed id std's services take; `HostBuilder::serve` takes ids
 /// from [`Declared::id_for`]).
-pub(crate) fn methods<S, T>(imp: T) -> Vec<(&'static Signature, Arc<dyn Handler>)>
+pub(crate) fn methods<S, T>(imp: Arc<T>) -> Vec<(&'static Signature, Arc<dyn Handler>)>
 where
     S: ?Sized + Dispatch<T> + 'static,
     T: Send + Sync + 'static,
 {
-    let imp = Arc::new(imp);
     S::SERVICES
         .iter()
         .enumerate()
@@ -209,7 +240,7 @@ impl Default for Declared {
             by_name: HashMap::new(),
             next_named: 0,
         };
-        for (sig, _) in super::std_declared() {
+        for sig in super::std_declared() {
             d.id_for(sig);
         }
         d
