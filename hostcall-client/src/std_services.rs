@@ -20,6 +20,8 @@ service! {
         fn getpid(&self) -> i32 = 0x8000_0010;
         /// Its parent's id (`getppid`, std's `os::unix::process::parent_id`).
         fn getppid(&self) -> i32 = 0x8000_0011;
+        /// Its user's id (`getuid`).
+        fn getuid(&self) -> u32 = 0x8000_0018;
     }
 }
 

@@ -244,7 +244,7 @@ fn startup_blocks_hold_the_arguments_and_granted_environment_in_order() {
         .inherit_env("TREE_TEST_INHERITED")
         .env("A_SET", "2")
         .env("Z_SET", "3");
-    let ((args, env, (pid, ppid), bad), _) = run_on(host, 1, |ch, t| {
+    let ((args, env, (pid, ppid, uid), bad), _) = run_on(host, 1, |ch, t| {
         let read = |which| {
             let mut out = vec![0u8; 8];
             let total = calls::startup::<Emu>(ch, which, 0, &mut out) as usize;
@@ -262,6 +262,7 @@ fn startup_blocks_hold_the_arguments_and_granted_environment_in_order() {
             (
                 t.client::<dyn Identity>().getpid(),
                 t.client::<dyn Identity>().getppid(),
+                t.client::<dyn Identity>().getuid(),
             ),
             calls::startup::<Emu>(ch, 7, 0, &mut []),
         )
@@ -270,5 +271,6 @@ fn startup_blocks_hold_the_arguments_and_granted_environment_in_order() {
     assert_eq!(env, b"TREE_TEST_INHERITED=from host\0Z_SET=3\0A_SET=2\0");
     assert_eq!(pid, std::process::id() as i32);
     assert_eq!(ppid, std::os::unix::process::parent_id() as i32);
+    assert_eq!(uid, rustix::process::getuid().as_raw());
     assert_eq!(bad, neg(EINVAL));
 }

@@ -265,3 +265,9 @@ pub extern "C" fn getpid() -> c_int {
 pub extern "C" fn getppid() -> c_int {
     Client::<Nvptx, dyn Identity>::gpu().getppid()
 }
+
+/// The host process's user's id.
+#[unsafe(no_mangle)]
+pub extern "C" fn getuid() -> core::ffi::c_uint {
+    Client::<Nvptx, dyn Identity>::gpu().getuid()
+}

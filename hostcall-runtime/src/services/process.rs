@@ -95,4 +95,8 @@ impl Identity for HostIdentity {
     fn getppid(&self) -> i32 {
         rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get())
     }
+
+    fn getuid(&self) -> u32 {
+        rustix::process::getuid().as_raw()
+    }
 }
