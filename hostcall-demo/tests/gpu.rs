@@ -186,10 +186,10 @@ const GPU_CASES: &[Case] = &[
                 &out,
                 0,
                 &[
-                    "block 0 thread 0 open#0x80000003",
-                    "write_posted#0x80000011(0x1",
+                    "block 0 thread 0 Fs.openat openat(-100, ",
+                    "write_posted#0x80000004(0x1",
                     "write#0x80000001(0x3",
-                    "getrandom#0x8000000f",
+                    "Time.getrandom getrandom(&mut [",
                 ],
             )
         },

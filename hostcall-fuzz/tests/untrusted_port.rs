@@ -129,7 +129,12 @@ fn forged_posted_tickets_are_malformed() {
 #[test]
 fn lengths_and_sequences_are_checked_on_the_copy() {
     let mut bench = PortBench::new(Host::builder()).unwrap();
-    let (status, _) = call(&mut bench, Service::Write as u32, [1, 1 << 20, 0, 0, 0, 0], b"");
+    let (status, _) = call(
+        &mut bench,
+        Service::Write as u32,
+        [1, 1 << 20, 0, 0, 0, 0],
+        b"",
+    );
     assert_eq!(status, Status::Malformed);
     let seq = bench.next_seq();
     bench.write_slot(

@@ -73,6 +73,9 @@ fn declared_services_and_closures_are_traced_decoded() {
                 HostFn::<(i32,), i32>::from_raw(raw).call_on::<Emu>(t.channel(), (21,)),
                 42
             );
+            // std's own declared services are traced the same way, paths shown.
+            let r = hostcall_client::calls::open::<Emu>(t.channel(), b"/nowhere\x01", 0, 0);
+            assert!(r < 0);
         });
     let r = host
         .run(
@@ -87,6 +90,9 @@ fn declared_services_and_closures_are_traced_decoded() {
             format!("block 0 thread {thread} Shop.price price(\"apple\", 3) -> Ok(1.5) Ok in "),
             format!("block 0 thread {thread} Shop.price price(\"pear\", 1) -> Err(ENOENT) Ok in "),
             format!("block 0 thread {thread} closure#1 (21,) -> 42 Ok in "),
+            format!(
+                "block 0 thread {thread} Fs.openat openat(-100, b\"/nowhere\\x01\", 0, 0) -> Err(EACCES) Ok in "
+            ),
         ] {
             // The closure's name is its place among the host's named ids (Shop.price
             // took the first).

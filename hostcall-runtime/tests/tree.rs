@@ -111,8 +111,7 @@ fn symlinks_the_gpu_makes_are_relative_without_dotdot() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("sub")).unwrap();
     let (r, _) = run_on(quiet().preopen_dir(dir.path(), "/d"), 1, |ch, _| {
-        let link =
-            |t: &[u8], l: &[u8]| calls::symlink::<Emu>(ch, t, l);
+        let link = |t: &[u8], l: &[u8]| calls::symlink::<Emu>(ch, t, l);
         [
             link(b"../x", b"/d/sub/up"),
             link(b"x", b"/d/sub/here"),

@@ -10,8 +10,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use common::{neg, quiet, run_on};
-use hostcall_abi::errno::*;
 use hostcall_abi::AT_FDCWD;
+use hostcall_abi::errno::*;
 use hostcall_client::calls;
 use hostcall_runtime::emulated::Emu;
 use hostcall_runtime::{Error, Host};
