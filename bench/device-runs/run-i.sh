@@ -8,7 +8,7 @@ nvidia-smi -L > "$OUT/device.txt"
 for r in $(seq 1 ${N:-25}); do
   for w in ${W:-base new gpurevert}; do
     b=./hostcalls_bin; [ $w != new ] && b=../var/hostcalls_bin-$w
-    x=$(timeout 30 $b --mode null --blocks ${B:-132} --threads 256 2>&1 | grep -o "([0-9.]* M/s)" | tr -d '(M/s)')
+    x=$(timeout 30 ${PREFIX:-} $b --mode null --blocks ${B:-132} --threads 256 2>&1 | grep -o "([0-9.]* M/s)" | tr -d '(M/s)')
     echo "$w $r $x"
   done
 done | tee "$OUT/null.txt"
