@@ -77,9 +77,10 @@
 //! and traps, so a kernel that keeps calling the host ends within a round trip.
 //!
 //! What the host reads from a port is GPU-writable and untrusted: it copies a lane's
-//! slot, and exactly the input bytes its service declares
-//! ([`Service::input_len_arg`]), into its own memory once, checks them there and
-//! serves the copy; it writes output bytes back with one copy after the service ran.
+//! slot, and exactly the input bytes its service declares (`args[0]` for a declared
+//! service, [`Service::input_len_arg`] for a stream service), into its own memory once,
+//! checks them there and serves the copy; it writes output bytes back with one copy
+//! after the service ran.
 //!
 //! Posted writes carry a ticket from [`LaunchState::stdio_tickets`]; the host writes them
 //! in ticket order, and serves every port once more after the launch ends so none is
