@@ -777,9 +777,12 @@ fn prefetch_packet(port: *mut Port, mask: u32) {
 /// Runs one lane's request (already copied into host memory); returns the transport
 /// status and the service's reply, whose output bytes are in `out` (and a typed
 /// value's words in `words`). The hot path of every call: what is rare (a stale slot,
-/// tracing, the summary, an id nobody serves) is kept out of line, so that this stays
-/// small enough to be inlined and its reply never takes a trip through memory.
-#[inline]
+/// tracing, the summary, an id nobody serves) is kept out of line, and this is inlined
+/// into `serve_port` by force, with `run_handler` and the service lookup, so that a
+/// lane's reply never takes a trip through memory. Left to LLVM, they were calls, and
+/// null calls at 132×256 on the H100 ran at 24 M/s against 33 M/s inlined
+/// (`bench-results/h100-issue15.md`).
+#[inline(always)]
 fn run_lane(
     ctx: &Context,
     entry: Option<&Entry>,
@@ -896,7 +899,7 @@ fn unserved(ctx: &Context, slot: &LaneSlot) -> (Status, Reply) {
 }
 
 /// Calls `h`; a panic becomes `EIO` and a log line, and the consumer carries on.
-#[inline]
+#[inline(always)]
 fn run_handler(
     ctx: &Context,
     h: &dyn Handler,

@@ -243,15 +243,24 @@ impl ServiceTable {
         self.entry(id).map(|e| &e.handler)
     }
 
-    /// The registration of `id`, if any.
+    /// The registration of `id`, if any. Inlined into the consumer's loop: a dense id is
+    /// an index; only ids outside the dense ranges pay a call and a hash.
+    #[inline(always)]
     pub(crate) fn entry(&self, id: u32) -> Option<&Entry> {
         match dense_index(id) {
             Some((t, i)) => self.dense[t][i].as_ref(),
-            None => self.sparse.get(&id),
+            None => self.sparse_entry(id),
         }
     }
 
+    #[cold]
+    #[inline(never)]
+    fn sparse_entry(&self, id: u32) -> Option<&Entry> {
+        self.sparse.get(&id)
+    }
+
     /// The handler that serves `id`: its own, else the default handler (id 0).
+    #[inline(always)]
     pub(crate) fn serving(&self, id: u32) -> Option<&Entry> {
         self.entry(id).or_else(|| self.dense[0][0].as_ref())
     }
