@@ -392,3 +392,32 @@ pub(crate) fn errno_of(e: &std::io::Error) -> i32 {
         _ => EIO,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn std_ids_are_distinct_and_stay_in_std_ids() {
+        let mut ids: Vec<u32> = Service::ALL.iter().map(|s| *s as u32).collect();
+        ids.extend(std_declared().map(|s| s.id));
+        let n = ids.len();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "two of std's services share an id");
+        assert!(
+            ids.iter()
+                .all(|id| hostcall_abi::typed::STD_IDS.contains(id))
+        );
+    }
+
+    #[test]
+    fn every_quick_file_service_is_declared() {
+        for name in FS_QUICK {
+            assert!(
+                <dyn Fs>::SERVICES.iter().any(|s| s.name == name),
+                "{name} is not a method of Fs"
+            );
+        }
+    }
+}
