@@ -257,6 +257,9 @@ enum Arg {
     Flags(u32),
     /// A device address inside the bench's device memory.
     Device(u16),
+    /// The length of part 0 or 1 of the lane's input: a declared service's slice
+    /// lengths travel in its fixed part (`hostcall_abi::typed`).
+    PartLen(bool),
 }
 
 #[derive(Arbitrary, Debug, Clone)]
@@ -269,7 +272,9 @@ enum Input {
     /// `/a` repeated: long paths.
     Long(u16),
     Name(u8),
-    /// `target NUL path`, for `Symlink`, `Link` and `Rename`.
+    /// Two parts as a declared service's two slices travel, the second at the next
+    /// multiple of 8 bytes: `Fs.symlink`'s target and link, `Fs.rename`'s and
+    /// `Fs.link`'s two paths.
     TwoPaths {
         target: u8,
         path: u8,
@@ -332,20 +337,29 @@ fn getenv_id() -> u32 {
 
 const KNOWN_FLAGS: u32 = 0o3 | 0o100 | 0o200 | 0o400 | 0o1000 | 0o2000 | 0o100000 | 0o200000;
 
-fn input_bytes(input: &Input) -> Vec<u8> {
+/// The lane's input bytes, and the lengths of its two parts (the second 0 but for
+/// `TwoPaths`).
+fn input_bytes(input: &Input) -> (Vec<u8>, [usize; 2]) {
+    let one = |b: Vec<u8>| {
+        let n = b.len();
+        (b, [n, 0])
+    };
     match input {
         Input::Path { pick, suffix } => {
             let mut p = PATHS[*pick as usize % PATHS.len()].to_vec();
             p.extend_from_slice(&suffix[..suffix.len().min(64)]);
-            p
+            one(p)
         }
-        Input::Bytes(b) => b.clone(),
-        Input::Long(n) => b"/a".repeat((*n as usize).min(PORT_BULK / 2)),
-        Input::Name(i) => NAMES[*i as usize % NAMES.len()].to_vec(),
+        Input::Bytes(b) => one(b.clone()),
+        Input::Long(n) => one(b"/a".repeat((*n as usize).min(PORT_BULK / 2))),
+        Input::Name(i) => one(NAMES[*i as usize % NAMES.len()].to_vec()),
         Input::TwoPaths { target, path } => {
             let target = TARGETS[*target as usize % TARGETS.len()];
             let path = PATHS[*path as usize % PATHS.len()];
-            [target, b"\0", path].concat()
+            let mut b = target.to_vec();
+            b.resize(target.len().next_multiple_of(8), 0);
+            b.extend_from_slice(path);
+            (b, [target.len(), path.len()])
         }
     }
 }
@@ -394,7 +408,7 @@ pub fn run(data: &[u8]) {
         let seq = bench.next_seq();
         let mut services = Vec::new();
         for (i, lane) in lanes.iter().enumerate() {
-            let input = input_bytes(&lane.input);
+            let (input, parts) = input_bytes(&lane.input);
             let cap = if lone { PORT_BULK } else { BULK_PER_LANE };
             let input = &input[..input.len().min(cap)];
             let arg = |a: &Arg| match *a {
@@ -404,6 +418,7 @@ pub fn run(data: &[u8]) {
                 Arg::Fd(k) => fds[k as usize % fds.len()],
                 Arg::Flags(f) => (f & KNOWN_FLAGS) as u64,
                 Arg::Device(o) => DEVICE_BASE + (o as u64 % DEVICE_BYTES as u64),
+                Arg::PartLen(second) => parts[second as usize] as u64,
             };
             // std's services, and two ids past them that nobody serves.
             let service = SERVICES[lane.service as usize % SERVICES.len()];
@@ -505,5 +520,33 @@ fn bulk_of(port: *mut Port, lane: usize, lone: bool) -> (*mut u8, usize) {
     } else {
         // SAFETY: `lane < WARP_SIZE`, inside the bulk area.
         (unsafe { area.add(lane * BULK_PER_LANE) }, BULK_PER_LANE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hostcall_abi::typed::{Arg as WireArg, Encoder, bulk_len};
+
+    use super::*;
+
+    /// A `TwoPaths` input and its `PartLen` arguments are exactly what `Fs.symlink`'s stub
+    /// sends, so the fuzzer's lanes reach the service itself, not only its decoder.
+    #[test]
+    fn two_paths_lay_out_as_a_declared_call_of_two_slices() {
+        let input = Input::TwoPaths { target: 0, path: 1 };
+        let (bytes, parts) = input_bytes(&input);
+        let (target, link) = (TARGETS[0], PATHS[1]);
+        let mut e = Encoder::<'_, 5>::default();
+        WireArg::put(target, &mut e);
+        WireArg::put(link, &mut e);
+        assert_eq!(bulk_len(e.inputs()), bytes.len());
+        assert_eq!(e.fixed_words()[..2], [parts[0] as u64, parts[1] as u64]);
+        let second = target.len().next_multiple_of(8);
+        assert_eq!(&bytes[..target.len()], target);
+        assert_eq!(&bytes[second..], link);
+        assert!(
+            SERVICES.contains(&std_id("Fs.symlink")),
+            "the fuzzer calls Fs.symlink"
+        );
     }
 }
