@@ -107,9 +107,6 @@ unsafe impl<T: Plain, const N: usize> Plain for [T; N] {
     const NAME: &'static str = T::NAME;
 }
 
-/// Bytes of a `&[u8]` argument a trace line shows.
-pub const SHOWN_BYTES: usize = 64;
-
 /// Fixed parts up to this many bytes travel in `args[1..6]`.
 pub const FIXED_INLINE: usize = 40;
 /// The largest fixed part (a declaration with a larger one does not compile).
@@ -661,7 +658,7 @@ impl<'a, T: Plain> Arg<'a> for T {
     }
 }
 
-/// Bytes of a slice a trace line shows.
+/// Bytes of a `&[u8]` or `&str` argument a trace line shows.
 const SHOWN: usize = 64;
 
 impl<'a> Arg<'a> for &'a [u8] {
@@ -674,10 +671,10 @@ impl<'a> Arg<'a> for &'a [u8] {
     }
     fn show(&self, f: &mut dyn fmt::Write) -> fmt::Result {
         // Escaped as a byte string: std's paths and names read as they are.
-        let shown = &self[..self.len().min(SHOWN_BYTES)];
+        let shown = &self[..self.len().min(SHOWN)];
         write!(f, "b\"{}\"", shown.escape_ascii())?;
         if shown.len() < self.len() {
-            write!(f, "... ({} bytes)", self.len())?;
+            write!(f, "..({} bytes)", self.len())?;
         }
         Ok(())
     }

@@ -306,7 +306,11 @@ impl Declared {
                 }
                 Some((id, _)) => *id,
             };
-            module.bind_service(&slot.symbol, id)?;
+            // A fixed id is in its slot from the build on, and a bound one stays from the
+            // run before: only a change is written to the device.
+            if rec.id != id {
+                module.bind_service(&slot.symbol, id)?;
+            }
         }
         Ok(())
     }
