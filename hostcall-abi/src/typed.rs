@@ -151,6 +151,9 @@ pub struct Signature {
     /// [`fingerprint`] of the name, the text, the id and the argument and result
     /// layouts.
     pub fingerprint: u64,
+    /// Whether its calls send input bytes ([`reads_input`]); the host copies none for
+    /// the others, whose arguments all lie in the slot.
+    pub reads_input: bool,
 }
 
 /// The shape of one argument or result type, as it enters a fingerprint and the fixed
@@ -203,6 +206,12 @@ pub const fn fixed_len(shapes: &[Shape]) -> usize {
         i += 1;
     }
     at
+}
+
+/// Whether a call with arguments of these shapes sends bytes beyond the slot: a slice or
+/// `str` argument, or a fixed part over [`FIXED_INLINE`] bytes.
+pub const fn reads_input(shapes: &[Shape]) -> bool {
+    count_kind(shapes, 1) + count_kind(shapes, 3) > 0 || fixed_len(shapes) > FIXED_INLINE
 }
 
 /// How many arguments of these shapes are of `kind`.
@@ -988,6 +997,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_slices_strs_and_a_large_fixed_part_send_input_bytes() {
+        let word = <u64 as Arg>::SHAPE;
+        assert!(!reads_input(&[]));
+        assert!(!reads_input(&[word, word, word, word, word]));
+        assert!(!reads_input(&[word, <&mut [u8] as Arg>::SHAPE]));
+        assert!(!reads_input(&[<DeviceSlice as Arg>::SHAPE]));
+        assert!(reads_input(&[<&[u8] as Arg>::SHAPE]));
+        assert!(reads_input(&[word, <&str as Arg>::SHAPE]));
+        assert!(reads_input(&[word; 6]), "48 bytes, over the slot's 40");
+    }
+
+    #[test]
     fn plain_values_and_slices_round_trip_through_the_fixed_part_and_the_bulk() {
         let mut e = Encoder::<'_, 5>::default();
         (-3i64).put(&mut e);
@@ -1144,6 +1165,7 @@ mod tests {
             text: TEXT,
             id: 7,
             fingerprint: 0x1234_5678_9abc_def0,
+            reads_input: false,
         };
         let slot = ServiceSlot::<{ 3 + TEXT.len() }>::new(&sig);
         // SAFETY: the slot is repr(C) plain data; reading its bytes is what the host does.

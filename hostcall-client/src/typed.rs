@@ -270,6 +270,9 @@ macro_rules! __service_signature {
                 &[$(<$t as $crate::typed::abi::Arg<'static>>::SHAPE),*],
                 $crate::typed::abi::Shape::of::<<$r as $crate::typed::abi::Ret>::Value>(),
             ),
+            reads_input: $crate::typed::abi::reads_input(
+                &[$(<$t as $crate::typed::abi::Arg<'static>>::SHAPE),*],
+            ),
         }
     };
 }

@@ -27,6 +27,8 @@ enum Mode {
     Mixed,
     /// Every thread makes 64 verified null round trips, without printing.
     Null,
+    /// The same round trips as typed calls of the host closure `|x: u64| x`.
+    Typed,
     /// Every thread spins forever without calling the host: the timeout must end it.
     Spin,
     /// Every thread calls the host in an endless loop: the timeout must end it.
@@ -105,7 +107,7 @@ fn run(a: &Args, started: std::time::Instant) -> Result<u8, Error> {
         // The 300 MiB buffer on the device heap, and all of it in the capture.
         host = host.heap_bytes(1 << 30).capture_limit(512 << 20);
     }
-    let host = host.build()?;
+    let mut host = host.build()?;
     let mode = match a.mode {
         Mode::Normal => mode::NORMAL,
         Mode::Panic => mode::PANIC,
@@ -116,8 +118,16 @@ fn run(a: &Args, started: std::time::Instant) -> Result<u8, Error> {
         Mode::Spin => mode::SPIN,
         Mode::CallLoop => mode::CALL_LOOP,
         Mode::BigWrite => mode::BIG_WRITE,
+        Mode::Typed => mode::TYPED_NULL,
     };
-    let launch = Launch::linear("kmain", a.blocks, a.threads, vec![KernelArg::U32(mode)]);
+    let launch = match a.mode {
+        Mode::Typed => {
+            let echo = host.hostcall(|x: u64| x);
+            let args = vec![KernelArg::U32(mode), KernelArg::U64(echo.raw())];
+            Launch::linear("ktyped", a.blocks, a.threads, args)
+        }
+        _ => Launch::linear("kmain", a.blocks, a.threads, vec![KernelArg::U32(mode)]),
+    };
     // Lets a caller time the kernel apart from starting the driver and loading the module.
     eprintln!(
         "hostcalls_bin: launching {:.3} s after the process started",
@@ -218,12 +228,17 @@ fn verdict(a: &Args, dir: &std::path::Path, report: &RunReport) -> u8 {
             }
             u8::from(!problems.is_empty())
         }
-        (Outcome::Completed, Mode::Null) => {
-            match check::report(&String::from_utf8_lossy(&report.stdout), "null") {
+        (Outcome::Completed, Mode::Null | Mode::Typed) => {
+            let what = if a.mode == Mode::Null {
+                "null"
+            } else {
+                "typed"
+            };
+            match check::report(&String::from_utf8_lossy(&report.stdout), what) {
                 Ok((0, ns)) => {
                     let calls = launch_threads(a) * 64;
                     eprintln!(
-                        "hostcalls_bin: OK: {calls} verified null round trips in {:.3} ms ({:.1} M/s)",
+                        "hostcalls_bin: OK: {calls} verified {what} round trips in {:.3} ms ({:.1} M/s)",
                         ns as f64 / 1e6,
                         calls as f64 / ns as f64 * 1e3
                     );

@@ -125,6 +125,19 @@ const GPU_CASES: &[Case] = &[
         },
     },
     Case {
+        name: "typed_calls_in_1024_thread_blocks",
+        check: || {
+            expect(
+                &run(
+                    &["--mode", "typed", "--blocks", "4", "--threads", "1024"],
+                    &[],
+                ),
+                0,
+                &["OK: 262144 verified typed round trips"],
+            )
+        },
+    },
+    Case {
         name: "a_block_over_the_kernels_limit_is_refused_in_one_sentence",
         check: || {
             expect(

@@ -15,7 +15,7 @@ use hostcall_abi::{Doorbell, LaneSlot, Port};
 use crate::module::{DeviceMemory, StreamStop};
 use crate::server::{Context, Mode, Scratch, serve_port};
 use crate::services::{Capture, Files};
-use crate::{HostBuilder, Result};
+use crate::{Host, HostBuilder, Result};
 
 /// Where the bench's device memory starts, for `WriteFromDevice` requests.
 pub const DEVICE_BASE: u64 = 0x7000_0000_0000;
@@ -72,7 +72,12 @@ impl PortBench {
     /// Services as `builder` grants them, over a zeroed port. Output is captured, not
     /// echoed.
     pub fn new(builder: HostBuilder) -> Result<PortBench> {
-        let host = builder.echo_output(false).capture_output(true).build()?;
+        PortBench::with_host(builder.echo_output(false).capture_output(true).build()?)
+    }
+
+    /// Services as `host` has them, host closures ([`Host::hostcall`]) included, over a
+    /// zeroed port.
+    pub fn with_host(host: Host) -> Result<PortBench> {
         // SAFETY: `Port` is not zero-sized; zeroed memory is a valid idle port.
         let port = unsafe { std::alloc::alloc_zeroed(PORT_LAYOUT) }.cast::<Port>();
         assert!(!port.is_null(), "allocating a port");

@@ -1,11 +1,12 @@
 //! `serve_cost`: the host's cost of serving one lane, in nanoseconds, for the null call
-//! (std's `Ping`) and for a typed call of a declared service beside it, measured in the
-//! same run on one thread through a port in host memory (no GPU: the consumer's work
-//! alone). `cargo run --release -p hostcall-fuzz --bin serve_cost`.
+//! (std's `Ping`) and beside it a typed call of a declared service and of a host closure
+//! (`hostcall_bench`'s typed rows), measured in the same run on one thread through a port
+//! in host memory (no GPU: the consumer's work alone).
+//! `cargo run --release -p hostcall-fuzz --bin serve_cost`.
 
 use std::time::{Duration, Instant};
 
-use hostcall_abi::typed::NAMED_IDS;
+use hostcall_abi::typed::{Encoder, NAMED_IDS, closure_fingerprint};
 use hostcall_abi::{LaneSlot, Service};
 use hostcall_runtime::Host;
 use hostcall_runtime::fuzzing::PortBench;
@@ -56,10 +57,13 @@ fn per_lane(bench: &mut PortBench, service: u32, args: [u64; 6]) -> f64 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let host = Host::builder()
+    let mut host = Host::builder()
         .echo_output(false)
-        .serve::<dyn Echo, _>(HostEcho);
-    let mut bench = PortBench::new(host)?;
+        .capture_output(true)
+        .serve::<dyn Echo, _>(HostEcho)
+        .build()?;
+    let closure = host.hostcall(|x: u64| x);
+    let mut bench = PortBench::with_host(host)?;
     let null = per_lane(&mut bench, Service::Ping as u32, [7, 0, 0, 0, 0, 0]);
     // The first by-name id is Echo.echo's; its fixed part is `x` in args[1].
     let typed = per_lane(&mut bench, NAMED_IDS.start, [0, 7, 0, 0, 0, 0]);
@@ -68,6 +72,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(7),
         "echo answered 7"
     );
-    println!("serve_cost: null call {null:.1} ns per lane, typed call {typed:.1} ns per lane");
+    // A closure's fixed part, as its GPU stub lays it out: its types' fingerprint, then
+    // the arguments.
+    let mut e = Encoder::<'_, 5>::default();
+    e.plain(&(closure_fingerprint::<(u64,), u64>() as u32));
+    e.plain(&7u64);
+    let mut args = [0u64; 6];
+    args[1..].copy_from_slice(&e.fixed_words());
+    let closure = per_lane(&mut bench, closure.id(), args);
+    assert_eq!(
+        bench.answer(0).and_then(|a| a.inline),
+        Some(7),
+        "the closure answered 7"
+    );
+    println!(
+        "serve_cost: null call {null:.1} ns per lane, typed call {typed:.1} ns, closure call {closure:.1} ns"
+    );
     Ok(())
 }

@@ -50,7 +50,8 @@ pub struct Call<'a> {
     pub device: Option<&'a dyn hostcall_abi::typed::DeviceReader>,
     /// Words for the slot's `args[1..5]`, where a typed call's value of 5 to 32 bytes
     /// travels. Apart from [`Reply`], which stays two registers wide: the hot path of
-    /// every call copies it (a larger one made each lane's serving 70% dearer).
+    /// every call copies it (a larger one made each lane's serving 70% dearer). `None`
+    /// when the handler is called; written only for a value that travels there.
     pub words: &'a mut Option<[u64; 4]>,
 }
 

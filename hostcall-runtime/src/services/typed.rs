@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use hostcall_abi::errno::EFAULT;
 use hostcall_abi::typed::{
-    Args, Decoder, DeviceReader, Dispatch, Errno, HostClosure, Incoming, NAMED_IDS, Ret, Signature,
-    SlotRecord, UNBOUND, args_bytes, closure_fingerprint,
+    Args, Decoder, DeviceReader, Dispatch, Errno, FIXED_INLINE, HostClosure, Incoming, NAMED_IDS,
+    Ret, Signature, SlotRecord, UNBOUND, WireError, args_bytes, closure_fingerprint,
 };
 use hostcall_client::typed::closure_fixed_len;
 
@@ -22,6 +22,8 @@ use crate::{Error, Result};
 pub(crate) struct Method<S: ?Sized, T> {
     pub imp: Arc<T>,
     pub method: usize,
+    /// Its signature's [`Signature::reads_input`].
+    pub reads_input: bool,
     pub _trait: PhantomData<fn() -> *const S>,
 }
 
@@ -43,8 +45,10 @@ where
             .as_deref_mut()
             .map(|t| t as &mut dyn std::fmt::Write);
         let answered = S::dispatch(&self.imp, self.method, incoming, w);
-        let a = answered.map_err(|e| Malformed(e.0.into()))?;
-        *call.words = a.words;
+        let a = answered.map_err(wire)?;
+        if a.words.is_some() {
+            *call.words = a.words;
+        }
         Ok(Reply {
             result: a.result,
             bulk_out: a.bulk_out,
@@ -52,7 +56,7 @@ where
     }
 
     fn input_len_arg(&self, _service: u32) -> Option<usize> {
-        Some(0)
+        self.reads_input.then_some(0)
     }
 }
 
@@ -102,6 +106,7 @@ where
             let handler: Arc<dyn Handler> = Arc::new(Method::<S, T> {
                 imp: imp.clone(),
                 method,
+                reads_input: sig.reads_input,
                 _trait: PhantomData,
             });
             (sig, handler)
@@ -125,35 +130,66 @@ where
         let fixed = args_bytes(&call.args);
         // Evaluated at compile time, not per call.
         let fixed_len = const { closure_fixed_len::<A>() };
-        let mut d = Decoder::new(fixed_len, &fixed, call.input, &mut *call.out, None)
-            .map_err(|e| Malformed(e.0.into()))?;
-        let check = d.plain::<u32>().map_err(|e| Malformed(e.0.into()))?;
+        let mut d =
+            Decoder::new(fixed_len, &fixed, call.input, &mut *call.out, None).map_err(wire)?;
+        let check = d.plain::<u32>().map_err(wire)?;
         if check != const { closure_fingerprint::<A, R>() as u32 } {
-            return Err(Malformed(format!(
-                "a closure handle called with other types than the closure's, {} -> {}",
-                std::any::type_name::<A>(),
-                std::any::type_name::<R>()
-            )));
+            return Err(other_types::<A, R>());
         }
-        let args = A::take_all(&mut d).map_err(|e| Malformed(e.0.into()))?;
-        if let Some(t) = call.trace.as_mut() {
-            let _ = write!(t, "{args:?}");
-        }
-        let r = self.f.invoke(args);
-        if let Some(t) = call.trace.as_mut() {
-            let _ = write!(t, " -> {r:?}");
-        }
+        let args = A::take_all(&mut d).map_err(wire)?;
+        let r = match call.trace.as_mut() {
+            None => self.f.invoke(args),
+            Some(t) => traced(t, args, |a| self.f.invoke(a)),
+        };
         let a = hostcall_abi::typed::Answered::encode(r.into_wire(), call.out, 0);
-        *call.words = a.words;
+        if a.words.is_some() {
+            *call.words = a.words;
+        }
         Ok(Reply {
             result: a.result,
             bulk_out: a.bulk_out,
         })
     }
 
+    /// A closure's arguments are plain values, in the slot's words when they fit (as the
+    /// GPU stub insists they do): then no input bytes are read.
     fn input_len_arg(&self, _service: u32) -> Option<usize> {
-        Some(0)
+        (const { closure_fixed_len::<A>() } > FIXED_INLINE).then_some(0)
     }
+}
+
+/// A request that does not decode. Out of line, with [`other_types`], as the errors of
+/// the hot path.
+#[cold]
+fn wire(e: WireError) -> Malformed {
+    Malformed(e.0.into())
+}
+
+/// A closure handle called with other types than its closure's.
+#[cold]
+#[inline(never)]
+fn other_types<A, R>() -> Malformed {
+    Malformed(format!(
+        "a closure handle called with other types than the closure's, {} -> {}",
+        std::any::type_name::<A>(),
+        std::any::type_name::<R>()
+    ))
+}
+
+/// Calls `f` with `args`, writing both and the result into `trace`. Out of line: the
+/// untraced path of a closure's call is then a leaf with no frame to set up, which is
+/// most of what it costs beyond the null call's.
+#[cold]
+#[inline(never)]
+fn traced<A: std::fmt::Debug, R: std::fmt::Debug>(
+    trace: &mut String,
+    args: A,
+    f: impl FnOnce(A) -> R,
+) -> R {
+    let _ = write!(trace, "{args:?}");
+    let r = f(args);
+    let _ = write!(trace, " -> {r:?}");
+    r
 }
 
 /// The memory of one launch as typed services reach it: what it owns (its device heap,
