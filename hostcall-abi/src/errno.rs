@@ -22,6 +22,7 @@ pub const EMFILE: i32 = 24;
 pub const ENOSPC: i32 = 28;
 pub const ESPIPE: i32 = 29;
 pub const EROFS: i32 = 30;
+pub const EPIPE: i32 = 32;
 pub const ERANGE: i32 = 34;
 pub const ENAMETOOLONG: i32 = 36;
 pub const ENOSYS: i32 = 38;

@@ -53,6 +53,7 @@ impl fmt::Debug for Errno {
             EFAULT => "EFAULT",
             EEXIST => "EEXIST",
             EINVAL => "EINVAL",
+            EPIPE => "EPIPE",
             ERANGE => "ERANGE",
             ENOSYS => "ENOSYS",
             _ => return write!(f, "Errno({})", self.0),

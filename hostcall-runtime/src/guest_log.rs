@@ -26,16 +26,19 @@ pub(crate) enum Kind {
     Unserved,
     /// An I/O failure while serving (writing the GPU's output, copying device memory).
     Io,
+    /// A call of a service whose lifetime has ended.
+    Finished,
 }
 
 impl Kind {
-    const ALL: [Kind; 6] = [
+    const ALL: [Kind; 7] = [
         Kind::Malformed,
         Kind::UnknownService,
         Kind::Escape,
         Kind::HandlerPanic,
         Kind::Unserved,
         Kind::Io,
+        Kind::Finished,
     ];
 
     fn name(self) -> &'static str {
@@ -46,6 +49,7 @@ impl Kind {
             Kind::HandlerPanic => "handler-panic",
             Kind::Unserved => "unserved-request",
             Kind::Io => "host-io",
+            Kind::Finished => "finished-service",
         }
     }
 }

@@ -17,6 +17,7 @@ use hostcall_client::typed::HostFn;
 use crate::guest_log::GuestLog;
 use crate::module::{DeviceMemory, GpuModule, Launch, LaunchEnd};
 use crate::server::{Debug, Ports, Server};
+use crate::services::lifetime::{Life, Lifetime, Serving};
 use crate::services::sandbox::Access;
 use crate::services::typed::{
     Closure, Declared, DefaultHandler, DeviceAccess, UnservedCall, methods,
@@ -69,6 +70,8 @@ struct Extra {
     id: u32,
     handler: Arc<dyn Handler>,
     name: Option<Arc<str>>,
+    /// Its calls left, for a closure served with a [`Lifetime`].
+    life: Option<Arc<Life>>,
 }
 
 /// Builds a [`Host`]. Everything the GPU could reach on the host is denied until granted.
@@ -307,6 +310,7 @@ impl HostBuilder {
             id,
             handler,
             name: None,
+            life: None,
         });
         self
     }
@@ -328,6 +332,7 @@ impl HostBuilder {
                 id: self.declared.id_for(sig),
                 handler,
                 name: Some(sig.name.into()),
+                life: None,
             });
         }
         self
@@ -345,6 +350,7 @@ impl HostBuilder {
             id: 0,
             handler: Arc::new(DefaultHandler(f)),
             name: Some("default handler".into()),
+            life: None,
         });
         self
     }
@@ -526,7 +532,31 @@ impl Host {
     /// handle's [`HostFn::raw`] as a kernel argument, and the kernel calls it with
     /// typed arguments (`HostFn::call`). Its arguments are up to four plain values of at
     /// most 36 bytes together (they travel in the request's argument words).
+    /// It serves every call, for as long as the host lives ([`Lifetime::Continuous`]).
     pub fn hostcall<A, R, F>(&mut self, f: F) -> HostFn<A, R>
+    where
+        A: Args + 'static,
+        R: Ret + 'static,
+        F: HostClosure<A, R>,
+    {
+        self.add_closure(f, None)
+    }
+
+    /// [`Host::hostcall`] for a number of calls (AMDGPU.jl's hostcall lifetimes): the
+    /// handle, and the host's hold on the lifetime, with which any thread can finish
+    /// the service or allow one more call while kernels run. A call past the lifetime
+    /// gets `EPIPE`; one of a closure that cannot fail ends its launch with it.
+    pub fn hostcall_for<A, R, F>(&mut self, lifetime: Lifetime, f: F) -> (HostFn<A, R>, Serving)
+    where
+        A: Args + 'static,
+        R: Ret + 'static,
+        F: HostClosure<A, R>,
+    {
+        let life = Arc::new(Life::new(lifetime));
+        (self.add_closure(f, Some(life.clone())), Serving { life })
+    }
+
+    fn add_closure<A, R, F>(&mut self, f: F, life: Option<Arc<Life>>) -> HostFn<A, R>
     where
         A: Args + 'static,
         R: Ret + 'static,
@@ -542,6 +572,7 @@ impl Host {
             id,
             handler,
             name: Some(name.into()),
+            life,
         });
         HostFn::new(id)
     }
@@ -698,6 +729,9 @@ impl Host {
             match &e.name {
                 Some(n) => table.register_named(e.id, e.handler.clone(), n.clone()),
                 None => table.register(e.id, e.handler.clone()),
+            }
+            if let Some(life) = &e.life {
+                table.limit(e.id, life.clone());
             }
         }
         table.unserved = self.b.unserved;

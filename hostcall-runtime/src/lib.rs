@@ -37,6 +37,7 @@ pub use module::{
 };
 pub use server::InFlight;
 pub use services::Unserved;
+pub use services::lifetime::{Lifetime, Serving};
 pub use services::typed::UnservedCall;
 
 /// Starts `env_logger` with warnings on, and each hostcall traced when `HOSTCALL_DEBUG`

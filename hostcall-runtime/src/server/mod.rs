@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use hostcall_abi::answer::{Answer, seq_tag};
-use hostcall_abi::errno::{EINVAL, EIO, ENOSYS};
+use hostcall_abi::errno::{EINVAL, EIO, ENOSYS, EPIPE};
 use hostcall_abi::{BULK_PER_LANE, Doorbell, LaneSlot, PORT_BULK, Port, Status, WARP_SIZE};
 
 use crate::guest_log::{GuestLog, Kind, escaped};
@@ -795,6 +795,11 @@ fn run_lane(
     if slot.seq != seq {
         return stale(ctx, slot, seq);
     }
+    if let Some(life) = entry.and_then(|e| e.life.as_deref())
+        && !life.take()
+    {
+        return finished(ctx, slot);
+    }
     if ctx.debug.trace || ctx.debug.summary {
         return run_lane_observed(ctx, entry, slot, (input, out, words));
     }
@@ -808,6 +813,22 @@ fn run_lane(
             &mut None,
         ),
     }
+}
+
+/// The answer to a call of a service whose lifetime has ended: `EPIPE`, and a line
+/// naming the GPU thread and the service.
+#[cold]
+fn finished(ctx: &Context, slot: &LaneSlot) -> (Status, Reply) {
+    ctx.log.warn(
+        Kind::Finished,
+        format_args!(
+            "GPU thread (block {}, thread {}) called {}, which has finished serving (its lifetime ended or the host called finish()): answered EPIPE",
+            slot.block,
+            slot.thread,
+            ctx.services.name(slot.service)
+        ),
+    );
+    (Status::Ok, Reply::errno(EPIPE))
 }
 
 /// The answer to a slot written for another sequence than the one published.

@@ -4,6 +4,7 @@
 
 mod env;
 mod fs;
+pub mod lifetime;
 mod process;
 pub mod sandbox;
 mod stdio;
@@ -151,6 +152,9 @@ pub(crate) struct Entry {
     pub can_block: bool,
     /// Its name in traces, reports and the summary.
     pub name: Arc<str>,
+    /// The calls it has left, for a service with a [`lifetime::Lifetime`]; `None` for
+    /// one that always serves.
+    pub life: Option<Arc<lifetime::Life>>,
 }
 
 /// Ids of each range below this distance from its start are looked up by index: every
@@ -230,12 +234,25 @@ impl ServiceTable {
             can_block: handler.can_block(id),
             handler,
             name,
+            life: None,
         };
         match dense_index(id) {
             Some((t, i)) => self.dense[t][i] = Some(entry),
             None => {
                 self.sparse.insert(id, entry);
             }
+        }
+    }
+
+    /// Gives the service registered under `id` a lifetime: it serves while `life`
+    /// has calls left.
+    pub(crate) fn limit(&mut self, id: u32, life: Arc<lifetime::Life>) {
+        let entry = match dense_index(id) {
+            Some((t, i)) => self.dense[t][i].as_mut(),
+            None => self.sparse.get_mut(&id),
+        };
+        if let Some(e) = entry {
+            e.life = Some(life);
         }
     }
 
