@@ -11,6 +11,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use hostcall_abi::errno::EPIPE;
+use hostcall_abi::typed::Errno;
 use hostcall_client::typed::HostFn;
 use libc_hostcall::gpu;
 
@@ -264,6 +266,63 @@ pub extern "ptx-kernel" fn add42(add42: u64) {
     if y != x + 42.0 {
         BAD.fetch_add(1, Ordering::Relaxed);
         println!("add42: thread {}: {x} + 42 gave {y}", gpu::global_thread());
+    }
+}
+
+/// Calls the continuous closure answered in `lifetimes`, and the threads it then
+/// refused with `EPIPE`, over the launch.
+static ANSWERED: AtomicU64 = AtomicU64::new(0);
+static REFUSED: AtomicU64 = AtomicU64::new(0);
+
+/// AMDGPU.jl's hostcall lifetimes. Thread 0 calls the one-shot closure `once` twice
+/// (`lifetimes: the one-shot closure answered Ok(7), then Err(EPIPE)`); then every thread
+/// calls the continuous closure `tick` until the host finishes it, checking each answer.
+/// The last thread reports: `lifetimes: <n> calls answered, then <t> threads refused with
+/// EPIPE, <bad> wrong`.
+#[unsafe(no_mangle)]
+pub extern "ptx-kernel" fn lifetimes(once: u64, tick: u64) {
+    type Echo = HostFn<(u64,), Result<u64, Errno>>;
+    let (once, tick) = (Echo::from_raw(once), Echo::from_raw(tick));
+    let me = gpu::global_thread();
+    if me == 0 {
+        let (first, second) = (once.call((7,)), once.call((8,)));
+        println!("lifetimes: the one-shot closure answered {first:?}, then {second:?}");
+    }
+    let (mut answered, mut bad) = (0, 0);
+    let refused = loop {
+        match tick.call((me,)) {
+            Ok(v) => {
+                answered += 1;
+                bad += u64::from(v != me);
+            }
+            Err(e) => break e,
+        }
+    };
+    ANSWERED.fetch_add(answered, Ordering::Relaxed);
+    REFUSED.fetch_add(u64::from(refused == Errno(EPIPE)), Ordering::Relaxed);
+    BAD.fetch_add(bad, Ordering::Relaxed);
+    if FINISHED.fetch_add(1, Ordering::AcqRel) + 1 == gpu::launch_threads() {
+        println!(
+            "lifetimes: {} calls answered, then {} threads refused with EPIPE, {} wrong",
+            ANSWERED.swap(0, Ordering::Relaxed),
+            REFUSED.swap(0, Ordering::Relaxed),
+            BAD.swap(0, Ordering::Relaxed)
+        );
+        FINISHED.store(0, Ordering::Release);
+    }
+}
+
+/// Thread 0 calls `add` (`|x: u64| x + 1`, which cannot fail) three times; served for
+/// two calls, the third ends the launch with `EPIPE`, and the line after it never prints.
+#[unsafe(no_mangle)]
+pub extern "ptx-kernel" fn lifetimes_strict(add: u64) {
+    let add = HostFn::<(u64,), u64>::from_raw(add);
+    if gpu::global_thread() == 0 {
+        let mut x = 0;
+        for _ in 0..3 {
+            x = add.call((x,));
+        }
+        println!("lifetimes_strict: {x} (not reached)");
     }
 }
 
