@@ -42,7 +42,11 @@ fn main() -> ExitCode {
 
 fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     let mut module = CudaModule::load(&culinux_ptx::image(), &CudaOptions::default())?;
-    let mut host = Host::builder().capture_output(true).build()?;
+    // Captured, not echoed as well: the kernel's lines are checked, then printed once.
+    let mut host = Host::builder()
+        .capture_output(true)
+        .echo_output(false)
+        .build()?;
     let echo = |x: u64| -> Result<u64, Errno> { Ok(x) };
     let (once, _) = host.hostcall_for(Lifetime::Once, echo);
     let (tick, serving) = host.hostcall_for(Lifetime::Continuous, echo);
@@ -56,8 +60,10 @@ fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
             while serving.served() < after && started.elapsed() < Duration::from_secs(60) {
                 std::thread::sleep(Duration::from_micros(100));
             }
+            // Calls under way as it is called still complete.
+            let answered = serving.served();
             serving.finish();
-            serving.served()
+            answered
         })
     };
     let args = vec![KernelArg::U64(once.raw()), KernelArg::U64(tick.raw())];
@@ -76,7 +82,7 @@ fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     let first = out.contains("lifetimes: the one-shot closure answered Ok(7), then Err(EPIPE)");
     let continuous = r.outcome == Outcome::Completed && out.contains(&report);
     println!(
-        "lifetimes: finish() called after {at_finish} calls of {threads} threads' continuous closure; {} answered in all",
+        "lifetimes: finish() called when {threads} threads' continuous closure had answered {at_finish} calls; {} answered in all",
         serving.served()
     );
 
