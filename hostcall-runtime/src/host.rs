@@ -322,7 +322,26 @@ impl HostBuilder {
     /// ```ignore
     /// let host = Host::builder().serve::<dyn Kv, _>(MyKv::default()).build()?;
     /// ```
-    pub fn serve<S, T>(mut self, imp: T) -> Self
+    pub fn serve<S, T>(self, imp: T) -> Self
+    where
+        S: ?Sized + Dispatch<T> + 'static,
+        T: Send + Sync + 'static,
+    {
+        self.add_declared::<S, T>(imp, None)
+    }
+
+    /// [`HostBuilder::serve`] for as long as `serving` allows: every method's calls
+    /// count against it, and once it has ended each gets `EPIPE` (a method that cannot
+    /// fail ends its launch with it).
+    pub fn serve_for<S, T>(self, serving: &Serving, imp: T) -> Self
+    where
+        S: ?Sized + Dispatch<T> + 'static,
+        T: Send + Sync + 'static,
+    {
+        self.add_declared::<S, T>(imp, Some(serving.life.clone()))
+    }
+
+    fn add_declared<S, T>(mut self, imp: T, life: Option<Arc<Life>>) -> Self
     where
         S: ?Sized + Dispatch<T> + 'static,
         T: Send + Sync + 'static,
@@ -332,7 +351,7 @@ impl HostBuilder {
                 id: self.declared.id_for(sig),
                 handler,
                 name: Some(sig.name.into()),
-                life: None,
+                life: life.clone(),
             });
         }
         self
@@ -552,8 +571,8 @@ impl Host {
         R: Ret + 'static,
         F: HostClosure<A, R>,
     {
-        let life = Arc::new(Life::new(lifetime));
-        (self.add_closure(f, Some(life.clone())), Serving { life })
+        let serving = Serving::new(lifetime);
+        (self.add_closure(f, Some(serving.life.clone())), serving)
     }
 
     fn add_closure<A, R, F>(&mut self, f: F, life: Option<Arc<Life>>) -> HostFn<A, R>

@@ -1,5 +1,5 @@
-//! How long a host closure serves (AMDGPU.jl's hostcall lifetimes): once, a number of
-//! calls, or until finished. The count is the host's, shared by every consumer thread,
+//! How long a host closure or a declared service serves (AMDGPU.jl's hostcall
+//! lifetimes): once, a number of calls, or until finished. The count is the host's, shared by every consumer thread,
 //! and outlives a launch: a service finished in one launch stays finished in the next
 //! until the host allows it more calls.
 
@@ -62,15 +62,23 @@ impl Life {
     }
 }
 
-/// The host's hold on a served closure's lifetime, from
-/// [`crate::Host::hostcall_for`]. Clones share it; any thread may use it while kernels
-/// call the service.
+/// The host's hold on a service's lifetime, from [`crate::Host::hostcall_for`] or
+/// [`Serving::new`]. Clones share it; any thread may use it while kernels call the
+/// service.
 #[derive(Clone, Debug)]
 pub struct Serving {
     pub(crate) life: Arc<Life>,
 }
 
 impl Serving {
+    /// A lifetime to serve with ([`crate::HostBuilder::serve_for`]); every service
+    /// given it counts against it.
+    pub fn new(lifetime: Lifetime) -> Serving {
+        Serving {
+            life: Arc::new(Life::new(lifetime)),
+        }
+    }
+
     /// Ends the service at once (AMDGPU.jl's `finish!`): calls not yet begun get `EPIPE`;
     /// a call already running completes.
     pub fn finish(&self) {

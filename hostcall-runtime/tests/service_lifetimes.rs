@@ -1,7 +1,7 @@
-//! Issue 16, lifetimes (AMDGPU.jl's): a host closure serves once, N times or until
-//! finished; `finish()` ends it while a kernel calls it, `one_more()` allows a single
-//! further call, and a call past the lifetime gets `EPIPE` on the GPU and a line on the
-//! host. A test binary of its own: it installs the process-wide logger, which keeps
+//! Issue 16, lifetimes (AMDGPU.jl's): a host closure or a declared service serves once,
+//! N times or until finished; `finish()` ends it while a kernel calls it, `one_more()`
+//! allows a single further call, and a call past the lifetime gets `EPIPE` on the GPU
+//! and a line on the host. A test binary of its own: it installs the process-wide logger, which keeps
 //! every warning it is given.
 
 mod common;
@@ -16,7 +16,32 @@ use hostcall_abi::errno::EPIPE;
 use hostcall_abi::typed::Errno;
 use hostcall_client::typed::HostFn;
 use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
-use hostcall_runtime::{Host, KernelArg, Launch, Lifetime, Outcome, RunReport};
+use hostcall_runtime::{Host, KernelArg, Launch, Lifetime, Outcome, RunReport, Serving};
+
+hostcall_client::service! {
+    /// Counts by key; its methods share one lifetime.
+    pub trait Tally {
+        /// Adds one under `key`; the count now.
+        fn bump(&self, key: &str) -> Result<u64, Errno>;
+        /// Every key's count together.
+        fn total(&self) -> Result<u64, Errno>;
+    }
+}
+
+#[derive(Default)]
+struct HostTally(Mutex<std::collections::HashMap<String, u64>>);
+
+impl Tally for HostTally {
+    fn bump(&self, key: &str) -> Result<u64, Errno> {
+        let mut m = self.0.lock().unwrap();
+        let n = m.entry(key.to_owned()).or_default();
+        *n += 1;
+        Ok(*n)
+    }
+    fn total(&self) -> Result<u64, Errno> {
+        Ok(self.0.lock().unwrap().values().sum())
+    }
+}
 
 static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
@@ -225,4 +250,48 @@ fn a_closure_that_cannot_fail_ends_its_launch_when_called_past_its_lifetime() {
         )),
         "{why}"
     );
+}
+
+#[test]
+fn a_declared_services_methods_share_its_lifetime_across_launches() {
+    let serving = Serving::new(Lifetime::Times(3));
+    let host = quiet()
+        .serve_for::<dyn Tally, _>(&serving, HostTally::default())
+        .build()
+        .unwrap();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let launch = |host: &Host, body: fn(&EmuThread) -> Vec<Result<u64, Errno>>| {
+        let g = got.clone();
+        let mut m = EmulatedModule::new(WarpMode::Independent)
+            .uses(<dyn Tally>::SERVICES)
+            .kernel("k", move |t: &EmuThread| {
+                g.lock().unwrap().extend(body(t));
+            });
+        let r = host
+            .run(&mut m, &Launch::linear("k", 1, 1, vec![]))
+            .unwrap();
+        assert_eq!(r.outcome, Outcome::Completed);
+    };
+    launch(&host, |t| {
+        let tally = t.client::<dyn Tally>();
+        vec![
+            tally.bump("a"),
+            tally.bump("a"),
+            tally.total(),
+            tally.bump("b"),
+        ]
+    });
+    assert_eq!(
+        *got.lock().unwrap(),
+        [Ok(1), Ok(2), Ok(2), Err(Errno(EPIPE))]
+    );
+    assert!(serving.is_finished());
+    serving.one_more();
+    got.lock().unwrap().clear();
+    launch(&host, |t| {
+        let tally = t.client::<dyn Tally>();
+        vec![tally.bump("c"), tally.total()]
+    });
+    assert_eq!(*got.lock().unwrap(), [Ok(1), Err(Errno(EPIPE))]);
+    assert_eq!(serving.served(), 4);
 }
