@@ -49,11 +49,17 @@
 //! A second model, [`check_tickets`], takes the host's side of posted output: writers
 //! reserving tickets for their pieces, ports served in any order, the host writing
 //! pieces in ticket order within a budget ([`TicketHost`]).
+//!
+//! A third, [`check_streams`], takes issue 16's tagged streams before they are built:
+//! writers reserving records in a ring in host memory, their stores reaching it in any
+//! order a fence allows, and the host taking complete records in order.
 
 mod explore;
 mod model;
+mod streams;
 mod tickets;
 
 pub use explore::{Report, Trace, check};
 pub use model::{CallKind, Config, HostModel, LaneRef, Op, Protocol, Token, Violation};
+pub use streams::{HeaderCheck, StreamConfig, WhenFull, check_streams};
 pub use tickets::{TicketConfig, TicketHost, check_tickets};

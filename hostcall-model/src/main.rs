@@ -5,11 +5,16 @@
 //!
 //! `hostcall-model tickets [waiting | dropping]`: the same for the host's ordering of
 //! posted output (`waiting` is today's, `dropping` the one before issue 19).
+//!
+//! `hostcall-model streams [wait | drop | unfenced | offset]`: the same for issue 16's
+//! tagged-stream ring (`unfenced` leaves out the writer's fence, `offset` the header's
+//! lap).
 
 use std::process::ExitCode;
 
 use hostcall_model::{
-    Config, HostModel, Protocol, Report, TicketConfig, TicketHost, check, check_tickets,
+    Config, HeaderCheck, HostModel, Protocol, Report, StreamConfig, TicketConfig, TicketHost,
+    WhenFull, check, check_streams, check_tickets,
 };
 
 fn main() -> ExitCode {
@@ -30,6 +35,28 @@ fn main() -> ExitCode {
             &format!("{host:?}"),
             &check_tickets(&TicketConfig::standard(host)),
         );
+    }
+    if arg == "streams" {
+        let wait = StreamConfig::standard(WhenFull::Wait);
+        let config = match std::env::args().nth(2).as_deref().unwrap_or("wait") {
+            "wait" => wait,
+            "drop" => StreamConfig::standard(WhenFull::Drop),
+            "unfenced" => StreamConfig {
+                fenced: false,
+                ..wait
+            },
+            "offset" => StreamConfig {
+                check: HeaderCheck::Offset,
+                ..wait
+            },
+            other => {
+                eprintln!(
+                    "hostcall-model: unknown stream ring {other:?} (wait, drop, unfenced or offset)"
+                );
+                return ExitCode::from(2);
+            }
+        };
+        return print(&format!("{config:?}"), &check_streams(&config));
     }
     let protocol = match arg.as_str() {
         "v1" => Protocol::V1 { recheck: false },

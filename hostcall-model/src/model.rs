@@ -254,6 +254,20 @@ pub enum Violation {
     /// The piece whose turn it is can no longer arrive except by a retry the host keeps
     /// refusing.
     Stalled,
+    /// The host took a stream message some of whose words were not yet its own.
+    TornMessage {
+        /// The writer.
+        writer: u8,
+        /// Its message.
+        message: u8,
+    },
+    /// A stream message neither arrived nor was counted as dropped.
+    MessageLost {
+        /// The writer.
+        writer: u8,
+        /// Its first message that did not arrive.
+        message: u8,
+    },
 }
 
 impl Violation {
@@ -271,6 +285,8 @@ impl Violation {
             Violation::OutOfOrder { .. } => "output out of order",
             Violation::Torn { .. } => "torn write",
             Violation::Stalled => "stalled output",
+            Violation::TornMessage { .. } => "torn message",
+            Violation::MessageLost { .. } => "lost message",
         }
     }
 }
@@ -324,6 +340,14 @@ impl fmt::Display for Violation {
             Violation::Stalled => write!(
                 f,
                 "the piece whose turn it is can only arrive by a retry the host refuses"
+            ),
+            Violation::TornMessage { writer, message } => write!(
+                f,
+                "the host took writer {writer}'s message {message} before all its words were there"
+            ),
+            Violation::MessageLost { writer, message } => write!(
+                f,
+                "writer {writer}'s message {message} neither arrived nor was counted as dropped"
             ),
         }
     }
