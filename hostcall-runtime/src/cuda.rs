@@ -6,10 +6,12 @@
 use std::ffi::{CString, c_void};
 use std::time::{Duration, Instant};
 
+use cudarc::driver::DriverError;
 use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 use hostcall_abi::{CONFIG_SYMBOL, DeviceConfig, VERSION_SYMBOL};
 
+use crate::error::driver_message;
 use crate::module::{
     DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, ModuleSlot, StreamStop,
 };
@@ -417,9 +419,9 @@ impl GpuModule for CudaModule {
             // A `trap` instruction (how `exit` and `abort` end a launch) surfaces as an
             // unspecified launch failure; everything else is a fault of its own kind.
             sys::CUresult::CUDA_ERROR_LAUNCH_FAILED => {
-                Some(LaunchEnd::Trapped(format!("{:?}", r.result().err())))
+                Some(LaunchEnd::Trapped(driver_message(&DriverError(r))))
             }
-            e => Some(LaunchEnd::Faulted(format!("{:?}", e.result().err()))),
+            e => Some(LaunchEnd::Faulted(driver_message(&DriverError(e)))),
         })
     }
 }
@@ -506,7 +508,7 @@ impl DeviceMemory for CudaReader {
         len: u64,
         sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
     ) -> (u64, Option<StreamStop>) {
-        let fail = |e: cudarc::driver::DriverError| Some(StreamStop::Copy(format!("{e:?}")));
+        let fail = |e: DriverError| Some(StreamStop::Copy(driver_message(&e)));
         let mut guard = self.staging.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: the context outlives the launch (the module owns it).
         if let Err(e) = unsafe { cu::ctx::set_current(self.ctx) } {

@@ -94,8 +94,17 @@ impl Error {
     pub(crate) fn cuda(what: &'static str, e: cudarc::driver::DriverError) -> Error {
         Error::Cuda {
             what,
-            message: format!("{e:?}"),
+            message: driver_message(&e),
         }
+    }
+}
+
+/// A driver error as its name and the driver's sentence for it:
+/// `CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered`.
+pub(crate) fn driver_message(e: &cudarc::driver::DriverError) -> String {
+    match e.error_string() {
+        Ok(text) => format!("{:?}: {}", e.0, text.to_string_lossy()),
+        Err(_) => format!("{:?}", e.0),
     }
 }
 

@@ -840,14 +840,16 @@ impl Host {
 
 /// How the program ended, from what it asked for and how the launch ended. An `exit` or
 /// `abort` ends the launch with its caller's trap; any other fault after it (an illegal
-/// address, a thread that gave up on the transport) is reported, not hidden.
+/// address, a thread that gave up on the transport) is reported, not hidden. A thread
+/// that gave up ends the launch with a trap of its own, which its record explains.
 fn outcome_of(asked: Option<Termination>, ended: LaunchEnd, transport: Option<String>) -> Outcome {
     let fault = |why: String| match &transport {
-        Some(what) => Outcome::Faulted(format!("{what} ({why})")),
+        Some(what) => Outcome::Faulted(format!("{what}; then the launch faulted: {why}")),
         None => Outcome::Faulted(why),
     };
     match (asked, ended) {
-        (_, LaunchEnd::Trapped(why) | LaunchEnd::Faulted(why)) if transport.is_some() => fault(why),
+        (_, LaunchEnd::Trapped(_)) if let Some(what) = &transport => Outcome::Faulted(what.clone()),
+        (_, LaunchEnd::Faulted(why)) if transport.is_some() => fault(why),
         (Some(Termination::Exit(code)), LaunchEnd::Completed | LaunchEnd::Trapped(_)) => {
             Outcome::Exited(code)
         }
@@ -986,6 +988,18 @@ mod tests {
         ));
         let gave_up = outcome_of(exit, trap(), Some("GPU thread gave up".into()));
         assert!(matches!(&gave_up, Outcome::Faulted(m) if m.starts_with("GPU thread gave up")));
+        // A thread that gave up ends the launch with its own trap: the record says it
+        // all, and the driver's "unspecified launch failure" would only blur it.
+        assert_eq!(
+            outcome_of(None, trap(), Some("GPU thread gave up: why".into())),
+            Outcome::Faulted("GPU thread gave up: why".into())
+        );
+        assert_eq!(
+            outcome_of(None, illegal(), Some("GPU thread gave up: why".into())),
+            Outcome::Faulted(
+                "GPU thread gave up: why; then the launch faulted: illegal address".into()
+            )
+        );
         assert_eq!(
             outcome_of(None, LaunchEnd::Completed, None),
             Outcome::Completed
