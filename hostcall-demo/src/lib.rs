@@ -4,6 +4,8 @@
 
 pub mod check;
 
+use std::process::ExitCode;
+
 /// The commit this binary was built from (`git rev-parse HEAD` at build time).
 pub const COMMIT: &str = env!("HOSTCALL_COMMIT");
 
@@ -44,4 +46,20 @@ pub mod mode {
     pub const TYPED_NULL: u32 = 14;
     /// `ktyped`: thread 0 times typed calls alone.
     pub const TYPED_LATENCY: u32 = 15;
+}
+
+/// The end of an example binary's `main` (`add42`, `lifetimes`): success when `run`
+/// found every check right, failure when not, and an error as one line naming `name`.
+pub fn example_exit(
+    name: &str,
+    run: impl FnOnce() -> Result<bool, Box<dyn std::error::Error>>,
+) -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -1,14 +1,14 @@
 //! Issue 16, lifetimes (AMDGPU.jl's): a host closure or a declared service serves once,
 //! N times or until finished; `finish()` ends it while a kernel calls it, `one_more()`
 //! allows a single further call, and a call past the lifetime gets `EPIPE` on the GPU
-//! and a line on the host. A test binary of its own: it installs the process-wide logger, which keeps
-//! every warning it is given.
+//! and a line on the host. A test binary of its own: it installs the process-wide logger
+//! that keeps every warning (`common::warnings`).
 
 mod common;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::quiet;
@@ -43,33 +43,12 @@ impl Tally for HostTally {
     }
 }
 
-static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-struct Keep;
-
-impl log::Log for Keep {
-    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
-        m.level() <= log::Level::Warn
-    }
-
-    fn log(&self, r: &log::Record<'_>) {
-        if self.enabled(r.metadata()) {
-            LINES.lock().unwrap().push(r.args().to_string());
-        }
-    }
-
-    fn flush(&self) {}
-}
-
 /// The warnings logged so far that contain `text`.
 fn warnings_with(text: &str) -> Vec<String> {
-    static INSTALL: Once = Once::new();
-    INSTALL.call_once(|| {
-        log::set_logger(&Keep).unwrap();
-        log::set_max_level(log::LevelFilter::Warn);
-    });
-    let lines = LINES.lock().unwrap();
-    lines.iter().filter(|l| l.contains(text)).cloned().collect()
+    common::warnings()
+        .into_iter()
+        .filter(|l| l.contains(text))
+        .collect()
 }
 
 /// A closure that may fail, as the kernels here call it: its argument back.

@@ -23,14 +23,7 @@ struct Args {
 fn main() -> ExitCode {
     hostcall_runtime::init_logging();
     let a = Args::parse();
-    match run(&a) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("add42: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    hostcall_demo::example_exit("add42", || run(&a))
 }
 
 fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {

@@ -30,14 +30,7 @@ struct Args {
 fn main() -> ExitCode {
     hostcall_runtime::init_logging();
     let a = Args::parse();
-    match run(&a) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("lifetimes: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    hostcall_demo::example_exit("lifetimes", || run(&a))
 }
 
 fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {

@@ -1,7 +1,7 @@
 //! Helpers the emulated end-to-end tests share.
 #![allow(dead_code)] // each test binary uses the part it needs
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 use hostcall_client::Channel;
@@ -44,4 +44,34 @@ pub fn run_on<T: Send + 'static>(
         .unwrap();
     let v = out.lock().unwrap().take().expect("thread 0 finished");
     (v, report)
+}
+
+static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// A process-wide logger that keeps every warning it is given.
+struct Keep;
+
+impl log::Log for Keep {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= log::Level::Warn
+    }
+
+    fn log(&self, r: &log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            WARNINGS.lock().unwrap().push(r.args().to_string());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+/// The warnings logged in this test binary so far, from the first call on (which
+/// installs the logger that keeps them: a binary that uses it must install no other).
+pub fn warnings() -> Vec<String> {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        log::set_logger(&Keep).unwrap();
+        log::set_max_level(log::LevelFilter::Warn);
+    });
+    WARNINGS.lock().unwrap().clone()
 }
