@@ -110,6 +110,7 @@ pub mod errno;
 pub mod layout;
 pub mod service;
 pub mod stat;
+pub mod stream;
 pub mod typed;
 
 pub use layout::{

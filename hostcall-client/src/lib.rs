@@ -25,6 +25,7 @@ mod copy;
 pub mod nvptx;
 pub mod stages;
 pub mod std_services;
+pub mod stream;
 pub mod typed;
 
 pub use channel::{Channel, Numbering, Reply, Request};

@@ -24,6 +24,7 @@ mod host;
 mod module;
 mod server;
 pub mod services;
+pub mod stream;
 
 pub use error::{Error, Result};
 pub use guest_log::{SHOWN_PER_KIND, escaped};

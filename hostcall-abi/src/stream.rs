@@ -1,0 +1,140 @@
+//! Tagged streams (issue 16, dh_comms's messages): one-way messages from GPU threads
+//! into rings in host-pinned memory, which a host thread empties. No round trip: a
+//! writer waits only when its ring is full.
+//!
+//! # A ring
+//! - **Words**: `ring_words` 64-bit words in host-pinned memory (fewer than
+//!   [`RING_MAX_WORDS`]). Records follow one another at positions that only grow, each at
+//!   `position % ring_words`, wrapping around the end.
+//! - **A record**: a header word ([`RecordHeader`]), then the message's words.
+//! - **[`RingCursor`]** (device memory, GPU atomics only): the next free position, and the
+//!   messages dropped for want of room.
+//! - **[`RingControl`]** (host-pinned): `tail`, the position the host has taken up to.
+//!
+//! # The protocol, and the ordering of each handoff
+//! 1. A writer reserves its record: `reserved.fetch_add(1 + words)` gives its position.
+//!    With dropping on, it first checks for room (`reserved + length - tail` at most
+//!    `ring_words`), and counts the message in `dropped` instead if there is none.
+//! 2. It waits until `position + length - tail <= ring_words`, reading `tail`, then
+//!    issues a system fence: its stores below come after its read of the `tail` that the
+//!    host published after reading the words they overwrite.
+//! 3. It stores the message's words, issues a system fence, and stores the header last.
+//!    The fence makes every word of the message visible to the host before the header.
+//! 4. The host reads the header at its position. A record is complete when the header's
+//!    check equals the position's low 16 bits ([`RecordHeader::completes`]). The host then
+//!    reads the message, advances its position, and stores `tail` with release once it is
+//!    done reading what it took.
+//!
+//! `hostcall-model`'s `check_streams` explores every interleaving of this protocol, with a
+//! writer's stores reaching host memory in any order its fences allow. It finds a torn
+//! message without the fence of step 3, and a record from the ring's last lap when the
+//! header names only its offset in the ring.
+
+use core::sync::atomic::AtomicU64;
+
+/// Words a ring may have, exclusive. The word the host finds at its position is the
+/// record's own header or a word from exactly one lap before, whose position differs by
+/// `ring_words`; 16 bits of position tell the two apart when `ring_words < 2^16`.
+pub const RING_MAX_WORDS: usize = 1 << 16;
+
+/// Words a message may have: the header's 15-bit length.
+pub const MESSAGE_MAX_WORDS: usize = (1 << 15) - 1;
+
+/// A record's header word: the message's tag, its length in words, and the record's
+/// position (its low 16 bits), with a set bit that no zero word has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordHeader {
+    /// What the message is; host callbacks are chosen by it.
+    pub tag: u32,
+    /// Words of the message after the header.
+    pub words: u16,
+    /// The low 16 bits of the record's position.
+    pub check: u16,
+}
+
+/// The bit every header has (a ring starts zeroed).
+const PRESENT: u64 = 1 << 31;
+
+impl RecordHeader {
+    /// The header of a message of `words` words (at most [`MESSAGE_MAX_WORDS`]) under
+    /// `tag`, at `position`.
+    pub const fn new(tag: u32, words: usize, position: u64) -> RecordHeader {
+        RecordHeader {
+            tag,
+            words: words as u16,
+            check: position as u16,
+        }
+    }
+
+    /// The header as its word: `tag << 32 | 1 << 31 | words << 16 | check`.
+    pub const fn encode(self) -> u64 {
+        (self.tag as u64) << 32 | PRESENT | (self.words as u64 & 0x7fff) << 16 | self.check as u64
+    }
+
+    /// The header in `word`, if it is one (a word never written is not).
+    pub const fn decode(word: u64) -> Option<RecordHeader> {
+        if word & PRESENT == 0 {
+            return None;
+        }
+        Some(RecordHeader {
+            tag: (word >> 32) as u32,
+            words: ((word >> 16) & 0x7fff) as u16,
+            check: word as u16,
+        })
+    }
+
+    /// Whether this is the header of the record at `position`, not one a lap before.
+    pub const fn completes(self, position: u64) -> bool {
+        self.check == position as u16
+    }
+}
+
+/// A ring's state in device memory, touched only by GPU atomics.
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct RingCursor {
+    /// The next free position.
+    pub reserved: AtomicU64,
+    /// Messages dropped for want of room (with dropping on).
+    pub dropped: AtomicU64,
+}
+
+/// A ring's state in host-pinned memory, on a 128-byte line of its own: the host stores
+/// `tail`, writers poll it.
+#[repr(C, align(128))]
+#[derive(Debug, Default)]
+pub struct RingControl {
+    /// The position the host has taken every record before.
+    pub tail: AtomicU64,
+}
+
+const _: () = assert!(core::mem::size_of::<RingControl>() == 128);
+const _: () = assert!(core::mem::size_of::<RingCursor>() == 16);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_round_trip_and_a_zero_word_is_none() {
+        let h = RecordHeader::new(0xdead_beef, 7, 0x1_2345);
+        assert_eq!(RecordHeader::decode(h.encode()), Some(h));
+        assert!(h.completes(0x1_2345) && h.completes(0x2345) && !h.completes(0x1_2346));
+        assert_eq!(RecordHeader::decode(0), None);
+        let longest = RecordHeader::new(0, MESSAGE_MAX_WORDS, 0);
+        assert_eq!(
+            RecordHeader::decode(longest.encode()).map(|h| h.words as usize),
+            Some(MESSAGE_MAX_WORDS)
+        );
+    }
+
+    #[test]
+    fn a_header_a_lap_before_does_not_complete_in_any_ring_allowed() {
+        for ring_words in [2u64, 3, 1000, RING_MAX_WORDS as u64 - 1] {
+            for position in [ring_words, 70_000, u64::MAX / 2] {
+                let stale = RecordHeader::new(1, 0, position - ring_words);
+                assert!(!stale.completes(position), "{ring_words} {position}");
+            }
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! The writer's side of a tagged stream's ring (`hostcall_abi::stream`, which states the
+//! protocol): a GPU thread submits a message and goes on, without a round trip. It waits
+//! only while its ring is full, or, with dropping on, counts the message as dropped.
+
+use core::sync::atomic::AtomicU64;
+use core::sync::atomic::Ordering::Relaxed;
+
+use hostcall_abi::stream::{
+    MESSAGE_MAX_WORDS, RING_MAX_WORDS, RecordHeader, RingControl, RingCursor,
+};
+
+use crate::{Plain, Platform};
+
+/// One ring as a writer reaches it.
+pub struct Ring<'a> {
+    words: &'a [AtomicU64],
+    control: &'a RingControl,
+    cursor: &'a RingCursor,
+    drop_when_full: bool,
+}
+
+/// What became of a submitted message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Submitted {
+    /// It is in the ring, after every message this thread submitted to it before.
+    Queued,
+    /// The ring was full and dropping is on: it was counted, not queued.
+    Dropped,
+}
+
+impl<'a> Ring<'a> {
+    /// The ring of `words` (host-pinned, fewer than [`RING_MAX_WORDS`] and more than one),
+    /// its `control` (host-pinned) and its `cursor` (device memory). With
+    /// `drop_when_full`, a message that finds the ring full is dropped and counted
+    /// instead of waiting for room.
+    pub fn new(
+        words: &'a [AtomicU64],
+        control: &'a RingControl,
+        cursor: &'a RingCursor,
+        drop_when_full: bool,
+    ) -> Ring<'a> {
+        assert!(
+            words.len() > 1 && words.len() < RING_MAX_WORDS,
+            "a ring has 2 to 2^16 - 1 words"
+        );
+        Ring {
+            words,
+            control,
+            cursor,
+            drop_when_full,
+        }
+    }
+
+    /// Submits `message` under `tag`: its bytes, in whole words (the last one padded
+    /// with zeros). It must fit the ring with its header.
+    pub fn submit<P: Platform, T: Plain>(&self, tag: u32, message: &T) -> Submitted {
+        let bytes = size_of::<T>();
+        let words = bytes.div_ceil(8);
+        assert!(
+            words <= MESSAGE_MAX_WORDS && words < self.words.len(),
+            "a message longer than its ring"
+        );
+        let start = (message as *const T).cast::<u8>();
+        self.submit_words::<P>(tag, words, |i| {
+            let mut w = [0u8; 8];
+            let n = (bytes - i * 8).min(8);
+            // SAFETY: bytes `8 i .. 8 i + n` lie inside `message` (`n` is cut at its
+            // end); a `Plain` value's bytes are all initialized.
+            unsafe { core::ptr::copy_nonoverlapping(start.add(i * 8), w.as_mut_ptr(), n) };
+            u64::from_le_bytes(w)
+        })
+    }
+
+    /// Submits a message of `words` words, word `i` being `word(i)`, under `tag`.
+    fn submit_words<P: Platform>(
+        &self,
+        tag: u32,
+        words: usize,
+        word: impl Fn(usize) -> u64,
+    ) -> Submitted {
+        let ring = self.words.len() as u64;
+        let length = 1 + words as u64;
+        if self.drop_when_full {
+            let next = self.cursor.reserved.load(Relaxed);
+            // `tail` may have passed `next` since it was read: nothing is taken then.
+            if (next + length).saturating_sub(self.tail()) > ring {
+                self.cursor.dropped.fetch_add(1, Relaxed);
+                return Submitted::Dropped;
+            }
+        }
+        let at = self.cursor.reserved.fetch_add(length, Relaxed);
+        let mut pause = 32;
+        while (at + length).saturating_sub(self.tail()) > ring {
+            P::nanosleep(pause);
+            pause = (pause * 2).min(4096);
+        }
+        // Ordered after the read of `tail` that showed room: the host had read the words
+        // these stores overwrite.
+        P::fence_system();
+        for i in 0..words {
+            self.words[((at + 1 + i as u64) % ring) as usize].store(word(i), Relaxed);
+        }
+        // Every word of the message reaches the host before its header.
+        P::fence_system();
+        let header = RecordHeader::new(tag, words, at).encode();
+        self.words[(at % ring) as usize].store(header, Relaxed);
+        Submitted::Queued
+    }
+
+    /// The host's `tail`, as this thread sees it now.
+    fn tail(&self) -> u64 {
+        self.control.tail.load(Relaxed)
+    }
+}
