@@ -108,6 +108,35 @@ pub struct RingControl {
     pub tail: AtomicU64,
 }
 
+/// Where a kernel finds a stream's rings: what the stream's kernel argument points to
+/// (host-pinned; each thread reads it once, when it opens the stream). A GPU thread
+/// writes to ring `(linear block * 32 + thread in block / 32) % num_rings`, one per warp
+/// of a block, so one thread's messages stay in one ring, in its order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamDesc {
+    /// Device address of ring 0's words; ring `r`'s follow at `r * ring_words` words.
+    pub words: u64,
+    /// Device address of `RingControl[num_rings]` (host-pinned).
+    pub controls: u64,
+    /// Device address of `RingCursor[num_rings]` (device memory).
+    pub cursors: u64,
+    /// Rings in the stream.
+    pub num_rings: u32,
+    /// Words in each ring (fewer than [`RING_MAX_WORDS`]).
+    pub ring_words: u32,
+    /// 1: a message that finds its ring full is dropped and counted; 0: it waits.
+    pub drop_when_full: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+/// The ring GPU thread `thread` of linear block `block` writes to, of `num_rings`.
+pub const fn ring_of(block: u32, thread: u32, num_rings: u32) -> usize {
+    ((block as u64 * 32 + thread as u64 / 32) % num_rings as u64) as usize
+}
+
+const _: () = assert!(core::mem::size_of::<StreamDesc>() == 40);
 const _: () = assert!(core::mem::size_of::<RingControl>() == 128);
 const _: () = assert!(core::mem::size_of::<RingCursor>() == 16);
 

@@ -6,7 +6,7 @@ use core::sync::atomic::AtomicU64;
 use core::sync::atomic::Ordering::Relaxed;
 
 use hostcall_abi::stream::{
-    MESSAGE_MAX_WORDS, RING_MAX_WORDS, RecordHeader, RingControl, RingCursor,
+    MESSAGE_MAX_WORDS, RING_MAX_WORDS, RecordHeader, RingControl, RingCursor, StreamDesc, ring_of,
 };
 
 use crate::{Plain, Platform};
@@ -110,5 +110,52 @@ impl<'a> Ring<'a> {
     /// The host's `tail`, as this thread sees it now.
     fn tail(&self) -> u64 {
         self.control.tail.load(Relaxed)
+    }
+}
+
+/// A stream as a kernel opens it from its kernel argument (the host's
+/// `KernelArg::Stream`): `submit` puts a message into the ring of the calling thread's
+/// warp.
+pub struct Stream {
+    desc: StreamDesc,
+}
+
+impl Stream {
+    /// Opens the stream whose descriptor the host placed at `raw`.
+    ///
+    /// # Safety
+    /// `raw` must be the value the host passed for a stream argument of this launch:
+    /// the address of a [`StreamDesc`] whose memory lives for the launch.
+    pub unsafe fn from_raw(raw: u64) -> Stream {
+        // SAFETY: the caller's contract; the host wrote the descriptor before the
+        // launch and does not change it during it.
+        let desc = unsafe { core::ptr::read_volatile(raw as *const StreamDesc) };
+        Stream { desc }
+    }
+
+    /// Submits `message` under `tag` from the calling GPU thread, without waiting for the
+    /// host (except while its ring is full, if the stream waits rather than drops).
+    pub fn submit<P: Platform, T: Plain>(&self, tag: u32, message: &T) -> Submitted {
+        let d = &self.desc;
+        let (block, thread) = P::caller();
+        let r = ring_of(block, thread, d.num_rings);
+        let len = d.ring_words as usize;
+        // SAFETY: the descriptor's addresses hold `num_rings` rings of `ring_words` words,
+        // controls and cursors, for the launch (`from_raw`'s contract); `r < num_rings`.
+        let ring = unsafe {
+            Ring::new(
+                core::slice::from_raw_parts((d.words as *const AtomicU64).add(r * len), len),
+                &*(d.controls as *const RingControl).add(r),
+                &*(d.cursors as *const RingCursor).add(r),
+                d.drop_when_full != 0,
+            )
+        };
+        ring.submit::<P, T>(tag, message)
+    }
+
+    /// [`Stream::submit`] from a GPU thread.
+    #[cfg(target_arch = "nvptx64")]
+    pub fn send<T: Plain>(&self, tag: u32, message: &T) -> Submitted {
+        self.submit::<crate::nvptx::Nvptx, T>(tag, message)
     }
 }

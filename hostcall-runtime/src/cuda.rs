@@ -380,14 +380,18 @@ impl GpuModule for CudaModule {
                 launch.kernel, limit.max_threads, limit.registers
             )));
         }
-        let mut values: Vec<u64> = launch
+        let mut values = launch
             .args
             .iter()
             .map(|a| match a {
-                KernelArg::U32(v) => *v as u64,
-                KernelArg::U64(v) => *v,
+                KernelArg::U32(v) => Ok(*v as u64),
+                KernelArg::U64(v) => Ok(*v),
+                KernelArg::Stream(_) => Err(Error::InvalidLaunch(format!(
+                    "{} is given a stream, which only Host::run can pass",
+                    launch.kernel
+                ))),
             })
-            .collect();
+            .collect::<Result<Vec<u64>>>()?;
         // Each pointer addresses a parameter's value; a u32 parameter reads the low 4
         // bytes of its u64 cell, which on this little-endian host hold the value.
         let mut params: Vec<*mut c_void> =

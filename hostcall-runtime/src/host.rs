@@ -15,7 +15,7 @@ use hostcall_abi::typed::{Args, Dispatch, Errno, HostClosure, NAMED_IDS, Ret};
 use hostcall_client::typed::HostFn;
 
 use crate::guest_log::GuestLog;
-use crate::module::{DeviceMemory, GpuModule, Launch, LaunchEnd};
+use crate::module::{DeviceMemory, GpuModule, KernelArg, Launch, LaunchEnd};
 use crate::server::{Debug, Ports, Server};
 use crate::services::lifetime::{Life, Lifetime, Serving};
 use crate::services::sandbox::Access;
@@ -26,6 +26,7 @@ use crate::services::{
     Capture, EnvPolicy, FdTable, Files, Handler, MODES_DEFAULT, MountSpec, Process, Sandbox,
     ServiceTable, Stdio, Termination, Unserved,
 };
+use crate::stream::{Callbacks, LaunchStreams, Registered, StreamHandle, StreamReport, StreamSpec};
 use crate::{Error, Result};
 
 /// Ports in the channel unless set: enough for 128 warps in flight at once.
@@ -98,6 +99,8 @@ pub struct HostBuilder {
     /// Embedder services.
     extra: Vec<Extra>,
     declared: Declared,
+    /// Streams kernels write to ([`Host::stream`]).
+    streams: Vec<Registered>,
     unserved: Unserved,
 }
 
@@ -123,6 +126,7 @@ impl Default for HostBuilder {
             debug: debug_from_env(),
             single_lane: std::env::var_os("HOSTCALL_SINGLE_LANE").is_some_and(|v| v != "0"),
             extra: Vec::new(),
+            streams: Vec::new(),
             declared: Declared::default(),
             unserved: Unserved::default(),
         }
@@ -531,6 +535,8 @@ pub struct RunReport {
     /// With [`HostBuilder::summary`] (`HOSTCALL_DEBUG=summary`): the table printed to
     /// stderr at the end of the run, of calls, errors and host time per service.
     pub summary: Option<String>,
+    /// Each stream's account of the launch, in the order of [`Host::stream`].
+    pub streams: Vec<StreamReport>,
 }
 
 /// The host side of GPU programs: capabilities, channel sizing and the serving loop.
@@ -596,6 +602,19 @@ impl Host {
         HostFn::new(id)
     }
 
+    /// Serves a tagged stream (dh_comms's messages): pass `KernelArg::Stream(handle)` to
+    /// a kernel, which opens it with `hostcall_client::stream::Stream::from_raw` and
+    /// submits messages without waiting for the host. While a launch runs, a host thread
+    /// empties its rings into `callbacks`, each writer's messages in its order; the
+    /// launch's [`RunReport::streams`] accounts for them.
+    pub fn stream(&mut self, spec: StreamSpec, callbacks: Callbacks) -> StreamHandle {
+        self.b.streams.push(Registered {
+            spec,
+            callbacks: Arc::new(std::sync::Mutex::new(callbacks)),
+        });
+        StreamHandle(self.b.streams.len() as u32 - 1)
+    }
+
     /// Runs `launch` on `module`, serving hostcalls until it ends. The module's declared
     /// services are checked against what this host serves first, and bound to their ids.
     pub fn run(&self, module: &mut dyn GpuModule, launch: &Launch) -> Result<RunReport> {
@@ -640,11 +659,13 @@ impl Host {
             doorbells: doorbells.device,
         };
         module.write_config(&config)?;
+        let (streams, descs) = LaunchStreams::allocate(module, &self.b.streams)?;
+        let launch = &with_streams(launch, &descs)?;
 
         let device = module.device_memory();
         let (files, process, mut services) = self.services(device.clone());
         services.device = Some(Arc::new(DeviceAccess {
-            memory: device,
+            memory: device.clone(),
             heap: config.heap_base..config.heap_base + config.heap_size,
         }));
         let services = Arc::new(services);
@@ -662,6 +683,7 @@ impl Host {
             files.log.clone(),
         )?;
 
+        let draining = streams.start();
         let started = Instant::now();
         let ended = match module
             .launch(launch)
@@ -685,6 +707,7 @@ impl Host {
             eprint!("{table}");
         }
         let calls = server.finish(Instant::now() + left.clamp(DRAIN_MIN, DRAIN_LIMIT));
+        let streams = draining.finish(&*device);
         // Nothing of the run outlives it: its files close now, even while a pool worker
         // is still blocked in a service (it holds the one file it is using, if any).
         files.close_all();
@@ -713,6 +736,7 @@ impl Host {
             calls,
             elapsed,
             summary,
+            streams,
         })
     }
 
@@ -836,6 +860,24 @@ impl Host {
             });
         }
     }
+}
+
+/// `launch` with each stream argument replaced by the address of that stream's
+/// descriptor in this launch (`descs`, in the order of [`Host::stream`]).
+fn with_streams(launch: &Launch, descs: &[u64]) -> Result<Launch> {
+    let mut resolved = launch.clone();
+    for a in &mut resolved.args {
+        if let KernelArg::Stream(h) = *a {
+            let desc = descs.get(h.0 as usize).ok_or_else(|| {
+                Error::InvalidLaunch(format!(
+                    "{} is given stream {}, which this host does not serve",
+                    launch.kernel, h.0
+                ))
+            })?;
+            *a = KernelArg::U64(*desc);
+        }
+    }
+    Ok(resolved)
 }
 
 /// How the program ended, from what it asked for and how the launch ended. An `exit` or

@@ -12,6 +12,9 @@ pub enum KernelArg {
     U32(u32),
     /// A 64-bit parameter (`u64`/`i64`/pointer).
     U64(u64),
+    /// A stream the host serves ([`crate::Host::stream`]): `Host::run` passes the
+    /// address of its descriptor in the launch, a 64-bit parameter.
+    Stream(crate::stream::StreamHandle),
 }
 
 /// A kernel launch: entry point, grid and block shapes, parameters.

@@ -1,0 +1,204 @@
+//! Issue 16's tagged streams end to end on the emulated backend: kernels submit messages
+//! through `KernelArg::Stream`, a host thread empties the rings into per-tag callbacks
+//! while the launch runs, and the run accounts for every message.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use common::quiet;
+use hostcall_client::stream::{Stream, Submitted};
+use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_runtime::stream::{Callbacks, StreamSpec, TagCounter, WhenFull};
+use hostcall_runtime::{Error, Host, KernelArg, Launch, Outcome, RunReport};
+
+/// A message: who sent it and its number among the sender's.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    block: u32,
+    thread: u32,
+    n: u64,
+}
+
+// SAFETY: repr(C), plain integers, no padding (4 + 4 + 8 bytes).
+unsafe impl hostcall_client::Plain for Sample {}
+
+const BLOCKS: u32 = 4;
+const THREADS: u32 = 64;
+const EACH: u64 = 50;
+
+/// Runs `BLOCKS` x `THREADS` threads each submitting `EACH` samples (tag: thread % 3) to
+/// a stream of `spec` with `callbacks`; returns the report and what each thread's
+/// submissions came to.
+fn run(spec: StreamSpec, callbacks: Callbacks) -> (RunReport, Vec<Submitted>) {
+    let mut host = quiet().build().unwrap();
+    let stream = host.stream(spec, callbacks);
+    let outcomes = Arc::new(Mutex::new(Vec::new()));
+    let o = outcomes.clone();
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
+        let KernelArg::U64(raw) = t.args[0] else {
+            panic!("the stream's descriptor")
+        };
+        // SAFETY: the host passed this stream's descriptor for the launch.
+        let s = unsafe { Stream::from_raw(raw) };
+        for n in 0..EACH {
+            let sample = Sample {
+                block: t.block,
+                thread: t.thread,
+                n,
+            };
+            let r = s.submit::<Emu, _>(t.thread % 3, &sample);
+            o.lock().unwrap().push(r);
+        }
+    });
+    let launch = Launch::linear("k", BLOCKS, THREADS, vec![KernelArg::Stream(stream)]);
+    let r = host.run(&mut m, &launch).unwrap();
+    assert_eq!(r.outcome, Outcome::Completed);
+    let outcomes = outcomes.lock().unwrap().clone();
+    (r, outcomes)
+}
+
+/// A message as the host took it: tag, block, thread, number.
+type Taken = (u32, u32, u32, u64);
+
+/// Keeps every message, in the order the host took them.
+fn keep(into: &Arc<Mutex<Vec<Taken>>>) -> impl FnMut(u32, &[u64]) + Send + 'static {
+    let into = into.clone();
+    move |tag, words| {
+        assert_eq!(words.len(), 2, "a sample is two words");
+        into.lock()
+            .unwrap()
+            .push((tag, words[0] as u32, (words[0] >> 32) as u32, words[1]));
+    }
+}
+
+/// Each thread's numbers, in the order its messages arrived, checking their tags.
+fn by_thread(got: &[Taken]) -> BTreeMap<(u32, u32), Vec<u64>> {
+    let mut m: BTreeMap<(u32, u32), Vec<u64>> = BTreeMap::new();
+    for &(tag, block, thread, n) in got {
+        assert_eq!(tag, thread % 3);
+        m.entry((block, thread)).or_default().push(n);
+    }
+    m
+}
+
+#[test]
+fn every_message_reaches_its_callbacks_once_in_its_threads_order_through_small_rings() {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let counter = TagCounter::new();
+    // 4 rings of 32 words for 12,800 messages of 3 words: writers wait, rings wrap.
+    let spec = StreamSpec {
+        rings: 4,
+        ring_bytes: 256,
+        when_full: WhenFull::Wait,
+    };
+    let callbacks = Callbacks::new()
+        .on_every(keep(&got))
+        .on_every(counter.callback());
+    let (r, outcomes) = run(spec, callbacks);
+    let total = u64::from(BLOCKS * THREADS) * EACH;
+    assert!(outcomes.iter().all(|&o| o == Submitted::Queued));
+    assert_eq!(r.streams.len(), 1);
+    assert_eq!((r.streams[0].messages, r.streams[0].dropped), (total, 0));
+    assert!(r.streams[0].broken.is_empty());
+    let threads = by_thread(&got.lock().unwrap());
+    assert_eq!(threads.len(), (BLOCKS * THREADS) as usize);
+    for (who, ns) in threads {
+        assert_eq!(ns, (0..EACH).collect::<Vec<_>>(), "thread {who:?}");
+    }
+    let per_tag: u64 = counter.counts().values().sum();
+    assert_eq!(per_tag, total);
+    assert_eq!(counter.counts().len(), 3);
+}
+
+#[test]
+fn a_dropping_stream_counts_what_it_drops_and_keeps_order_in_what_arrives() {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let spec = StreamSpec {
+        rings: 1,
+        ring_bytes: 64,
+        when_full: WhenFull::Drop,
+    };
+    let (r, outcomes) = run(spec, Callbacks::new().on_every(keep(&got)));
+    let dropped = outcomes
+        .iter()
+        .filter(|&&o| o == Submitted::Dropped)
+        .count() as u64;
+    assert!(
+        dropped > 0,
+        "a ring of 8 words for 12,800 messages dropped none"
+    );
+    assert_eq!(r.streams[0].dropped, dropped);
+    assert_eq!(
+        r.streams[0].messages + dropped,
+        u64::from(BLOCKS * THREADS) * EACH
+    );
+    for (who, ns) in by_thread(&got.lock().unwrap()) {
+        assert!(ns.windows(2).all(|p| p[0] < p[1]), "thread {who:?}: {ns:?}");
+    }
+}
+
+#[test]
+fn callbacks_run_per_tag_then_for_every_message_each_in_the_order_added() {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let log = |what: &'static str| {
+        let calls = calls.clone();
+        move |_: &[u64]| calls.lock().unwrap().push(what)
+    };
+    let every = {
+        let calls = calls.clone();
+        move |tag: u32, _: &[u64]| {
+            if tag == 1 {
+                calls.lock().unwrap().push("every")
+            }
+        }
+    };
+    let callbacks = Callbacks::new()
+        .on(1, log("first"))
+        .on(2, log("other tag"))
+        .on(1, log("second"))
+        .on_every(every);
+    let mut host = quiet().build().unwrap();
+    let stream = host.stream(StreamSpec::default(), callbacks);
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", |t: &EmuThread| {
+        let KernelArg::U64(raw) = t.args[0] else {
+            panic!("the stream's descriptor")
+        };
+        // SAFETY: the host passed this stream's descriptor for the launch.
+        unsafe { Stream::from_raw(raw) }.submit::<Emu, _>(1, &7u64);
+    });
+    let launch = Launch::linear("k", 1, 1, vec![KernelArg::Stream(stream)]);
+    assert_eq!(host.run(&mut m, &launch).unwrap().streams[0].messages, 1);
+    assert_eq!(*calls.lock().unwrap(), ["first", "second", "every"]);
+}
+
+#[test]
+fn a_stream_another_host_serves_or_a_ring_too_small_is_refused_in_one_sentence() {
+    let mut other = quiet().build().unwrap();
+    let foreign = other.stream(StreamSpec::default(), Callbacks::new());
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", |_: &EmuThread| {});
+    let host = quiet().build().unwrap();
+    let launch = Launch::linear("k", 1, 1, vec![KernelArg::Stream(foreign)]);
+    match host.run(&mut m, &launch) {
+        Err(Error::InvalidLaunch(why)) => {
+            assert_eq!(why, "k is given stream 0, which this host does not serve")
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut tiny = Host::builder().echo_output(false).build().unwrap();
+    let s = tiny.stream(
+        StreamSpec {
+            rings: 1,
+            ring_bytes: 12,
+            when_full: WhenFull::Wait,
+        },
+        Callbacks::new(),
+    );
+    let launch = Launch::linear("k", 1, 1, vec![KernelArg::Stream(s)]);
+    match tiny.run(&mut m, &launch) {
+        Err(Error::InvalidLaunch(why)) => assert!(why.contains("not 1 rings of 12 bytes"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
