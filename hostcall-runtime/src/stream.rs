@@ -3,6 +3,7 @@
 //! the caller, and publish how far it has taken, so that writers waiting for room go on.
 
 use std::collections::{BTreeMap, HashMap};
+use std::io::Write as _;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -227,6 +228,96 @@ impl TagCounter {
     }
 }
 
+/// A ready-made callback: the values of one word of each message, in buckets of
+/// `width` (dh_comms's histogram handler). Values past the last bucket count in it.
+#[derive(Clone, Debug)]
+pub struct Histogram {
+    word: usize,
+    width: u64,
+    buckets: Arc<Mutex<Vec<u64>>>,
+}
+
+impl Histogram {
+    /// `buckets` buckets of `width` (at least 1) over word `word` of each message; a
+    /// message without that word is not counted.
+    pub fn new(word: usize, width: u64, buckets: usize) -> Histogram {
+        Histogram {
+            word,
+            width: width.max(1),
+            buckets: Arc::new(Mutex::new(vec![0; buckets.max(1)])),
+        }
+    }
+
+    /// The callback to add with [`Callbacks::on`] (one tag's messages).
+    pub fn callback(&self) -> impl FnMut(&[u64]) + Send + 'static {
+        let (word, width, buckets) = (self.word, self.width, self.buckets.clone());
+        move |m| {
+            if let Some(&v) = m.get(word) {
+                let mut b = lock(&buckets);
+                let last = b.len() - 1;
+                b[((v / width) as usize).min(last)] += 1;
+            }
+        }
+    }
+
+    /// The counts so far, bucket by bucket.
+    pub fn counts(&self) -> Vec<u64> {
+        lock(&self.buckets).clone()
+    }
+}
+
+/// A ready-made callback: every message appended to a file, in this binary format
+/// (all little-endian): the 8 bytes `HCSTRM01`, then per message its tag (`u32`), its
+/// length in words (`u32`) and its words (`u64` each). A write that fails is logged
+/// once and the rest are skipped; [`FileWriter::finish`] reports it.
+pub struct FileWriter {
+    out: Arc<Mutex<(std::io::BufWriter<std::fs::File>, Option<std::io::Error>)>>,
+}
+
+/// The first bytes of a [`FileWriter`]'s file.
+pub const STREAM_FILE_MAGIC: &[u8; 8] = b"HCSTRM01";
+
+impl FileWriter {
+    /// Creates (or truncates) `path` and writes the format's first bytes.
+    pub fn create(path: &std::path::Path) -> std::io::Result<FileWriter> {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+        f.write_all(STREAM_FILE_MAGIC)?;
+        Ok(FileWriter {
+            out: Arc::new(Mutex::new((f, None))),
+        })
+    }
+
+    /// The callback to add with [`Callbacks::on_every`].
+    pub fn callback(&self) -> impl FnMut(u32, &[u64]) + Send + 'static {
+        let out = self.out.clone();
+        move |tag, words| {
+            let mut o = lock(&out);
+            if o.1.is_some() {
+                return;
+            }
+            let mut record = Vec::with_capacity(8 + 8 * words.len());
+            record.extend_from_slice(&tag.to_le_bytes());
+            record.extend_from_slice(&(words.len() as u32).to_le_bytes());
+            for w in words {
+                record.extend_from_slice(&w.to_le_bytes());
+            }
+            if let Err(e) = o.0.write_all(&record) {
+                log::warn!("writing stream messages to a file: {e}; the rest are skipped");
+                o.1 = Some(e);
+            }
+        }
+    }
+
+    /// Flushes the file; the first error of any write, if one failed.
+    pub fn finish(self) -> std::io::Result<()> {
+        let mut o = lock(&self.out);
+        match o.1.take() {
+            Some(e) => Err(e),
+            None => o.0.flush(),
+        }
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -432,5 +523,52 @@ impl Draining {
                 }
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_histogram_buckets_one_word_and_the_last_bucket_takes_the_rest() {
+        let h = Histogram::new(1, 10, 5);
+        let mut f = h.callback();
+        for v in 0..100u64 {
+            f(&[7, v]);
+        }
+        f(&[7]);
+        assert_eq!(h.counts(), [10, 10, 10, 10, 60]);
+    }
+
+    #[test]
+    fn the_file_writer_writes_the_documented_format() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("messages.bin");
+        let w = FileWriter::create(&path).unwrap();
+        let mut f = w.callback();
+        f(5, &[1, 2]);
+        f(0xffff_ffff, &[]);
+        w.finish().unwrap();
+        let mut expected = b"HCSTRM01".to_vec();
+        for (tag, words) in [(5u32, &[1u64, 2][..]), (0xffff_ffff, &[][..])] {
+            expected.extend_from_slice(&tag.to_le_bytes());
+            expected.extend_from_slice(&(words.len() as u32).to_le_bytes());
+            for w in words {
+                expected.extend_from_slice(&w.to_le_bytes());
+            }
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), expected);
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_written_is_reported_at_finish() {
+        let w = FileWriter::create(std::path::Path::new("/dev/full")).unwrap();
+        let mut f = w.callback();
+        for _ in 0..10_000 {
+            f(1, &[0; 8]);
+        }
+        let e = w.finish().unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(28), "{e}");
     }
 }
