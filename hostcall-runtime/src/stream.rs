@@ -266,6 +266,71 @@ impl Histogram {
     }
 }
 
+/// A ready-made callback: an address heat map (dh_comms's memory heat map). Word
+/// `word` of each message is an address; those in `base .. base + len` are counted in
+/// `cells` equal ranges, shown as rows of `width` cells, and rendered as an image.
+#[derive(Clone, Debug)]
+pub struct HeatMap {
+    word: usize,
+    base: u64,
+    len: u64,
+    width: usize,
+    cells: Arc<Mutex<Vec<u64>>>,
+}
+
+impl HeatMap {
+    /// A map of `base .. base + len` in `cells` ranges, `width` to a row (both at least 1).
+    pub fn new(word: usize, base: u64, len: u64, cells: usize, width: usize) -> HeatMap {
+        HeatMap {
+            word,
+            base,
+            len: len.max(1),
+            width: width.max(1),
+            cells: Arc::new(Mutex::new(vec![0; cells.max(1)])),
+        }
+    }
+
+    /// The callback to add with [`Callbacks::on`] (one tag's messages).
+    pub fn callback(&self) -> impl FnMut(&[u64]) + Send + 'static {
+        let (word, base, len, cells) = (self.word, self.base, self.len, self.cells.clone());
+        move |m| {
+            let Some(offset) = m.get(word).and_then(|a| a.checked_sub(base)) else {
+                return;
+            };
+            if offset < len {
+                let mut c = lock(&cells);
+                let n = c.len() as u128;
+                c[(u128::from(offset) * n / u128::from(len)) as usize] += 1;
+            }
+        }
+    }
+
+    /// The touches counted so far, cell by cell.
+    pub fn counts(&self) -> Vec<u64> {
+        lock(&self.cells).clone()
+    }
+
+    /// The map as a binary PPM image (`P6`), one `scale` x `scale` square per cell, from
+    /// black (untouched) through red and yellow to white (the most touched cell).
+    pub fn ppm(&self, scale: usize) -> Vec<u8> {
+        let cells = self.counts();
+        let scale = scale.max(1);
+        let rows = cells.len().div_ceil(self.width);
+        let (w, h) = (self.width * scale, rows * scale);
+        let most = cells.iter().copied().max().unwrap_or(0).max(1) as f64;
+        let mut out = format!("P6\n{w} {h}\n255\n").into_bytes();
+        for y in 0..h {
+            for x in 0..w {
+                let i = (y / scale) * self.width + x / scale;
+                let heat = cells.get(i).map_or(0.0, |&c| c as f64 / most);
+                let ramp = |from: f64| ((heat * 3.0 - from).clamp(0.0, 1.0) * 255.0) as u8;
+                out.extend_from_slice(&[ramp(0.0), ramp(1.0), ramp(2.0)]);
+            }
+        }
+        out
+    }
+}
+
 /// A ready-made callback: every message appended to a file, in this binary format
 /// (all little-endian): the 8 bytes `HCSTRM01`, then per message its tag (`u32`), its
 /// length in words (`u32`) and its words (`u64` each). A write that fails is logged
@@ -559,6 +624,38 @@ mod tests {
             }
         }
         assert_eq!(std::fs::read(&path).unwrap(), expected);
+    }
+
+    #[test]
+    fn a_heat_map_counts_addresses_in_their_cells_and_renders_them() {
+        let map = HeatMap::new(0, 0x1000, 0x400, 4, 2);
+        let mut f = map.callback();
+        for a in [
+            0x1000, 0x10ff, 0x1100, 0x13ff, 0x13ff, 0x13ff, 0xfff, 0x1400,
+        ] {
+            f(&[a, 9]);
+        }
+        f(&[]);
+        assert_eq!(map.counts(), [2, 1, 0, 3]);
+        let image = map.ppm(3);
+        let header = b"P6\n6 6\n255\n";
+        assert!(image.starts_with(header));
+        assert_eq!(image.len(), header.len() + 6 * 6 * 3);
+        let pixel = |x: usize, y: usize| {
+            let at = header.len() + (y * 6 + x) * 3;
+            &image[at..at + 3]
+        };
+        assert_eq!(pixel(0, 3), [0, 0, 0], "an untouched cell is black");
+        assert_eq!(
+            pixel(5, 5),
+            [255, 255, 255],
+            "the most touched cell is white"
+        );
+        assert_eq!(
+            pixel(0, 0),
+            [255, 255, 0],
+            "two thirds of the most is yellow"
+        );
     }
 
     #[test]
