@@ -520,14 +520,17 @@ impl LaunchStreams {
             std::thread::Builder::new()
                 .name("hostcall-streams".into())
                 .spawn(move || {
+                    // Spins while messages come; idle, sleeps from 50 µs up to 1 ms, so
+                    // that a launch that streams nothing costs next to no CPU.
                     let mut idle = 0u32;
                     while !stop.load(Relaxed) {
                         let taken: usize = streams.streams.iter_mut().map(InLaunch::take_all).sum();
                         idle = if taken > 0 { 0 } else { idle.saturating_add(1) };
-                        if idle > 64 {
-                            std::thread::sleep(Duration::from_micros(50));
-                        } else {
-                            std::hint::spin_loop();
+                        match idle {
+                            0..=64 => std::hint::spin_loop(),
+                            n => std::thread::sleep(Duration::from_micros(
+                                (50 * u64::from(n - 64)).min(1000),
+                            )),
                         }
                     }
                     streams
