@@ -599,6 +599,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_default_stream_is_64_rings_of_64_kib_that_wait() {
+        let d = StreamSpec::default();
+        assert_eq!(
+            (d.rings, d.ring_words(), d.when_full),
+            (64, Ok(8192), WhenFull::Wait)
+        );
+        let odd = StreamSpec {
+            ring_bytes: 100,
+            ..d
+        };
+        assert!(odd.ring_words().is_err());
+    }
+
+    #[test]
     fn a_histogram_buckets_one_word_and_the_last_bucket_takes_the_rest() {
         let h = Histogram::new(1, 10, 5);
         let mut f = h.callback();
