@@ -2,6 +2,7 @@
 //! protocol): a GPU thread submits a message and goes on, without a round trip. It waits
 //! only while its ring is full, or, with dropping on, counts the message as dropped.
 
+use core::cell::{Cell, OnceCell};
 use core::sync::atomic::AtomicU64;
 use core::sync::atomic::Ordering::Relaxed;
 
@@ -11,12 +12,15 @@ use hostcall_abi::stream::{
 
 use crate::{Plain, Platform};
 
-/// One ring as a writer reaches it.
+/// One ring as a writer reaches it, with the host's `tail` as this writer last read it:
+/// `tail` only grows, so an old value shows less room than there is, never more, and
+/// host memory is read only when it shows too little.
 pub struct Ring<'a> {
     words: &'a [AtomicU64],
     control: &'a RingControl,
     cursor: &'a RingCursor,
     drop_when_full: bool,
+    seen_tail: Cell<u64>,
 }
 
 /// What became of a submitted message.
@@ -48,6 +52,7 @@ impl<'a> Ring<'a> {
             control,
             cursor,
             drop_when_full,
+            seen_tail: Cell::new(0),
         }
     }
 
@@ -80,17 +85,13 @@ impl<'a> Ring<'a> {
     ) -> Submitted {
         let ring = self.words.len() as u64;
         let length = 1 + words as u64;
-        if self.drop_when_full {
-            let next = self.cursor.reserved.load(Relaxed);
-            // `tail` may have passed `next` since it was read: nothing is taken then.
-            if (next + length).saturating_sub(self.tail()) > ring {
-                self.cursor.dropped.fetch_add(1, Relaxed);
-                return Submitted::Dropped;
-            }
+        if self.drop_when_full && !self.room(self.cursor.reserved.load(Relaxed) + length) {
+            self.cursor.dropped.fetch_add(1, Relaxed);
+            return Submitted::Dropped;
         }
         let at = self.cursor.reserved.fetch_add(length, Relaxed);
         let mut pause = 32;
-        while (at + length).saturating_sub(self.tail()) > ring {
+        while !self.room(at + length) {
             P::nanosleep(pause);
             pause = (pause * 2).min(4096);
         }
@@ -107,9 +108,16 @@ impl<'a> Ring<'a> {
         Submitted::Queued
     }
 
-    /// The host's `tail`, as this thread sees it now.
-    fn tail(&self) -> u64 {
-        self.control.tail.load(Relaxed)
+    /// Whether the ring has room for a record ending at position `end`: by the `tail`
+    /// last read, else by `tail` read now from host memory.
+    fn room(&self, end: u64) -> bool {
+        let ring = self.words.len() as u64;
+        // `tail` may have passed a position read before it: nothing is taken then.
+        if end.saturating_sub(self.seen_tail.get()) <= ring {
+            return true;
+        }
+        self.seen_tail.set(self.control.tail.load(Relaxed));
+        end.saturating_sub(self.seen_tail.get()) <= ring
     }
 }
 
@@ -118,6 +126,8 @@ impl<'a> Ring<'a> {
 /// warp.
 pub struct Stream {
     desc: StreamDesc,
+    /// The calling thread's ring, found on its first message.
+    ring: OnceCell<Ring<'static>>,
 }
 
 impl Stream {
@@ -130,26 +140,33 @@ impl Stream {
         // SAFETY: the caller's contract; the host wrote the descriptor before the
         // launch and does not change it during it.
         let desc = unsafe { core::ptr::read_volatile(raw as *const StreamDesc) };
-        Stream { desc }
+        Stream {
+            desc,
+            ring: OnceCell::new(),
+        }
     }
 
     /// Submits `message` under `tag` from the calling GPU thread, without waiting for the
     /// host (except while its ring is full, if the stream waits rather than drops).
+    /// A `Stream` belongs to the thread that opened it: its ring is that thread's.
     pub fn submit<P: Platform, T: Plain>(&self, tag: u32, message: &T) -> Submitted {
-        let d = &self.desc;
-        let (block, thread) = P::caller();
-        let r = ring_of(block, thread, d.num_rings);
-        let len = d.ring_words as usize;
-        // SAFETY: the descriptor's addresses hold `num_rings` rings of `ring_words` words,
-        // controls and cursors, for the launch (`from_raw`'s contract); `r < num_rings`.
-        let ring = unsafe {
-            Ring::new(
-                core::slice::from_raw_parts((d.words as *const AtomicU64).add(r * len), len),
-                &*(d.controls as *const RingControl).add(r),
-                &*(d.cursors as *const RingCursor).add(r),
-                d.drop_when_full != 0,
-            )
-        };
+        let ring = self.ring.get_or_init(|| {
+            let d = &self.desc;
+            let (block, thread) = P::caller();
+            let r = ring_of(block, thread, d.num_rings);
+            let len = d.ring_words as usize;
+            // SAFETY: the descriptor's addresses hold `num_rings` rings of `ring_words`
+            // words, controls and cursors, for the launch (`from_raw`'s contract, which
+            // a `Stream` cannot outlive in a kernel); `r < num_rings`.
+            unsafe {
+                Ring::new(
+                    core::slice::from_raw_parts((d.words as *const AtomicU64).add(r * len), len),
+                    &*(d.controls as *const RingControl).add(r),
+                    &*(d.cursors as *const RingCursor).add(r),
+                    d.drop_when_full != 0,
+                )
+            }
+        });
         ring.submit::<P, T>(tag, message)
     }
 

@@ -1,7 +1,7 @@
 //! How long a host closure or a declared service serves (AMDGPU.jl's hostcall
-//! lifetimes): once, a number of calls, or until finished. The count is the host's, shared by every consumer thread,
-//! and outlives a launch: a service finished in one launch stays finished in the next
-//! until the host allows it more calls.
+//! lifetimes): once, a number of calls, or until finished. The count is the host's,
+//! shared by every consumer thread, and outlives a launch: a service finished in one
+//! launch stays finished in the next until the host allows it more calls.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -47,14 +47,18 @@ impl Life {
     /// Takes one call, if any is left: at most the calls allowed are served, however
     /// many lanes of however many consumers ask at once.
     pub(crate) fn take(&self) -> bool {
-        let taken = self
-            .left
-            .try_update(AcqRel, Acquire, |n| match n {
-                0 => None,
-                CONTINUOUS => Some(n),
-                n => Some(n - 1),
-            })
-            .is_ok();
+        // A continuous service's count of calls left is only read, not swapped with
+        // itself by a compare-and-swap per call (a call racing `finish()` completes, as
+        // one under way does).
+        let taken = self.left.load(Acquire) == CONTINUOUS
+            || self
+                .left
+                .try_update(AcqRel, Acquire, |n| match n {
+                    0 => None,
+                    CONTINUOUS => Some(n),
+                    n => Some(n - 1),
+                })
+                .is_ok();
         if taken {
             self.served.fetch_add(1, Relaxed);
         }

@@ -22,8 +22,6 @@ use crate::{Error, Result};
 pub(crate) struct Method<S: ?Sized, T> {
     pub imp: Arc<T>,
     pub method: usize,
-    /// Its signature's [`Signature::reads_input`].
-    pub reads_input: bool,
     pub _trait: PhantomData<fn() -> *const S>,
 }
 
@@ -56,7 +54,7 @@ where
     }
 
     fn input_len_arg(&self, _service: u32) -> Option<usize> {
-        self.reads_input.then_some(0)
+        S::SERVICES[self.method].reads_input.then_some(0)
     }
 }
 
@@ -106,7 +104,6 @@ where
             let handler: Arc<dyn Handler> = Arc::new(Method::<S, T> {
                 imp: imp.clone(),
                 method,
-                reads_input: sig.reads_input,
                 _trait: PhantomData,
             });
             (sig, handler)
