@@ -10,6 +10,11 @@
 //  - cuda_printf_lines_per_s (132 x 256 threads) and cuda_printf_lines_per_s_1056x256:
 //    16 printf lines per thread, FIFO 512 MiB.
 //  - cuda_malloc_pairs_per_s: 132 x 256 threads x 256 malloc(64)/free pairs.
+//  - d2h_pinned_copy_gb_per_s: cudaMemcpy of 256 MiB from device memory to pinned host
+//    memory (best of 5), the bandwidth a tagged stream's rings are judged against.
+//  - mapped_store_gb_per_s_132x256: 132 x 256 threads storing 16-byte words, coalesced,
+//    straight into the same pinned memory mapped into the device (how stream records
+//    travel), 256 MiB.
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -69,6 +74,14 @@ __global__ void mallocs(int n, unsigned *failed) {
     p[0] = (char)i;
     free((void *)p);
   }
+}
+
+// Thread t stores words t, t + n, t + 2n, ... (n = all threads): each warp's stores
+// fill whole 512-byte lines of the mapped buffer.
+__global__ void mapped_stores(uint4 *out, size_t words) {
+  size_t n = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < words; i += n)
+    out[i] = make_uint4((unsigned)i, 1, 2, 3);
 }
 
 static float time_kernel(void (*launch)()) {
@@ -151,6 +164,29 @@ int main(int argc, char **argv) {
   CK(cudaDeviceSynchronize());
   float malloc_ms = time_kernel([] { mallocs<<<132, 256>>>(g_pairs, g_failed); });
 
+  const size_t copy_bytes = 256u << 20;
+  void *dev_buf, *pinned, *mapped;
+  CK(cudaMalloc(&dev_buf, copy_bytes));
+  CK(cudaMemset(dev_buf, 1, copy_bytes));
+  CK(cudaHostAlloc(&pinned, copy_bytes, cudaHostAllocMapped));
+  float best_copy_ms = 1e30f;
+  for (int i = 0; i < 5; i++) {
+    static void *g_dev, *g_pinned;
+    g_dev = dev_buf;
+    g_pinned = pinned;
+    float ms = time_kernel([] { CK(cudaMemcpyAsync(g_pinned, g_dev, 256u << 20, cudaMemcpyDeviceToHost)); });
+    if (ms < best_copy_ms) best_copy_ms = ms;
+  }
+  CK(cudaHostGetDevicePointer(&mapped, pinned, 0));
+  static uint4 *g_mapped = (uint4 *)mapped;
+  mapped_stores<<<132, 256>>>(g_mapped, 1024);  // warm up
+  CK(cudaDeviceSynchronize());
+  float best_store_ms = 1e30f;
+  for (int i = 0; i < 5; i++) {
+    float ms = time_kernel([] { mapped_stores<<<132, 256>>>(g_mapped, (256u << 20) / 16); });
+    if (ms < best_store_ms) best_store_ms = ms;
+  }
+
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   FILE *f = fopen(argv[1], "w");
@@ -159,11 +195,13 @@ int main(int argc, char **argv) {
           "{\"device\": \"%s\", \"roundtrip_us\": %.4f, "
           "\"flag_roundtrips_per_s_132_channels\": %.1f, \"cuda_printf_lines_per_s\": %.1f, "
           "\"cuda_printf_lines_per_s_1056x256\": %.1f, "
-          "\"cuda_malloc_pairs_per_s\": %.1f, \"cuda_malloc_failures\": %u}\n",
+          "\"cuda_malloc_pairs_per_s\": %.1f, \"cuda_malloc_failures\": %u, "
+          "\"d2h_pinned_copy_gb_per_s\": %.2f, \"mapped_store_gb_per_s_132x256\": %.2f}\n",
           prop.name, roundtrip_us, (double)chans * chan_iters / (chan_ms / 1e3),
           blocks * threads * lines / (printf_ms / 1e3),
           1056.0 * threads * lines / (printf_big_ms / 1e3),
-          blocks * threads * pairs / (malloc_ms / 1e3), *failed);
+          blocks * threads * pairs / (malloc_ms / 1e3), *failed,
+          copy_bytes / (best_copy_ms / 1e3) / 1e9, copy_bytes / (best_store_ms / 1e3) / 1e9);
   fclose(f);
   return 0;
 }

@@ -8,11 +8,12 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::os::fd::FromRawFd;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
 use hostcall_abi::errno::EPIPE;
 use hostcall_abi::typed::Errno;
+use hostcall_client::stream::{Stream, Submitted};
 use hostcall_client::typed::HostFn;
 use libc_hostcall::gpu;
 
@@ -324,6 +325,80 @@ pub extern "ptx-kernel" fn lifetimes_strict(add: u64) {
         }
         println!("lifetimes_strict: {x} (not reached)");
     }
+}
+
+/// Side of `stencil`'s square grid, and the grid and its result (device globals).
+const GRID: usize = 128;
+static CELLS: [AtomicU32; GRID * GRID] = [const { AtomicU32::new(0) }; GRID * GRID];
+static NEXT: [AtomicU32; GRID * GRID] = [const { AtomicU32::new(0) }; GRID * GRID];
+/// `stencil`'s stream tags: a cell read, a cell written.
+const TAG_LOAD: u32 = 1;
+const TAG_STORE: u32 = 2;
+
+/// dh_comms's heat-map example: one step of a 5-point stencil over a `GRID` x `GRID`
+/// grid, one GPU thread per cell, instrumented to stream the byte offset (from the
+/// grid's start) of every cell it reads (`TAG_LOAD`) or writes (`TAG_STORE`) to
+/// `stream`. A cell inside is read by five threads, one on an edge by four, a corner
+/// by three. The last thread prints `stencil: <cells> cells, <sum> sum`.
+#[unsafe(no_mangle)]
+pub extern "ptx-kernel" fn stencil(stream: u64) {
+    // SAFETY: the host passed this launch's stream descriptor.
+    let stream = unsafe { Stream::from_raw(stream) };
+    let me = gpu::global_thread() as usize;
+    if me < GRID * GRID {
+        let (y, x) = (me / GRID, me % GRID);
+        let base = CELLS.as_ptr() as u64;
+        let mut read = |i: usize| {
+            stream.send(TAG_LOAD, &(&CELLS[i] as *const AtomicU32 as u64 - base));
+            f32::from_bits(CELLS[i].load(Ordering::Relaxed))
+        };
+        let mut sum = read(me) + me as f32;
+        if y > 0 {
+            sum += read(me - GRID);
+        }
+        if y + 1 < GRID {
+            sum += read(me + GRID);
+        }
+        if x > 0 {
+            sum += read(me - 1);
+        }
+        if x + 1 < GRID {
+            sum += read(me + 1);
+        }
+        NEXT[me].store((sum / 5.0).to_bits(), Ordering::Relaxed);
+        stream.send(TAG_STORE, &(&NEXT[me] as *const AtomicU32 as u64 - NEXT.as_ptr() as u64));
+        CHECKSUM.fetch_add(sum as u64, Ordering::Relaxed);
+    }
+    if FINISHED.fetch_add(1, Ordering::AcqRel) + 1 == gpu::launch_threads() {
+        println!(
+            "stencil: {} cells, {} sum",
+            GRID * GRID,
+            CHECKSUM.swap(0, Ordering::Relaxed)
+        );
+        FINISHED.store(0, Ordering::Release);
+    }
+}
+
+/// Stream throughput: every thread submits `count` messages of `words` words (1, 2 or
+/// 8; tag `words`), each holding the thread's index and the message's number, and
+/// counts those dropped. The last thread prints
+/// `stream: <dropped> <ns from the first start to the last end>`.
+#[unsafe(no_mangle)]
+pub extern "ptx-kernel" fn kstream(stream: u64, words: u32, count: u32) {
+    // SAFETY: the host passed this launch's stream descriptor.
+    let stream = unsafe { Stream::from_raw(stream) };
+    let me = gpu::global_thread();
+    let started = gpu::now_ns();
+    let mut dropped = 0;
+    for i in 0..u64::from(count) {
+        let sent = match words {
+            1 => stream.send(1, &(me << 32 | i)),
+            2 => stream.send(2, &[me, i]),
+            _ => stream.send(8, &[me, i, 0, 0, 0, 0, 0, 0]),
+        };
+        dropped += u64::from(sent == Submitted::Dropped);
+    }
+    finish("stream", started, dropped);
 }
 
 /// Reports and resets what `add42` counted (module globals outlive a launch).

@@ -56,8 +56,10 @@ pub struct DeviceConfig {
     pub thread_capacity: u64,
     /// [`FLAG_SINGLE_LANE`] and future switches.
     pub flags: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// 0 when the host runs this launch alone; in a run over several GPUs
+    /// (`Host::run_all`), the device's place in it plus one, so that thread names, and
+    /// with them panic messages, say which GPU a thread is on.
+    pub gpu: u32,
     /// Device address of this launch's [`LaunchState`] (device memory, zeroed).
     pub launch_state: u64,
     /// Longest a GPU thread waits for a port or an answer before it gives up, reports a
@@ -83,7 +85,7 @@ impl DeviceConfig {
         thread_area: 0,
         thread_capacity: 0,
         flags: 0,
-        reserved: 0,
+        gpu: 0,
         launch_state: 0,
         wait_limit_ns: 0,
         fault: 0,

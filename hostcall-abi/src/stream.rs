@@ -15,9 +15,17 @@
 //! 1. A writer reserves its record: `reserved.fetch_add(1 + words)` gives its position.
 //!    With dropping on, it first checks for room (`reserved + length - tail` at most
 //!    `ring_words`), and counts the message in `dropped` instead if there is none.
-//! 2. It waits until `position + length - tail <= ring_words`, reading `tail`, then
-//!    issues a system fence: its stores below come after its read of the `tail` that the
-//!    host published after reading the words they overwrite.
+//!    Lanes of a warp that submit records of one length to one ring together reserve
+//!    them as one: the lowest lane adds them all and shares the first position, lane by
+//!    lane in order, through `shfl.sync`; the host sees the records of writers that
+//!    reserved one after another.
+//! 2. It waits until `position + length - tail <= ring_words` (the lowest lane waits
+//!    for the group's last record), reading `tail` only when the value it last read
+//!    shows too little room. If it read `tail`, it issues a system fence (the group's
+//!    lanes after a `bar.warp.sync` that orders the lowest lane's read before them): its
+//!    stores below come after its read of the `tail` that the host published after
+//!    reading the words they overwrite. A `tail` read by an earlier message is ordered
+//!    before these stores by that message's fence of step 3.
 //! 3. It stores the message's words, issues a system fence, and stores the header last.
 //!    The fence makes every word of the message visible to the host before the header.
 //! 4. The host reads the header at its position. A record is complete when the header's
@@ -131,9 +139,13 @@ pub struct StreamDesc {
     pub reserved: u32,
 }
 
-/// The ring GPU thread `thread` of linear block `block` writes to, of `num_rings`.
-pub const fn ring_of(block: u32, thread: u32, num_rings: u32) -> usize {
-    ((block as u64 * 32 + thread as u64 / 32) % num_rings as u64) as usize
+/// The ring GPU thread `thread` of linear block `block`, in blocks of `block_threads`,
+/// writes to, of `num_rings`: its warp's index in the whole grid, modulo the rings
+/// (dh_comms's flattened wave index), so that consecutive warps take consecutive rings
+/// whatever the block's size.
+pub const fn ring_of(block: u32, thread: u32, block_threads: u32, num_rings: u32) -> usize {
+    let warps_per_block = block_threads.div_ceil(32) as u64;
+    ((block as u64 * warps_per_block + thread as u64 / 32) % num_rings as u64) as usize
 }
 
 const _: () = assert!(core::mem::size_of::<StreamDesc>() == 40);
@@ -143,6 +155,25 @@ const _: () = assert!(core::mem::size_of::<RingCursor>() == 16);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn consecutive_warps_of_the_grid_take_consecutive_rings_at_any_block_size() {
+        for block_threads in [32u32, 96, 256, 1000, 1024] {
+            let warps = block_threads.div_ceil(32);
+            let mut used = [0u32; 64];
+            for block in 0..16 {
+                for thread in (0..block_threads).step_by(32) {
+                    let r = ring_of(block, thread, block_threads, 64);
+                    assert_eq!(r as u32, (block * warps + thread / 32) % 64);
+                    used[r] += 1;
+                }
+            }
+            // 16 blocks' warps spread evenly: no ring has two more than another.
+            let (lo, hi) = (used.iter().min().unwrap(), used.iter().max().unwrap());
+            assert!(hi - lo <= 1, "{block_threads} threads a block: {used:?}");
+        }
+        assert_eq!(ring_of(3, 31, 64, 5), (3 * 2) % 5);
+    }
 
     #[test]
     fn headers_round_trip_and_a_zero_word_is_none() {

@@ -70,6 +70,8 @@ pub trait Platform {
     fn spin_cycles(cycles: u32);
     /// The caller's linear block index and thread index within the block, for reports.
     fn caller() -> (u32, u32);
+    /// Threads in each block of the launch.
+    fn block_threads() -> u32;
     /// Whether `ptr` addresses global memory, which the host can copy by DMA while the
     /// kernel runs (a thread's stack, in local memory, it cannot).
     fn is_global(ptr: *const u8) -> bool;

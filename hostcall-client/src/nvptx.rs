@@ -72,8 +72,7 @@ impl Nvptx {
     /// This thread's linear index in the whole grid.
     pub fn global_thread() -> u64 {
         let (block, thread) = Self::caller();
-        let per_block = sreg!("%ntid.x") * sreg!("%ntid.y") * sreg!("%ntid.z");
-        block as u64 * per_block as u64 + thread as u64
+        block as u64 * Self::block_threads() as u64 + thread as u64
     }
 
     /// Nanoseconds from the GPU's global timer (`%globaltimer`).
@@ -176,6 +175,10 @@ impl Platform for Nvptx {
 
     fn trap() -> ! {
         Self::trap()
+    }
+
+    fn block_threads() -> u32 {
+        sreg!("%ntid.x") * sreg!("%ntid.y") * sreg!("%ntid.z")
     }
 
     fn caller() -> (u32, u32) {

@@ -76,28 +76,100 @@ impl<'a> Ring<'a> {
         })
     }
 
-    /// Submits a message of `words` words, word `i` being `word(i)`, under `tag`.
+    /// Submits a message of `words` words, word `i` being `word(i)`, under `tag`. The
+    /// lanes of the warp submitting records of the same length to this ring at the same
+    /// time reserve them with one atomic, in lane order, and store them side by side, so
+    /// that their stores reach the host as whole lines.
     fn submit_words<P: Platform>(
         &self,
         tag: u32,
         words: usize,
         word: impl Fn(usize) -> u64,
     ) -> Submitted {
-        let ring = self.words.len() as u64;
         let length = 1 + words as u64;
-        if self.drop_when_full && !self.room(self.cursor.reserved.load(Relaxed) + length) {
-            self.cursor.dropped.fetch_add(1, Relaxed);
+        let mask = P::active_mask();
+        let cursor = core::ptr::from_ref(self.cursor) as u64;
+        // Every lane of `mask` takes part in the three matches.
+        let group = P::match_any(mask, cursor as u32)
+            & P::match_any(mask, (cursor >> 32) as u32)
+            & P::match_any(mask, length as u32);
+        let n = u64::from(group.count_ones());
+        // Every lane of `group` sees the same `n` and `length`, so all take one path.
+        if n == 1 || n * length > self.words.len() as u64 {
+            return match self.reserve::<P>(length, 1) {
+                Reserved::Dropped => Submitted::Dropped,
+                Reserved::At { at, read_tail } => {
+                    self.write::<P>(at, tag, words, word, read_tail);
+                    Submitted::Queued
+                }
+            };
+        }
+        let leader = group.trailing_zeros();
+        let lane = P::lane_id();
+        let (first, fate) = if lane == leader {
+            match self.reserve::<P>(length * n, n) {
+                Reserved::Dropped => (0, FATE_DROPPED),
+                Reserved::At { at, read_tail } => (at, u32::from(read_tail)),
+            }
+        } else {
+            (0, 0)
+        };
+        // Every lane of `group` takes part in the broadcasts and the barrier, which also
+        // orders the leader's read of `tail` before the lanes' stores.
+        let low = P::broadcast(group, first as u32, leader);
+        let high = P::broadcast(group, (first >> 32) as u32, leader);
+        let fate = P::broadcast(group, fate, leader);
+        P::sync_warp(group);
+        if fate == FATE_DROPPED {
             return Submitted::Dropped;
+        }
+        let rank = u64::from((group & ((1u32 << lane) - 1)).count_ones());
+        let at = (u64::from(high) << 32 | u64::from(low)) + rank * length;
+        self.write::<P>(at, tag, words, word, fate == 1);
+        Submitted::Queued
+    }
+
+    /// Reserves `length` words for `records` records: drops them (counted) if the ring
+    /// is full and dropping is on, else waits until the host has made room.
+    fn reserve<P: Platform>(&self, length: u64, records: u64) -> Reserved {
+        let mut read_tail = false;
+        if self.drop_when_full {
+            let (room, read) = self.room(self.cursor.reserved.load(Relaxed) + length);
+            if !room {
+                self.cursor.dropped.fetch_add(records, Relaxed);
+                return Reserved::Dropped;
+            }
+            read_tail = read;
         }
         let at = self.cursor.reserved.fetch_add(length, Relaxed);
         let mut pause = 32;
-        while !self.room(at + length) {
+        loop {
+            let (room, read) = self.room(at + length);
+            read_tail |= read;
+            if room {
+                return Reserved::At { at, read_tail };
+            }
             P::nanosleep(pause);
             pause = (pause * 2).min(4096);
         }
-        // Ordered after the read of `tail` that showed room: the host had read the words
-        // these stores overwrite.
-        P::fence_system();
+    }
+
+    /// Stores the record of `words` words at position `at`: the message, then its header.
+    fn write<P: Platform>(
+        &self,
+        at: u64,
+        tag: u32,
+        words: usize,
+        word: impl Fn(usize) -> u64,
+        read_tail: bool,
+    ) {
+        let ring = self.words.len() as u64;
+        if read_tail {
+            // Orders these stores after the read of `tail` that showed room: the host had
+            // read the words they overwrite. A `tail` read by an earlier submit is
+            // ordered by that submit's fences.
+            P::fence_system();
+        }
         for i in 0..words {
             self.words[((at + 1 + i as u64) % ring) as usize].store(word(i), Relaxed);
         }
@@ -105,21 +177,33 @@ impl<'a> Ring<'a> {
         P::fence_system();
         let header = RecordHeader::new(tag, words, at).encode();
         self.words[(at % ring) as usize].store(header, Relaxed);
-        Submitted::Queued
     }
 
-    /// Whether the ring has room for a record ending at position `end`: by the `tail`
-    /// last read, else by `tail` read now from host memory.
-    fn room(&self, end: u64) -> bool {
+    /// Whether the ring has room for a record ending at position `end`, by the `tail`
+    /// last read, else by `tail` read now from host memory; and whether it read it.
+    fn room(&self, end: u64) -> (bool, bool) {
         let ring = self.words.len() as u64;
         // `tail` may have passed a position read before it: nothing is taken then.
         if end.saturating_sub(self.seen_tail.get()) <= ring {
-            return true;
+            return (true, false);
         }
         self.seen_tail.set(self.control.tail.load(Relaxed));
-        end.saturating_sub(self.seen_tail.get()) <= ring
+        (end.saturating_sub(self.seen_tail.get()) <= ring, true)
     }
 }
+
+/// What a reservation came to.
+enum Reserved {
+    /// Dropped for want of room (dropping on).
+    Dropped,
+    /// The first record's position, and whether `tail` was read from host memory to
+    /// find room for it.
+    At { at: u64, read_tail: bool },
+}
+
+/// The leader's broadcast `fate` of a group whose records were dropped (0 and 1 say
+/// whether it read `tail`).
+const FATE_DROPPED: u32 = 2;
 
 /// A stream as a kernel opens it from its kernel argument (the host's
 /// `KernelArg::Stream`): `submit` puts a message into the ring of the calling thread's
@@ -153,7 +237,7 @@ impl Stream {
         let ring = self.ring.get_or_init(|| {
             let d = &self.desc;
             let (block, thread) = P::caller();
-            let r = ring_of(block, thread, d.num_rings);
+            let r = ring_of(block, thread, P::block_threads(), d.num_rings);
             let len = d.ring_words as usize;
             // SAFETY: the descriptor's addresses hold `num_rings` rings of `ring_words`
             // words, controls and cursors, for the launch (`from_raw`'s contract, which

@@ -16,7 +16,9 @@ use hostcall_runtime::{Error, Host, KernelArg, Launch, Outcome, RunReport};
 enum Mode {
     /// Every thread prints, one thread round-trips a file.
     Normal,
-    /// Block 1 thread 3 panics: the run must end non-zero with the message.
+    /// Block 1 thread 3 panics: the run must end non-zero with the message. With
+    /// several GPUs, only the last GPU's thread panics (the others run `normal`), and the
+    /// panic ends them all.
     Panic,
     /// Block 0 thread 0 calls `std::process::exit(3)`.
     Exit,
@@ -63,6 +65,26 @@ struct Args {
     /// Directory the kernel writes its file in (default: a new temporary one).
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// GPUs to run on at once, as one process: a count from device 0, or `all`.
+    #[arg(long, default_value = "1")]
+    devices: String,
+}
+
+/// The device ordinals `--devices` names.
+fn devices(a: &Args) -> Result<Vec<usize>, Error> {
+    let present = hostcall_runtime::cuda::device_count()?;
+    let n = match a.devices.as_str() {
+        "all" => present,
+        n => n.parse().map_err(|_| {
+            Error::InvalidLaunch(format!("--devices takes a count or `all`, not {n:?}"))
+        })?,
+    };
+    if n == 0 || n > present {
+        return Err(Error::NoDevice(format!(
+            "{n} GPUs asked for, {present} present"
+        )));
+    }
+    Ok((0..n).collect())
 }
 
 fn main() -> ExitCode {
@@ -89,14 +111,18 @@ fn run(a: &Args, started: std::time::Instant) -> Result<u8, Error> {
     let options = CudaOptions::default()
         .stack_bytes((a.stack_kib as usize) << 10)
         .force_jit(a.jit);
-    let mut module = CudaModule::load(&image, &options)?;
-    eprintln!(
-        "hostcalls_bin: module {} on {}: loaded from {:?} in {:.1?}",
-        &image.sha256[..12],
-        hostcall_runtime::GpuModule::describe(&module),
-        module.loaded_from(),
-        module.load_time()
-    );
+    let mut modules = Vec::new();
+    for d in devices(a)? {
+        let module = CudaModule::load(&image, &options.clone().device(d))?;
+        eprintln!(
+            "hostcalls_bin: module {} on device {d}, {}: loaded from {:?} in {:.1?}",
+            &image.sha256[..12],
+            hostcall_runtime::GpuModule::describe(&module),
+            module.loaded_from(),
+            module.load_time()
+        );
+        modules.push(module);
+    }
 
     let mut host = Host::builder()
         .preopen_dir(&dir, hostcall_demo::GUEST_DIR)
@@ -133,22 +159,78 @@ fn run(a: &Args, started: std::time::Instant) -> Result<u8, Error> {
         "hostcalls_bin: launching {:.3} s after the process started",
         started.elapsed().as_secs_f64()
     );
-    let report = host.run(&mut module, &launch)?;
-    eprintln!(
-        "hostcalls_bin: {} threads, {} hostcalls served, kernel ran {:.1?}",
-        launch.threads(),
-        report.calls,
-        report.elapsed
-    );
-    Ok(verdict(a, &dir, &report))
+    if let [module] = &mut modules[..] {
+        let report = host.run(module, &launch)?;
+        eprintln!(
+            "hostcalls_bin: {} threads, {} hostcalls served, kernel ran {:.1?}",
+            launch.threads(),
+            report.calls,
+            report.elapsed
+        );
+        return Ok(verdict(a, &dir, &report, ""));
+    }
+    let last = modules.len() - 1;
+    let mut runs: Vec<_> = modules
+        .into_iter()
+        .enumerate()
+        .map(|(gpu, m)| match a.mode {
+            Mode::Panic if gpu < last => {
+                let normal = vec![KernelArg::U32(mode::NORMAL)];
+                (m, Launch::linear("kmain", a.blocks, a.threads, normal))
+            }
+            _ => (m, launch.clone()),
+        })
+        .collect();
+    let wall = std::time::Instant::now();
+    let reports = host.run_all(&mut runs);
+    let wall = wall.elapsed();
+    let mut code = 0;
+    let mut spans = Vec::new();
+    for (gpu, report) in reports.into_iter().enumerate() {
+        let report = report?;
+        eprintln!(
+            "hostcalls_bin: GPU {gpu}: {} threads, {} hostcalls served, kernel ran {:.1?}",
+            launch.threads(),
+            report.calls,
+            report.elapsed
+        );
+        let c = verdict(a, &dir, &report, &format!("GPU {gpu}: "));
+        code = if code == 0 { c } else { code };
+        if let (Mode::Null | Mode::Typed, Ok((0, ns))) = (
+            a.mode,
+            check::report(
+                &String::from_utf8_lossy(&report.stdout),
+                kernel_label(a.mode),
+            ),
+        ) {
+            spans.push(ns);
+        }
+    }
+    if spans.len() == runs.len() {
+        let calls = launch_threads(a) * 64 * spans.len() as u64;
+        let longest = spans.iter().copied().max().unwrap_or(1);
+        eprintln!(
+            "hostcalls_bin: {} GPUs: {calls} verified round trips in {:.3} ms, the longest GPU's span ({:.1} M/s; {:.1?} host wall time for the whole run)",
+            spans.len(),
+            longest as f64 / 1e6,
+            calls as f64 / longest as f64 * 1e3,
+            wall
+        );
+    }
+    Ok(code)
+}
+
+/// What the kernel's report line of a throughput mode starts with.
+fn kernel_label(mode: Mode) -> &'static str {
+    if mode == Mode::Null { "null" } else { "typed" }
 }
 
 fn launch_threads(a: &Args) -> u64 {
     a.blocks as u64 * a.threads as u64
 }
 
-/// The exit code, after saying on stderr what was checked.
-fn verdict(a: &Args, dir: &std::path::Path, report: &RunReport) -> u8 {
+/// The exit code, after saying on stderr what was checked (of the GPU `who` names).
+fn verdict(a: &Args, dir: &std::path::Path, report: &RunReport, who: &str) -> u8 {
     let code = report.outcome.exit_code().clamp(0, 255) as u8;
     match (&report.outcome, a.mode) {
         (Outcome::Completed, Mode::Normal) => {
@@ -165,13 +247,13 @@ fn verdict(a: &Args, dir: &std::path::Path, report: &RunReport) -> u8 {
             }
             if problems.is_empty() {
                 eprintln!(
-                    "hostcalls_bin: OK: {} lines, each thread's exactly once; file round-trip verified",
+                    "hostcalls_bin: {who}OK: {} lines, each thread's exactly once; file round-trip verified",
                     a.blocks * a.threads
                 );
                 0
             } else {
                 for p in &problems {
-                    eprintln!("hostcalls_bin: FAILED: {p}");
+                    eprintln!("hostcalls_bin: {who}FAILED: {p}");
                 }
                 1
             }
@@ -180,11 +262,11 @@ fn verdict(a: &Args, dir: &std::path::Path, report: &RunReport) -> u8 {
             let problems =
                 check::ping_problems(&String::from_utf8_lossy(&report.stdout), launch_threads(a));
             for p in &problems {
-                eprintln!("hostcalls_bin: FAILED: {p}");
+                eprintln!("hostcalls_bin: {who}FAILED: {p}");
             }
             if problems.is_empty() {
                 eprintln!(
-                    "hostcalls_bin: OK: every thread's {} pings came back to it",
+                    "hostcalls_bin: {who}OK: every thread's {} pings came back to it",
                     check::PINGS
                 );
             }
@@ -197,11 +279,11 @@ fn verdict(a: &Args, dir: &std::path::Path, report: &RunReport) -> u8 {
                 a.threads,
             );
             for p in &problems {
-                eprintln!("hostcalls_bin: FAILED: {p}");
+                eprintln!("hostcalls_bin: {who}FAILED: {p}");
             }
             if problems.is_empty() {
                 eprintln!(
-                    "hostcalls_bin: OK: every posted line arrived once and every round trip came back to its lane"
+                    "hostcalls_bin: {who}OK: every posted line arrived once and every round trip came back to its lane"
                 );
             }
             u8::from(!problems.is_empty())
@@ -214,7 +296,7 @@ fn verdict(a: &Args, dir: &std::path::Path, report: &RunReport) -> u8 {
             );
             match check::report(&String::from_utf8_lossy(&report.stdout), "big") {
                 Ok((0, ns)) if problems.is_empty() => eprintln!(
-                    "hostcalls_bin: OK: {} MiB in one write in {:.3} s ({:.2} GB/s) and every other thread's lines, in order",
+                    "hostcalls_bin: {who}OK: {} MiB in one write in {:.3} s ({:.2} GB/s) and every other thread's lines, in order",
                     check::BIG_WRITE_BYTES >> 20,
                     ns as f64 / 1e9,
                     check::BIG_WRITE_BYTES as f64 / ns as f64
@@ -224,47 +306,43 @@ fn verdict(a: &Args, dir: &std::path::Path, report: &RunReport) -> u8 {
                 Err(e) => problems.push(e),
             }
             for p in &problems {
-                eprintln!("hostcalls_bin: FAILED: {p}");
+                eprintln!("hostcalls_bin: {who}FAILED: {p}");
             }
             u8::from(!problems.is_empty())
         }
         (Outcome::Completed, Mode::Null | Mode::Typed) => {
-            let what = if a.mode == Mode::Null {
-                "null"
-            } else {
-                "typed"
-            };
+            let what = kernel_label(a.mode);
             match check::report(&String::from_utf8_lossy(&report.stdout), what) {
                 Ok((0, ns)) => {
                     let calls = launch_threads(a) * 64;
                     eprintln!(
-                        "hostcalls_bin: OK: {calls} verified {what} round trips in {:.3} ms ({:.1} M/s)",
+                        "hostcalls_bin: {who}OK: {calls} verified {what} round trips in {:.3} ms ({:.1} M/s)",
                         ns as f64 / 1e6,
                         calls as f64 / ns as f64 * 1e3
                     );
                     0
                 }
                 Ok((bad, _)) => {
-                    eprintln!("hostcalls_bin: FAILED: {bad} replies to the wrong lane");
+                    eprintln!("hostcalls_bin: {who}FAILED: {bad} replies to the wrong lane");
                     1
                 }
                 Err(e) => {
-                    eprintln!("hostcalls_bin: FAILED: {e}");
+                    eprintln!("hostcalls_bin: {who}FAILED: {e}");
                     1
                 }
             }
         }
         (Outcome::Exited(c), _) => {
-            eprintln!("hostcalls_bin: the GPU program called exit({c})");
+            eprintln!("hostcalls_bin: {who}the GPU program called exit({c})");
             code
         }
         (outcome @ (Outcome::Aborted { .. } | Outcome::Faulted(_)), _) => {
             let why = outcome.failure().unwrap_or_default();
-            eprintln!("hostcalls_bin: {why}");
+            eprintln!("hostcalls_bin: {who}{why}");
             code
         }
         (Outcome::Completed, mode) => {
-            eprintln!("hostcalls_bin: FAILED: mode {mode:?} should not complete normally");
+            eprintln!("hostcalls_bin: {who}FAILED: mode {mode:?} should not complete normally");
             1
         }
     }

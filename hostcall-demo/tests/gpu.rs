@@ -2,7 +2,9 @@
 //! (small and full-device launches, the ping stress, panic, exit, trace, PTX JIT); on one
 //! without, they check the one-sentence refusal and say the GPU cases were SKIPPED.
 //!
-//! `HOSTCALLS_BIN` overrides the binary (to run this test binary on another machine).
+//! `HOSTCALLS_BIN` overrides the binary, and `HOSTCALL_EXAMPLES` names the folder of the
+//! example binaries (to run this test binary on another machine). A case that needs two
+//! GPUs, on a machine with one, says it was SKIPPED.
 
 use std::process::{Command, Output};
 
@@ -18,6 +20,25 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
         c.env(k, v);
     }
     c.output().expect("hostcalls_bin runs")
+}
+
+/// An example binary of this package (`heatmap`).
+fn example(name: &str) -> String {
+    match std::env::var("HOSTCALL_EXAMPLES") {
+        Ok(dir) => format!("{dir}/{name}"),
+        Err(_) => match name {
+            "heatmap" => env!("CARGO_BIN_EXE_heatmap").to_owned(),
+            _ => panic!("no example binary {name}"),
+        },
+    }
+}
+
+/// What a case that needs more GPUs than the machine has returns.
+const SKIPPED: &str = "SKIPPED";
+
+/// The machine's GPUs.
+fn gpus() -> usize {
+    hostcall_runtime::cuda::device_count().unwrap_or(0)
 }
 
 struct Case {
@@ -48,6 +69,77 @@ fn tail(s: &str) -> String {
 }
 
 const GPU_CASES: &[Case] = &[
+    Case {
+        name: "every_gpu_at_once_132x256",
+        check: || {
+            let out = run(
+                &["--devices", "all", "--blocks", "132", "--threads", "256"],
+                &[],
+            );
+            expect(&out, 0, &["OK: 33792 lines"])?;
+            let err = String::from_utf8_lossy(&out.stderr);
+            let ok = err.matches("OK: 33792 lines").count();
+            println!("  {ok} of {} GPUs ran the demo at once", gpus());
+            if ok != gpus() {
+                return Err(format!("{ok} GPUs said OK, of {}", gpus()));
+            }
+            Ok(())
+        },
+    },
+    Case {
+        name: "a_panic_on_the_second_gpu_names_it",
+        check: || {
+            if gpus() < 2 {
+                return Err(format!("{SKIPPED}: one GPU"));
+            }
+            let out = run(
+                &[
+                    "--devices",
+                    "2",
+                    "--mode",
+                    "panic",
+                    "--blocks",
+                    "2",
+                    "--threads",
+                    "32",
+                ],
+                &[],
+            );
+            expect(
+                &out,
+                134,
+                &[
+                    "thread 'GPU 1 block 1 thread 3' (",
+                    "GPU 1: GPU thread (GPU 1, block 1, thread 3) panicked",
+                ],
+            )
+        },
+    },
+    Case {
+        name: "heatmap_counts_every_cell_a_stencil_touches",
+        check: || {
+            let dir = std::env::temp_dir().join(format!("heatmap-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            let out = Command::new(example("heatmap"))
+                .arg("--out")
+                .arg(&dir)
+                .output()
+                .map_err(|e| e.to_string())?;
+            let _ = std::fs::remove_dir_all(&dir);
+            let text = String::from_utf8_lossy(&out.stdout);
+            if out.status.code() != Some(0)
+                || !text.contains("every cell read and written as often as the stencil says")
+            {
+                return Err(format!(
+                    "exit {:?}; stdout tail:\n{}\nstderr tail:\n{}",
+                    out.status.code(),
+                    tail(&text),
+                    tail(&String::from_utf8_lossy(&out.stderr))
+                ));
+            }
+            Ok(())
+        },
+    },
     Case {
         name: "demo_4x64",
         check: || expect(&run(&[], &[]), 0, &["OK: 256 lines", "loaded from Cubin"]),
@@ -270,11 +362,15 @@ fn killed_within(mode: &str, stderr_has: &str) -> Result<(), String> {
 }
 
 fn main() {
-    let (mut passed, mut failed) = (0, 0);
+    let (mut passed, mut failed, mut skipped_here) = (0, 0, 0);
     let mut report = |name: &str, r: Result<(), String>| match r {
         Ok(()) => {
             println!("test {name} ... ok");
             passed += 1;
+        }
+        Err(why) if why.starts_with(SKIPPED) => {
+            println!("test {name} ... {why}");
+            skipped_here += 1;
         }
         Err(e) => {
             println!("test {name} ... FAILED\n{e}");
@@ -285,7 +381,7 @@ fn main() {
         for c in GPU_CASES {
             report(c.name, (c.check)());
         }
-        0
+        skipped_here
     } else {
         report("no_gpu_is_one_clear_sentence", {
             let out = run(&[], &[]);

@@ -32,6 +32,18 @@ pub fn driver_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
+/// The CUDA devices of this machine (for running a module on each: `Host::run_all`).
+pub fn device_count() -> Result<usize> {
+    if !driver_present() {
+        return Err(Error::NoDevice(
+            "the CUDA driver library (libcuda.so) was not found; install the NVIDIA driver".into(),
+        ));
+    }
+    cu::init().map_err(|e| Error::NoDevice(format!("the CUDA driver did not start: {e:?}")))?;
+    let n = cu::device::get_count().map_err(|e| Error::cuda("counting devices", e))?;
+    Ok(n as usize)
+}
+
 /// A GPU module image as a build embeds it.
 #[derive(Clone, Copy, Debug)]
 pub struct ModuleImage<'a> {
@@ -280,6 +292,11 @@ fn slot_symbols(ptx: &str) -> Vec<String> {
 impl GpuModule for CudaModule {
     fn describe(&self) -> String {
         format!("{} (sm_{})", self.name, self.sm)
+    }
+
+    fn bind_to_thread(&mut self) -> Result<()> {
+        // SAFETY: the module owns a reference to its primary context until drop.
+        unsafe { cu::ctx::set_current(self.ctx) }.map_err(|e| Error::cuda("cuCtxSetCurrent", e))
     }
 
     fn abi_version(&mut self) -> Result<u32> {
@@ -593,8 +610,16 @@ impl Drop for CudaReader {
     }
 }
 
+// SAFETY: the handles are the driver's, which is thread-safe; what a thread does with
+// them needs the module's context current on it, which `bind_to_thread` makes so, and
+// `Host::run` calls it first. `&mut self` keeps two threads from driving one module.
+unsafe impl Send for CudaModule {}
+
 impl Drop for CudaModule {
     fn drop(&mut self) {
+        // SAFETY: as in `bind_to_thread`; a module dropped on another thread than the one
+        // that ran it frees its memory in its own context.
+        let _ = unsafe { cu::ctx::set_current(self.ctx) };
         if self.running {
             // Freeing memory or unloading the module waits for the kernel, which may
             // never end (a timed-out kernel that does not call the host). Leave it all

@@ -82,7 +82,7 @@ impl PortBench {
         let port = unsafe { std::alloc::alloc_zeroed(PORT_LAYOUT) }.cast::<Port>();
         assert!(!port.is_null(), "allocating a port");
         let doorbell = Box::new(Doorbell::new(0));
-        let (files, _, services) = host.services(Arc::new(FakeDevice {
+        let (files, services) = host.services(Arc::new(FakeDevice {
             bytes: (0..DEVICE_BYTES).map(|i| i as u8).collect(),
         }));
         let ports = crate::server::Ports {
@@ -214,7 +214,7 @@ impl PortBench {
     /// (a job still running would hold one). Both should be 0.
     pub fn finish(&mut self) -> (usize, usize) {
         crate::server::drain(&self.ctx, Instant::now() + Duration::from_secs(1));
-        self.files.close_all();
+        self.files.table().close_all();
         let left = open_below(&self.mounts)
             .into_iter()
             .filter(|f| !self.open_before.contains(f))

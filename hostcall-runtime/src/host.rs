@@ -16,7 +16,7 @@ use hostcall_client::typed::HostFn;
 
 use crate::guest_log::GuestLog;
 use crate::module::{DeviceMemory, GpuModule, KernelArg, Launch, LaunchEnd};
-use crate::server::{Debug, Ports, Server};
+use crate::server::{Debug, Ports, Server, Who};
 use crate::services::lifetime::{Life, Lifetime, Serving};
 use crate::services::sandbox::Access;
 use crate::services::typed::{
@@ -45,6 +45,9 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 pub const DEFAULT_CAPTURE_LIMIT: usize = 64 << 20;
 /// Threads serving calls that may block (file system, stdin) unless set.
 pub const DEFAULT_BLOCKING_THREADS: usize = 4;
+/// Threads emptying a launch's stream rings unless set (only a launch given a stream
+/// starts them).
+pub const DEFAULT_STREAM_READERS: usize = 4;
 /// How long a killed launch gets to end before the run reports anyway: its threads that
 /// call the host trap within a round trip; one that never calls keeps running until the
 /// process exits.
@@ -90,6 +93,7 @@ pub struct HostBuilder {
     capture: bool,
     pub(crate) capture_limit: usize,
     pub(crate) blocking_threads: usize,
+    stream_readers: usize,
     echo: bool,
     group_other_write: bool,
     mount_points_inside: bool,
@@ -119,6 +123,7 @@ impl Default for HostBuilder {
             capture: false,
             capture_limit: DEFAULT_CAPTURE_LIMIT,
             blocking_threads: DEFAULT_BLOCKING_THREADS,
+            stream_readers: DEFAULT_STREAM_READERS,
             echo: true,
             group_other_write: false,
             mount_points_inside: false,
@@ -252,6 +257,13 @@ impl HostBuilder {
     /// file system calls and stdin, kept off the threads that poll the ports.
     pub fn blocking_threads(mut self, n: usize) -> Self {
         self.blocking_threads = n.max(1);
+        self
+    }
+
+    /// Threads that empty a launch's stream rings (default [`DEFAULT_STREAM_READERS`]),
+    /// each ring read by one of them, in order.
+    pub fn stream_readers(mut self, n: usize) -> Self {
+        self.stream_readers = n.max(1);
         self
     }
 
@@ -433,12 +445,12 @@ fn debug_from_env() -> Debug {
     match std::env::var("HOSTCALL_DEBUG").as_deref() {
         Err(_) | Ok("0") => Debug::default(),
         Ok("summary") => Debug {
-            trace: false,
             summary: true,
+            ..Debug::default()
         },
         Ok(_) => Debug {
             trace: true,
-            summary: false,
+            ..Debug::default()
         },
     }
 }
@@ -485,6 +497,9 @@ pub enum Outcome {
     Exited(u8),
     /// A thread aborted (a panic ends that way); its message went to stderr.
     Aborted {
+        /// The aborting thread's GPU, by its place in a run over several
+        /// ([`Host::run_all`]); `None` in a run on one.
+        gpu: Option<u32>,
         /// Linear block index of the aborting thread.
         block: u32,
         /// Thread index within the block.
@@ -500,8 +515,9 @@ impl Outcome {
     pub fn failure(&self) -> Option<String> {
         match self {
             Outcome::Completed | Outcome::Exited(_) => None,
-            Outcome::Aborted { block, thread } => Some(format!(
-                "GPU thread (block {block}, thread {thread}) panicked or aborted; the run ends with 134"
+            &Outcome::Aborted { gpu, block, thread } => Some(format!(
+                "GPU thread ({}) panicked or aborted; the run ends with 134",
+                Who { gpu, block, thread }
             )),
             Outcome::Faulted(why) => Some(format!("the GPU program faulted: {why}")),
         }
@@ -537,6 +553,26 @@ pub struct RunReport {
     pub summary: Option<String>,
     /// Each stream's account of the launch, in the order of [`Host::stream`].
     pub streams: Vec<StreamReport>,
+}
+
+/// What the launches of one run share, as the threads of one process do: the open
+/// files, how the program asked to end, and the log of what the GPU caused.
+struct ProcessState {
+    table: Arc<Mutex<FdTable>>,
+    process: Arc<Process>,
+    log: Arc<GuestLog>,
+}
+
+impl ProcessState {
+    /// The run is over: its files close now, even while a pool worker is still blocked
+    /// in a service (it holds the one file it is using, if any).
+    fn end(&self) {
+        self.table
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .close_all();
+        self.log.finish();
+    }
 }
 
 /// The host side of GPU programs: capabilities, channel sizing and the serving loop.
@@ -618,6 +654,66 @@ impl Host {
     /// Runs `launch` on `module`, serving hostcalls until it ends. The module's declared
     /// services are checked against what this host serves first, and bound to their ids.
     pub fn run(&self, module: &mut dyn GpuModule, launch: &Launch) -> Result<RunReport> {
+        let process = self.process_state();
+        let report = self.run_in(module, launch, &process, None);
+        process.end();
+        report
+    }
+
+    /// Runs each launch on its module at once (a module on each GPU of the machine, say)
+    /// as one process: one file table, one sandbox, one stdout and one exit. Each GPU
+    /// has its own ports and consumer threads; each GPU thread's lines stay whole and in
+    /// its order. Thread names and the host's lines name the GPU by its place in `runs`
+    /// (`GPU 1 block 0 thread 3`). An `exit` or `abort` on one GPU ends the others' next
+    /// hostcalls. The reports come in the order of `runs`; each captures its own GPU's
+    /// output.
+    pub fn run_all<M: GpuModule + Send>(&self, runs: &mut [(M, Launch)]) -> Vec<Result<RunReport>> {
+        let process = self.process_state();
+        let reports = std::thread::scope(|s| {
+            let started: Vec<_> = runs
+                .iter_mut()
+                .enumerate()
+                .map(|(i, (module, launch))| {
+                    let process = &process;
+                    std::thread::Builder::new()
+                        .name(format!("hostcall-gpu-{i}"))
+                        .spawn_scoped(s, move || {
+                            self.run_in(module, launch, process, Some(i as u32))
+                        })
+                })
+                .collect();
+            started
+                .into_iter()
+                .map(|t| {
+                    t.map_err(Error::Io)?.join().unwrap_or_else(|_| {
+                        Err(Error::Service("the thread serving a GPU panicked".into()))
+                    })
+                })
+                .collect()
+        });
+        process.end();
+        reports
+    }
+
+    /// What the launches of one run share.
+    fn process_state(&self) -> ProcessState {
+        ProcessState {
+            table: Arc::new(Mutex::new(FdTable::new(self.files_allowed))),
+            process: Arc::default(),
+            log: Arc::default(),
+        }
+    }
+
+    /// Runs `launch` on `module` as part of `process`, as the GPU at place `gpu` of a
+    /// run over several (`None`: alone).
+    fn run_in(
+        &self,
+        module: &mut dyn GpuModule,
+        launch: &Launch,
+        process: &ProcessState,
+        gpu: Option<u32>,
+    ) -> Result<RunReport> {
+        module.bind_to_thread()?;
         self.sandbox.check_mount_points()?;
         let version = module.abi_version()?;
         if version != ABI_VERSION {
@@ -652,7 +748,7 @@ impl Host {
             } else {
                 0
             },
-            reserved: 0,
+            gpu: gpu.map_or(0, |g| g + 1),
             launch_state: module.alloc_device_zeroed(size_of::<LaunchState>())?,
             wait_limit_ns: self.b.wait_limit.as_nanos().min(u64::MAX as u128) as u64,
             fault: fault.device,
@@ -663,7 +759,8 @@ impl Host {
         let launch = &with_streams(launch, &descs)?;
 
         let device = module.device_memory();
-        let (files, process, mut services) = self.services(device.clone());
+        let (files, mut services) = self.services_in(process, device.clone(), gpu);
+        let process = &process.process;
         services.device = Some(Arc::new(DeviceAccess {
             memory: device.clone(),
             heap: config.heap_base..config.heap_base + config.heap_size,
@@ -679,15 +776,20 @@ impl Host {
             services.clone(),
             self.b.consumers,
             self.b.blocking_threads,
-            self.b.debug,
+            Debug {
+                gpu,
+                ..self.b.debug
+            },
             files.log.clone(),
         )?;
 
-        let draining = streams.start();
+        let draining = streams.start(self.b.stream_readers);
         let started = Instant::now();
+        // With several GPUs, an exit on one ends the others.
+        let exits_all = gpu.map(|_| &**process);
         let ended = match module
             .launch(launch)
-            .and_then(|()| self.wait(module, launch, started, &server))
+            .and_then(|()| self.wait(module, launch, started, &server, exits_all))
         {
             Ok(LaunchEnd::Completed) if process.termination().is_none() => {
                 self.thread_exit(module, launch, config.launch_state, started, &server)
@@ -708,10 +810,6 @@ impl Host {
         }
         let calls = server.finish(Instant::now() + left.clamp(DRAIN_MIN, DRAIN_LIMIT));
         let streams = draining.finish(&*device);
-        // Nothing of the run outlives it: its files close now, even while a pool worker
-        // is still blocked in a service (it holds the one file it is using, if any).
-        files.close_all();
-        files.log.finish();
         match files.stdio.flush_posted() {
             Ok(0) => {}
             Ok(n) => log::warn!(
@@ -723,7 +821,12 @@ impl Host {
         let elapsed = started.elapsed();
         // SAFETY: the record was allocated above, zeroed, and only GPU threads write it;
         // the launch has ended.
-        let record = transport_fault(unsafe { &*fault.host.cast::<FaultRecord>() }, &services);
+        let fault = unsafe { &*fault.host.cast::<FaultRecord>() };
+        // A thread stopped because another GPU's thread ended the process has nothing
+        // to report.
+        let stopped_by_exit = exits_all.is_some_and(|p| p.termination().is_some())
+            && FaultKind::from_code(fault.kind) == Some(FaultKind::Killed);
+        let record = transport_fault(fault, &services, gpu).filter(|_| !stopped_by_exit);
         let outcome = match halted {
             Some(why) => Outcome::Faulted(why),
             None => outcome_of(process.termination(), ended, record),
@@ -740,16 +843,24 @@ impl Host {
         })
     }
 
-    /// The services of one launch over this host's grants: the file services (with
-    /// stdio), the process state, and the table the server dispatches with, embedder
-    /// services included.
-    pub(crate) fn services(
+    /// The services of one launch alone over this host's grants (the fuzzer's).
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn services(&self, device: Arc<dyn DeviceMemory>) -> (Arc<Files>, ServiceTable) {
+        self.services_in(&self.process_state(), device, None)
+    }
+
+    /// The services of one launch of `process` over this host's grants: the file
+    /// services (with this launch's stdio), and the table the server dispatches with,
+    /// embedder services included.
+    fn services_in(
         &self,
+        process: &ProcessState,
         device: Arc<dyn DeviceMemory>,
-    ) -> (Arc<Files>, Arc<Process>, ServiceTable) {
-        let log = Arc::new(GuestLog::default());
+        gpu: Option<u32>,
+    ) -> (Arc<Files>, ServiceTable) {
+        let log = process.log.clone();
         let files = Arc::new(Files {
-            table: Mutex::new(FdTable::new(self.files_allowed)),
+            table: process.table.clone(),
             device,
             sandbox: self.sandbox.clone(),
             stdio: Stdio {
@@ -766,8 +877,11 @@ impl Host {
                 MODES_DEFAULT
             },
         });
-        let process = Arc::new(Process::default());
-        let mut table = ServiceTable::builtin(files.clone(), self.env.clone(), process.clone());
+        let mut table = ServiceTable::builtin(
+            files.clone(),
+            self.env.clone(),
+            Arc::new(process.process.on_gpu(gpu)),
+        );
         for e in &self.b.extra {
             match &e.name {
                 Some(n) => table.register_named(e.id, e.handler.clone(), n.clone()),
@@ -778,7 +892,7 @@ impl Host {
             }
         }
         table.unserved = self.b.unserved;
-        (files, process, table)
+        (files, table)
     }
 
     /// Runs the thread-local destructors of a launch that ended normally, as Linux does
@@ -812,7 +926,7 @@ impl Host {
         match module.launch(&exit) {
             Err(Error::MissingSymbol(_)) => Ok(LaunchEnd::Completed),
             Err(e) => Err(e),
-            Ok(()) => self.wait(module, &exit, started, server),
+            Ok(()) => self.wait(module, &exit, started, server, None),
         }
     }
 
@@ -825,10 +939,18 @@ impl Host {
         launch: &Launch,
         started: Instant,
         server: &Server,
+        exits_all: Option<&Process>,
     ) -> Result<LaunchEnd> {
+        let mut killed_for_exit = false;
         loop {
             if let Some(end) = module.poll()? {
                 return Ok(end);
+            }
+            if !killed_for_exit && exits_all.is_some_and(|p| p.termination().is_some()) {
+                // Another GPU's thread ended the process: this launch's threads trap at
+                // their next hostcall.
+                server.kill();
+                killed_for_exit = true;
             }
             if let Some(limit) = self.b.timeout
                 && started.elapsed() > limit
@@ -896,14 +1018,14 @@ fn outcome_of(asked: Option<Termination>, ended: LaunchEnd, transport: Option<St
             Outcome::Exited(code)
         }
         (
-            Some(Termination::Abort { block, thread }),
+            Some(Termination::Abort { gpu, block, thread }),
             LaunchEnd::Completed | LaunchEnd::Trapped(_),
-        ) => Outcome::Aborted { block, thread },
+        ) => Outcome::Aborted { gpu, block, thread },
         (Some(t), LaunchEnd::Faulted(why)) => {
             let asked = match t {
                 Termination::Exit(code) => format!("exit({code})"),
-                Termination::Abort { block, thread } => {
-                    format!("an abort by block {block} thread {thread}")
+                Termination::Abort { gpu, block, thread } => {
+                    format!("an abort by {:#}", Who { gpu, block, thread })
                 }
             };
             fault(format!("{why}, after {asked}"))
@@ -915,7 +1037,7 @@ fn outcome_of(asked: Option<Termination>, ended: LaunchEnd, transport: Option<St
 
 /// What a GPU thread recorded before it gave up on the transport, in words; `services`
 /// names the service of a failed call.
-fn transport_fault(f: &FaultRecord, services: &ServiceTable) -> Option<String> {
+fn transport_fault(f: &FaultRecord, services: &ServiceTable, gpu: Option<u32>) -> Option<String> {
     if f.valid.load(std::sync::atomic::Ordering::Acquire) != 1 {
         return None;
     }
@@ -946,8 +1068,12 @@ fn transport_fault(f: &FaultRecord, services: &ServiceTable) -> Option<String> {
         None => format!("recorded an unknown transport fault {}", f.kind),
     };
     Some(format!(
-        "GPU thread (block {}, thread {}) gave up: it {what}",
-        f.block, f.thread
+        "GPU thread ({}) gave up: it {what}",
+        Who {
+            gpu,
+            block: f.block,
+            thread: f.thread
+        }
     ))
 }
 
@@ -1021,6 +1147,7 @@ mod tests {
             "{hidden:?}"
         );
         let abort = Some(Termination::Abort {
+            gpu: None,
             block: 1,
             thread: 2,
         });

@@ -111,6 +111,11 @@ pub struct ModuleSlot {
 pub trait GpuModule {
     /// The device, for messages and reports.
     fn describe(&self) -> String;
+    /// Makes the calling thread ready to drive the module: a module moved to another
+    /// thread (one per GPU in `Host::run_all`) is bound to it before anything else.
+    fn bind_to_thread(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// The module's `__hostcall_abi_version`.
     fn abi_version(&mut self) -> Result<u32>;
     /// Zeroed host memory the GPU can address, aligned to 4096 bytes.

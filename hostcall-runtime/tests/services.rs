@@ -343,6 +343,7 @@ fn abort_reports_the_thread_and_its_message() {
     assert_eq!(
         r.outcome,
         Outcome::Aborted {
+            gpu: None,
             block: 1,
             thread: 2
         }

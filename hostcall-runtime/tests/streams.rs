@@ -29,15 +29,28 @@ const BLOCKS: u32 = 4;
 const THREADS: u32 = 64;
 const EACH: u64 = 50;
 
+/// How the emulated warps reach the stream: one lane each; 32 lanes together, whose
+/// records are reserved as one; lanes in random groups.
+const MODES: [WarpMode; 3] = [
+    WarpMode::Independent,
+    WarpMode::Lockstep,
+    WarpMode::Divergent { seed: 16 },
+];
+
 /// Runs `BLOCKS` x `THREADS` threads each submitting `EACH` samples (tag: thread % 3) to
-/// a stream of `spec` with `callbacks`; returns the report and what each thread's
-/// submissions came to.
-fn run(spec: StreamSpec, callbacks: Callbacks) -> (RunReport, Vec<Submitted>) {
-    let mut host = quiet().build().unwrap();
+/// a stream of `spec` with `callbacks`, in warps of `mode`, emptied by `readers` host
+/// threads; returns the report and what each thread's submissions came to.
+fn run(
+    spec: StreamSpec,
+    callbacks: Callbacks,
+    mode: WarpMode,
+    readers: usize,
+) -> (RunReport, Vec<Submitted>) {
+    let mut host = quiet().stream_readers(readers).build().unwrap();
     let stream = host.stream(spec, callbacks);
     let outcomes = Arc::new(Mutex::new(Vec::new()));
     let o = outcomes.clone();
-    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
+    let mut m = EmulatedModule::new(mode).kernel("k", move |t: &EmuThread| {
         let KernelArg::U64(raw) = t.args[0] else {
             panic!("the stream's descriptor")
         };
@@ -86,27 +99,47 @@ fn by_thread(got: &[Taken]) -> BTreeMap<(u32, u32), Vec<u64>> {
 
 #[test]
 fn every_message_reaches_its_callbacks_once_in_its_threads_order_through_small_rings() {
+    for mode in MODES {
+        // 4 rings of 128 words for 12,800 messages of 3 words: writers wait, rings
+        // wrap; a warp's 32 records (96 words) fit one ring, so lanes reserve together.
+        in_order_through(mode, 1024, 4);
+    }
+    // Rings of 32 words, too small for a warp's records: lanes reserve one by one.
+    in_order_through(WarpMode::Lockstep, 256, 4);
+    // One host thread for every ring, and three for four rings.
+    in_order_through(WarpMode::Independent, 1024, 1);
+    in_order_through(WarpMode::Independent, 1024, 3);
+}
+
+fn in_order_through(mode: WarpMode, ring_bytes: usize, readers: usize) {
     let got = Arc::new(Mutex::new(Vec::new()));
     let counter = TagCounter::new();
-    // 4 rings of 32 words for 12,800 messages of 3 words: writers wait, rings wrap.
     let spec = StreamSpec {
         rings: 4,
-        ring_bytes: 256,
+        ring_bytes,
         when_full: WhenFull::Wait,
     };
     let callbacks = Callbacks::new()
         .on_every(keep(&got))
         .on_every(counter.callback());
-    let (r, outcomes) = run(spec, callbacks);
+    let (r, outcomes) = run(spec, callbacks, mode, readers);
     let total = u64::from(BLOCKS * THREADS) * EACH;
     assert!(outcomes.iter().all(|&o| o == Submitted::Queued));
     assert_eq!(r.streams.len(), 1);
-    assert_eq!((r.streams[0].messages, r.streams[0].dropped), (total, 0));
+    assert_eq!(
+        (r.streams[0].messages, r.streams[0].dropped),
+        (total, 0),
+        "{mode:?}"
+    );
     assert!(r.streams[0].broken.is_empty());
     let threads = by_thread(&got.lock().unwrap());
     assert_eq!(threads.len(), (BLOCKS * THREADS) as usize);
     for (who, ns) in threads {
-        assert_eq!(ns, (0..EACH).collect::<Vec<_>>(), "thread {who:?}");
+        assert_eq!(
+            ns,
+            (0..EACH).collect::<Vec<_>>(),
+            "thread {who:?}, {mode:?}"
+        );
     }
     let per_tag: u64 = counter.counts().values().sum();
     assert_eq!(per_tag, total);
@@ -115,28 +148,36 @@ fn every_message_reaches_its_callbacks_once_in_its_threads_order_through_small_r
 
 #[test]
 fn a_dropping_stream_counts_what_it_drops_and_keeps_order_in_what_arrives() {
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let spec = StreamSpec {
-        rings: 1,
-        ring_bytes: 64,
-        when_full: WhenFull::Drop,
-    };
-    let (r, outcomes) = run(spec, Callbacks::new().on_every(keep(&got)));
-    let dropped = outcomes
-        .iter()
-        .filter(|&&o| o == Submitted::Dropped)
-        .count() as u64;
-    assert!(
-        dropped > 0,
-        "a ring of 8 words for 12,800 messages dropped none"
-    );
-    assert_eq!(r.streams[0].dropped, dropped);
-    assert_eq!(
-        r.streams[0].messages + dropped,
-        u64::from(BLOCKS * THREADS) * EACH
-    );
-    for (who, ns) in by_thread(&got.lock().unwrap()) {
-        assert!(ns.windows(2).all(|p| p[0] < p[1]), "thread {who:?}: {ns:?}");
+    for (mode, ring_bytes) in [
+        (WarpMode::Independent, 64),
+        (WarpMode::Lockstep, 64),
+        (WarpMode::Lockstep, 1024),
+        (WarpMode::Divergent { seed: 16 }, 1024),
+    ] {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let spec = StreamSpec {
+            rings: 1,
+            ring_bytes,
+            when_full: WhenFull::Drop,
+        };
+        let (r, outcomes) = run(spec, Callbacks::new().on_every(keep(&got)), mode, 2);
+        let dropped = outcomes
+            .iter()
+            .filter(|&&o| o == Submitted::Dropped)
+            .count() as u64;
+        assert!(
+            dropped > 0,
+            "one ring of {ring_bytes} bytes for 12,800 messages dropped none ({mode:?})"
+        );
+        assert_eq!(r.streams[0].dropped, dropped, "{mode:?}");
+        assert_eq!(
+            r.streams[0].messages + dropped,
+            u64::from(BLOCKS * THREADS) * EACH,
+            "{mode:?}"
+        );
+        for (who, ns) in by_thread(&got.lock().unwrap()) {
+            assert!(ns.windows(2).all(|p| p[0] < p[1]), "thread {who:?}: {ns:?}");
+        }
     }
 }
 

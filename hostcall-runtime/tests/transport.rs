@@ -289,6 +289,7 @@ fn a_line_posted_just_before_a_trap_still_arrives() {
     assert_eq!(
         r.outcome,
         Outcome::Aborted {
+            gpu: None,
             block: 0,
             thread: 0
         }

@@ -275,8 +275,9 @@ pub extern "C" fn pthread_self() -> u64 {
     Nvptx::global_thread() + 1
 }
 
-/// A GPU thread's name says where it runs: `block B thread T` (linear indices). Only
-/// the calling thread is known.
+/// A GPU thread's name says where it runs: `block B thread T` (linear indices), after
+/// `GPU G ` in a run over several GPUs (`DeviceConfig::gpu`). Only the calling thread
+/// is known.
 ///
 /// # Safety
 /// `buf` must be valid for writing `len` bytes.
@@ -287,7 +288,10 @@ pub unsafe extern "C" fn pthread_getname_np(thread: u64, buf: *mut u8, len: usiz
     }
     let (block, t) = Nvptx::caller();
     let mut name = crate::misc::Text::default();
-    let _ = core::fmt::write(&mut name, format_args!("block {block} thread {t}"));
+    let _ = match crate::config().gpu {
+        0 => core::fmt::write(&mut name, format_args!("block {block} thread {t}")),
+        g => core::fmt::write(&mut name, format_args!("GPU {} block {block} thread {t}", g - 1)),
+    };
     let name = name.as_bytes();
     if name.len() + 1 > len {
         return ERANGE;

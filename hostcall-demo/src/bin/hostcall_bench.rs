@@ -14,8 +14,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use hostcall_demo::{check, mode};
-use hostcall_runtime::cuda::{CudaModule, CudaOptions};
-use hostcall_runtime::{GpuModule, Host, KernelArg, Launch, Outcome, RunReport};
+use hostcall_runtime::cuda::{CudaModule, CudaOptions, KernelLimit, ModuleImage};
+use hostcall_runtime::stream::{Callbacks, StreamSpec, TagCounter};
+use hostcall_runtime::{
+    DEFAULT_STREAM_READERS, GpuModule, Host, KernelArg, Launch, Outcome, RunReport,
+};
 use serde_json::{Value, json};
 
 /// Measures hostcall throughput and latency on the GPU beside CUDA C references of the
@@ -32,6 +35,20 @@ struct Args {
     /// Scratch directory for the file-write benchmark (default: a new temporary one).
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Measure only these parts (and the module load); default: all of them.
+    #[arg(long, value_enum)]
+    only: Vec<Part>,
+}
+
+/// The parts of the benchmark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Part {
+    /// Hostcalls: latency, the sweep, typed calls, consumers, files, malloc, idle CPU.
+    Calls,
+    /// Tagged streams' messages/s and GB/s.
+    Streams,
+    /// Null calls on every GPU at once against one (on a machine with several).
+    Gpus,
 }
 
 /// Launch shapes of the sweep, from one warp to 1056 x 256 threads.
@@ -128,6 +145,193 @@ fn run_typed(
         ));
     }
     Ok(r)
+}
+
+/// Messages each thread submits in a stream row.
+const STREAM_MESSAGES: u32 = 64;
+
+/// One stream row's figures.
+struct StreamRate {
+    /// Messages per second from the first thread's first submit to the last one's last.
+    gpu: f64,
+    /// Messages per second from the launch until the host had taken every one.
+    end_to_end: f64,
+}
+
+/// Runs culinux's `kstream` as `blocks` x 256 threads, each submitting
+/// `STREAM_MESSAGES` messages of `words` words to a default stream (rings that wait)
+/// emptied by `readers` host threads and counted per tag; insists that every message
+/// arrived, once.
+fn run_stream(
+    module: &mut CudaModule,
+    words: u32,
+    blocks: u32,
+    readers: usize,
+) -> Result<StreamRate, String> {
+    let mut host = Host::builder()
+        .stream_readers(readers)
+        .capture_output(true)
+        .echo_output(false)
+        .timeout(Duration::from_secs(300))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let counter = TagCounter::new();
+    let stream = host.stream(
+        StreamSpec::default(),
+        Callbacks::new().on_every(counter.callback()),
+    );
+    let args = vec![
+        KernelArg::Stream(stream),
+        KernelArg::U32(words),
+        KernelArg::U32(STREAM_MESSAGES),
+    ];
+    let r = host
+        .run(module, &Launch::linear("kstream", blocks, 256, args))
+        .map_err(|e| e.to_string())?;
+    if r.outcome != Outcome::Completed {
+        return Err(format!(
+            "kstream of {words} words at {blocks}x256 ended with {:?}",
+            r.outcome
+        ));
+    }
+    let (dropped, ns) = check::report(&String::from_utf8_lossy(&r.stdout), "stream")?;
+    let sent = u64::from(blocks) * 256 * u64::from(STREAM_MESSAGES);
+    let taken = counter.counts().get(&words).copied().unwrap_or(0);
+    if dropped != 0 || taken != sent || r.streams[0].messages != sent {
+        return Err(format!(
+            "kstream of {words} words at {blocks}x256: {sent} sent, {taken} counted, {dropped} dropped"
+        ));
+    }
+    Ok(StreamRate {
+        gpu: sent as f64 / (ns as f64 / 1e9),
+        end_to_end: sent as f64 / r.elapsed.as_secs_f64(),
+    })
+}
+
+/// The stream rows: messages/s and GB/s of 8-, 16- and 64-byte messages at 132 x 256
+/// and 1056 x 256, against the device-to-pinned-host copy bandwidth and CUDA printf.
+fn stream_rows(
+    module: &mut CudaModule,
+    limit: &dyn Fn(&str) -> Option<f64>,
+) -> Result<Vec<Value>, String> {
+    let mut rows = Vec::new();
+    for words in [1, 2, 8] {
+        for blocks in [132, 1056] {
+            let rate = run_stream(module, words, blocks, DEFAULT_STREAM_READERS)?;
+            let one = run_stream(module, words, blocks, 1)?;
+            let bytes = 8.0 * f64::from(words);
+            eprintln!(
+                "hostcall_bench: {blocks}x256: {:.2} M stream messages/s of {bytes} bytes ({:.2} GB/s; {:.2} M/s end to end; {:.2} M/s with one host reader)",
+                rate.gpu / 1e6,
+                rate.gpu * bytes / 1e9,
+                rate.end_to_end / 1e6,
+                one.gpu / 1e6
+            );
+            let name = format!("stream_{bytes}_byte_messages_per_s_{blocks}x256");
+            let note = format!(
+                "{STREAM_MESSAGES} messages of {bytes} bytes per thread, 64 rings of 64 KiB that wait, emptied by {DEFAULT_STREAM_READERS} host threads and counted per tag; GPU time from the first submit to the last; end_to_end_per_s: launch until the host took the last; one_reader_per_s: the same with one host thread"
+            );
+            let printf_key = if blocks == 132 {
+                "cuda_printf_lines_per_s"
+            } else {
+                "cuda_printf_lines_per_s_1056x256"
+            };
+            let mut row = result(
+                &name,
+                rate.gpu,
+                "messages/s",
+                limit(printf_key).map(|l| (printf_key, l)),
+                &note,
+            );
+            row["end_to_end_per_s"] = json!(rate.end_to_end);
+            row["one_reader_per_s"] = json!(one.gpu);
+            rows.push(row);
+            rows.push(result(
+                &format!("stream_{bytes}_byte_payload_gb_per_s_{blocks}x256"),
+                rate.gpu * bytes / 1e9,
+                "GB/s",
+                limit("d2h_pinned_copy_gb_per_s").map(|l| ("d2h_pinned_copy_gb_per_s", l)),
+                &format!("the payload of {name} (each record adds an 8-byte header)"),
+            ));
+        }
+    }
+    Ok(rows)
+}
+
+/// Rounds of one GPU alone, then every GPU at once, in the several-GPU rows.
+const GPU_ROUNDS: usize = 3;
+
+/// Null calls at 1056 x 256 on one GPU, then on every GPU of the machine at once (one
+/// `Host::run_all`), `GPU_ROUNDS` times in turn: the medians, each GPU's calls over
+/// the longest GPU's span. No rows on a machine with one GPU.
+fn gpu_rows(first: CudaModule, image: &ModuleImage<'_>) -> Result<Vec<Value>, String> {
+    let gpus = hostcall_runtime::cuda::device_count().map_err(|e| e.to_string())?;
+    if gpus < 2 {
+        eprintln!("hostcall_bench: one GPU: no several-GPU rows");
+        return Ok(Vec::new());
+    }
+    let mut modules = vec![first];
+    for d in 1..gpus {
+        let m = CudaModule::load(image, &CudaOptions::default().device(d))
+            .map_err(|e| e.to_string())?;
+        modules.push(m);
+    }
+    let host = Host::builder()
+        .capture_output(true)
+        .echo_output(false)
+        .timeout(Duration::from_secs(300))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let launch = Launch::linear("kmain", 1056, 256, vec![KernelArg::U32(mode::NULL)]);
+    let per_gpu_calls = 1056.0 * 256.0 * NULL_PINGS;
+    let (mut alone, mut together) = (Vec::new(), Vec::new());
+    let mut runs: Vec<_> = modules.into_iter().map(|m| (m, launch.clone())).collect();
+    for _ in 0..GPU_ROUNDS {
+        let r = host
+            .run(&mut runs[0].0, &launch)
+            .map_err(|e| e.to_string())?;
+        let (bad, ns) = check::report(&String::from_utf8_lossy(&r.stdout), "null")?;
+        if bad != 0 || r.outcome != Outcome::Completed {
+            return Err(format!("null calls on GPU 0: {bad} wrong, {:?}", r.outcome));
+        }
+        alone.push(per_gpu_calls / (ns as f64 / 1e9));
+        let mut longest = 0;
+        for (gpu, r) in host.run_all(&mut runs).into_iter().enumerate() {
+            let r = r.map_err(|e| e.to_string())?;
+            let (bad, ns) = check::report(&String::from_utf8_lossy(&r.stdout), "null")?;
+            if bad != 0 || r.outcome != Outcome::Completed {
+                return Err(format!(
+                    "null calls on GPU {gpu}: {bad} wrong, {:?}",
+                    r.outcome
+                ));
+            }
+            longest = longest.max(ns);
+        }
+        together.push(per_gpu_calls * gpus as f64 / (longest as f64 / 1e9));
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (one, all) = (median(&mut alone), median(&mut together));
+    eprintln!(
+        "hostcall_bench: null calls at 1056x256: {:.2} M/s on one GPU, {:.2} M/s on {gpus} at once ({:.2}x)",
+        one / 1e6,
+        all / 1e6,
+        all / one
+    );
+    let mut row = result(
+        &format!("null_calls_per_s_1056x256_on_{gpus}_gpus"),
+        all,
+        "calls/s",
+        Some(("null_calls_per_s_1056x256_on_1_gpu", one)),
+        &format!(
+            "64 verified null round trips per thread on each GPU at once (Host::run_all, one consumer per GPU): every GPU's calls over the longest GPU's span; median of {GPU_ROUNDS}, alternating with one GPU alone"
+        ),
+    );
+    row["rounds_one_gpu"] = json!(alone);
+    row["rounds_all_gpus"] = json!(together);
+    Ok(vec![row])
 }
 
 /// The numbers after `prefix` on the kernel's report line.
@@ -266,8 +470,69 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
             "cuInit, primary context, stack limit and module load",
         ),
     ];
+    let mut sweep = Vec::new();
+    let part = |p: Part| a.only.is_empty() || a.only.contains(&p);
+    if part(Part::Calls) {
+        measure_calls(&mut module, &dir, &limit, &mut results, &mut sweep, kernel)?;
+    }
+    if part(Part::Streams) {
+        results.extend(stream_rows(&mut module, &limit)?);
+    }
+    if part(Part::Gpus) {
+        results.extend(gpu_rows(module, &image)?);
+        module = CudaModule::load(&image, &CudaOptions::default())?;
+    }
 
-    let (us, stages) = latency(&run(&mut module, &dir, mode::LATENCY, 1, 32)?)?;
+    let doc = json!({
+        "benchmark": "hostcall_bench",
+        "hardware": { "gpu": module.describe(), "host_cpu": cpu_model() },
+        "commit": hostcall_demo::COMMIT,
+        "date": utc_now(),
+        "module_sha256": image.sha256,
+        "limits_source": a.limits.as_ref().map(|p| p.display().to_string()),
+        "limits": limits,
+        "results": results,
+        "sweep": sweep,
+    });
+    if let Some(parent) = a.out.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(&a.out, serde_json::to_string_pretty(&doc)? + "\n")?;
+    let _ = std::fs::remove_dir(&dir);
+
+    let mut table = String::new();
+    for r in doc["results"].as_array().into_iter().flatten() {
+        let cmp = r["compare_to"]["name"].as_str().map_or(String::new(), |c| {
+            format!(
+                "  vs {c} {:.4} ({:.2}x)",
+                r["compare_to"]["value"].as_f64().unwrap_or(0.0),
+                r["ratio"].as_f64().unwrap_or(0.0)
+            )
+        });
+        let _ = writeln!(
+            table,
+            "{:<36} {:>14.4} {:<11}{cmp}",
+            r["name"].as_str().unwrap_or(""),
+            r["value"].as_f64().unwrap_or(0.0),
+            r["unit"].as_str().unwrap_or("")
+        );
+    }
+    print!("{table}");
+    eprintln!("hostcall_bench: wrote {}", a.out.display());
+    Ok(())
+}
+
+/// The hostcall rows: latency, the sweep of null calls and println! lines, typed calls,
+/// four consumers, file writes, malloc, idle CPU and the largest block.
+fn measure_calls(
+    module: &mut CudaModule,
+    dir: &Path,
+    limit: &dyn Fn(&str) -> Option<f64>,
+    results: &mut Vec<Value>,
+    sweep: &mut Vec<Value>,
+    kernel: KernelLimit,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let (us, stages) = latency(&run(module, dir, mode::LATENCY, 1, 32)?)?;
     let mut row = result(
         "roundtrip_latency_1_thread",
         us,
@@ -279,10 +544,9 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     results.push(row);
 
     // The sweep: verified null round trips and println! lines against launched threads.
-    let mut sweep = Vec::new();
     for (blocks, threads) in SWEEP {
         let total = blocks as f64 * threads as f64;
-        let r = run(&mut module, &dir, mode::NULL, blocks, threads)?;
+        let r = run(module, dir, mode::NULL, blocks, threads)?;
         let (bad, ns) = check::report(&String::from_utf8_lossy(&r.stdout), "null")?;
         if bad != 0 {
             return Err(
@@ -290,7 +554,7 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         let null_per_s = total * NULL_PINGS / (ns as f64 / 1e9);
-        let r = run(&mut module, &dir, mode::PRINTLN, blocks, threads)?;
+        let r = run(module, dir, mode::PRINTLN, blocks, threads)?;
         let lines = String::from_utf8_lossy(&r.stdout).lines().count() as f64;
         if lines != total * LINES_PER_THREAD {
             return Err(format!(
@@ -340,7 +604,7 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
 
     // Typed calls of a host closure, beside the null calls of this run: the typed layer
     // (encoding, the closure's type check, decoding) must cost no more than the noise.
-    let r = run_typed(&mut module, mode::TYPED_LATENCY, 1, 32)?;
+    let r = run_typed(module, mode::TYPED_LATENCY, 1, 32)?;
     let v = numbers(&r, "typed_latency: ")?;
     let [n, total] = v[..] else {
         return Err(format!("bad typed_latency line: {v:?}").into());
@@ -353,7 +617,7 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         "one GPU thread, 2000 typed calls of the host closure |x: u64| x (HostFn), GPU %globaltimer",
     ));
     for b in [132, 1056] {
-        let r = run_typed(&mut module, mode::TYPED_NULL, b, 256)?;
+        let r = run_typed(module, mode::TYPED_NULL, b, 256)?;
         let (bad, ns) = check::report(&String::from_utf8_lossy(&r.stdout), "typed")?;
         if bad != 0 {
             return Err(format!("{bad} typed replies reached the wrong lane at {b}x256").into());
@@ -374,7 +638,7 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
 
     // The same 1056 x 256 null calls with four consumer threads: how far one thread is
     // the limit.
-    let r = run_with(&mut module, &dir, mode::NULL, 1056, 256, 4)?;
+    let r = run_with(module, dir, mode::NULL, 1056, 256, 4)?;
     let (bad, ns) = check::report(&String::from_utf8_lossy(&r.stdout), "null")?;
     if bad != 0 {
         return Err(format!("{bad} null replies reached the wrong lane with 4 consumers").into());
@@ -390,7 +654,7 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         "as null_calls_per_s_1056x256, with four host consumer threads",
     ));
 
-    let v = numbers(&run(&mut module, &dir, mode::BULK_WRITE, 1, 32)?, "bulk: ")?;
+    let v = numbers(&run(module, dir, mode::BULK_WRITE, 1, 32)?, "bulk: ")?;
     std::fs::remove_file(dir.join("bulk.bin"))?;
     let bytes = v[0];
     results.push(result(
@@ -399,12 +663,12 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         "GB/s",
         Some((
             "host_write_same_dir_gb_per_s",
-            host_write_gbps(&dir, bytes as usize)?,
+            host_write_gbps(dir, bytes as usize)?,
         )),
         "one GPU thread, File::write_all of 1 GiB in 8 MiB writes (DMA from the device heap)",
     ));
 
-    let r = run(&mut module, &dir, mode::MALLOC, 132, 256)?;
+    let r = run(module, dir, mode::MALLOC, 132, 256)?;
     results.push(result(
         "malloc_free_pairs_per_s_132x256",
         132.0 * 256.0 * 256.0 / r.elapsed.as_secs_f64(),
@@ -415,7 +679,7 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
 
     let cpu_before = process_cpu()?;
     let wall = Instant::now();
-    let r = run(&mut module, &dir, mode::SLEEP, 1, 32)?;
+    let r = run(module, dir, mode::SLEEP, 1, 32)?;
     let cpu = (process_cpu()? - cpu_before).as_secs_f64() / wall.elapsed().as_secs_f64();
     results.push(result(
         "host_cpu_while_gpu_sleeps_5s",
@@ -432,7 +696,7 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         "the same thread's 2000 round trips right after the 5 s sleep",
     ));
 
-    let r = run(&mut module, &dir, mode::NULL, 4, 1024)?;
+    let r = run(module, dir, mode::NULL, 4, 1024)?;
     let (bad, ns) = check::report(&String::from_utf8_lossy(&r.stdout), "null")?;
     if bad != 0 {
         return Err(format!("{bad} null replies reached the wrong lane at 4x1024").into());
@@ -448,42 +712,6 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     row["null_calls_per_s_4x1024"] = json!(4.0 * 1024.0 * NULL_PINGS / (ns as f64 / 1e9));
     results.push(row);
 
-    let doc = json!({
-        "benchmark": "hostcall_bench",
-        "hardware": { "gpu": module.describe(), "host_cpu": cpu_model() },
-        "commit": hostcall_demo::COMMIT,
-        "date": utc_now(),
-        "module_sha256": image.sha256,
-        "limits_source": a.limits.as_ref().map(|p| p.display().to_string()),
-        "limits": limits,
-        "results": results,
-        "sweep": sweep,
-    });
-    if let Some(parent) = a.out.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    std::fs::write(&a.out, serde_json::to_string_pretty(&doc)? + "\n")?;
-    let _ = std::fs::remove_dir(&dir);
-
-    let mut table = String::new();
-    for r in doc["results"].as_array().into_iter().flatten() {
-        let cmp = r["compare_to"]["name"].as_str().map_or(String::new(), |c| {
-            format!(
-                "  vs {c} {:.4} ({:.2}x)",
-                r["compare_to"]["value"].as_f64().unwrap_or(0.0),
-                r["ratio"].as_f64().unwrap_or(0.0)
-            )
-        });
-        let _ = writeln!(
-            table,
-            "{:<36} {:>14.4} {:<11}{cmp}",
-            r["name"].as_str().unwrap_or(""),
-            r["value"].as_f64().unwrap_or(0.0),
-            r["unit"].as_str().unwrap_or("")
-        );
-    }
-    print!("{table}");
-    eprintln!("hostcall_bench: wrote {}", a.out.display());
     Ok(())
 }
 

@@ -99,6 +99,7 @@ type Bindings = Arc<RwLock<HashMap<&'static str, u32>>>;
 struct LaneCtx {
     block: u32,
     thread: u32,
+    block_threads: u32,
     warp: Option<Arc<Warp>>,
     bindings: Bindings,
 }
@@ -148,10 +149,14 @@ pub struct Emu;
 impl Emu {
     /// The calling lane's warp and lane id, if it is in a multi-lane warp.
     fn warp() -> Option<(Arc<Warp>, u32)> {
-        with_lane(|l| {
-            l.warp
-                .as_ref()
-                .map(|w| (w.clone(), l.thread % WARP_SIZE as u32))
+        // A thread outside any launch (a test driving the GPU side directly) is a warp
+        // of one lane.
+        LANE.with(|l| {
+            l.borrow().as_ref().and_then(|l| {
+                l.warp
+                    .as_ref()
+                    .map(|w| (w.clone(), l.thread % WARP_SIZE as u32))
+            })
         })
     }
 }
@@ -225,6 +230,10 @@ impl Platform for Emu {
 
     fn caller() -> (u32, u32) {
         with_lane(|l| (l.block, l.thread))
+    }
+
+    fn block_threads() -> u32 {
+        with_lane(|l| l.block_threads)
     }
 
     fn is_global(_ptr: *const u8) -> bool {
@@ -428,6 +437,7 @@ impl GpuModule for EmulatedModule {
                             *l.borrow_mut() = Some(LaneCtx {
                                 block,
                                 thread,
+                                block_threads: per_block,
                                 warp: warp.clone(),
                                 bindings,
                             })
@@ -511,6 +521,11 @@ impl GpuModule for EmulatedModule {
         }))
     }
 }
+
+// SAFETY: the allocations are plain host memory owned by the module, reached by other
+// threads only through the addresses a launch hands out; nothing in it is tied to the
+// thread that made it.
+unsafe impl Send for EmulatedModule {}
 
 impl Drop for EmulatedModule {
     fn drop(&mut self) {

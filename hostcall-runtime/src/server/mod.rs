@@ -142,6 +142,38 @@ pub struct Debug {
     pub trace: bool,
     /// A table per run: calls, errors and host time per service.
     pub summary: bool,
+    /// The GPU's place in a run over several (`Host::run_all`), named in every line.
+    pub gpu: Option<u32>,
+}
+
+/// A GPU thread as the host's lines name it: `block B, thread T`, after `GPU G, ` in a
+/// run over several GPUs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Who {
+    pub gpu: Option<u32>,
+    pub block: u32,
+    pub thread: u32,
+}
+
+impl Who {
+    fn of(ctx: &Context, slot: &LaneSlot) -> Who {
+        Who {
+            gpu: ctx.debug.gpu,
+            block: slot.block,
+            thread: slot.thread,
+        }
+    }
+}
+
+impl std::fmt::Display for Who {
+    /// `block B, thread T`; with `{:#}`, a trace line's `block B thread T`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sep = if f.alternate() { "" } else { "," };
+        if let Some(g) = self.gpu {
+            write!(f, "GPU {g}{sep} ")?;
+        }
+        write!(f, "block {}{sep} thread {}", self.block, self.thread)
+    }
 }
 
 /// One service's line of the summary table.
@@ -676,10 +708,9 @@ fn malformed(ctx: &Context, slot: &LaneSlot, m: &Malformed) -> (Status, Reply) {
     ctx.log.warn(
         Kind::Malformed,
         format_args!(
-            "malformed {} request from GPU thread (block {}, thread {}): {}",
+            "malformed {} request from GPU thread ({}): {}",
             ctx.services.name(slot.service),
-            slot.block,
-            slot.thread,
+            Who::of(ctx, slot),
             escaped(m.0.as_bytes())
         ),
     );
@@ -822,9 +853,8 @@ fn finished(ctx: &Context, slot: &LaneSlot) -> (Status, Reply) {
     ctx.log.warn(
         Kind::Finished,
         format_args!(
-            "GPU thread (block {}, thread {}) called {}, which has finished serving (its lifetime ended or the host called finish()): answered EPIPE",
-            slot.block,
-            slot.thread,
+            "GPU thread ({}) called {}, which has finished serving (its lifetime ended or the host called finish()): answered EPIPE",
+            Who::of(ctx, slot),
             ctx.services.name(slot.service)
         ),
     );
@@ -874,15 +904,13 @@ fn run_lane_observed(
         match decoded.filter(|d| !d.is_empty()) {
             Some(d) => log::info!(
                 target: "hostcall",
-                "block {} thread {} {name} {d} {status:?} in {took:.1?}",
-                slot.block,
-                slot.thread,
+                "{:#} {name} {d} {status:?} in {took:.1?}",
+                Who::of(ctx, slot),
             ),
             None => log::info!(
                 target: "hostcall",
-                "block {} thread {} {name}#{:#x}({:#x}, {:#x}, {:#x}) -> {} {status:?} in {took:.1?}",
-                slot.block,
-                slot.thread,
+                "{:#} {name}#{:#x}({:#x}, {:#x}, {:#x}) -> {} {status:?} in {took:.1?}",
+                Who::of(ctx, slot),
                 slot.service,
                 slot.args[0],
                 slot.args[1],
@@ -903,16 +931,18 @@ fn unserved(ctx: &Context, slot: &LaneSlot) -> (Status, Reply) {
             ctx.log.warn(
                 Kind::UnknownService,
                 format_args!(
-                    "unknown hostcall service id {:#x} from GPU thread (block {}, thread {}): answered ENOSYS",
-                    slot.service, slot.block, slot.thread
+                    "unknown hostcall service id {:#x} from GPU thread ({}): answered ENOSYS",
+                    slot.service,
+                    Who::of(ctx, slot)
                 ),
             );
             (Status::UnknownService, Reply::errno(ENOSYS))
         }
         Unserved::Halt => {
             ctx.halt(format!(
-                "GPU thread (block {}, thread {}) called service id {:#x}, which no handler serves, and the run halts (HostBuilder::unserved or a default handler changes that)",
-                slot.block, slot.thread, slot.service
+                "GPU thread ({}) called service id {:#x}, which no handler serves, and the run halts (HostBuilder::unserved or a default handler changes that)",
+                Who::of(ctx, slot),
+                slot.service
             ));
             (Status::Killed, Reply::errno(ENOSYS))
         }
@@ -958,10 +988,9 @@ fn run_handler(
             ctx.log.warn(
                 Kind::HandlerPanic,
                 format_args!(
-                    "the handler of service {} panicked serving GPU thread (block {}, thread {}): {}; answered EIO",
+                    "the handler of service {} panicked serving GPU thread ({}): {}; answered EIO",
                     ctx.services.name(slot.service),
-                    slot.block,
-                    slot.thread,
+                    Who::of(ctx, slot),
                     escaped(why.as_bytes())
                 ),
             );

@@ -113,6 +113,11 @@ impl FdTable {
         self.open.get_mut(&fd).ok_or(EBADF)
     }
 
+    /// Closes every file the GPU has open (its run ended).
+    pub(crate) fn close_all(&mut self) {
+        self.open.clear();
+    }
+
     fn remove(&mut self, fd: i32) -> Result<(), i32> {
         self.open.remove(&fd).map(drop).ok_or(EBADF)
     }
@@ -126,7 +131,8 @@ impl FdTable {
 
 /// The file services and the capabilities they check.
 pub(crate) struct Files {
-    pub table: Mutex<FdTable>,
+    /// Shared by the launches of a run over several GPUs.
+    pub table: Arc<Mutex<FdTable>>,
     /// Where `WriteFromDevice` reads the GPU's buffers.
     pub device: Arc<dyn DeviceMemory>,
     /// The mounts and the virtual cwd: the only places paths resolve to.
@@ -242,12 +248,6 @@ impl Files {
     /// The permission bits the GPU may set of those it asked for (`modes`).
     pub(crate) fn mode_of(&self, asked: u32) -> u32 {
         asked & self.modes
-    }
-
-    /// Closes every file the GPU has open (its run ended).
-    pub(crate) fn close_all(&self) {
-        let open = std::mem::take(&mut self.table().open);
-        drop(open);
     }
 
     pub(crate) fn file(&self, fd: i32) -> Result<Arc<File>, i32> {

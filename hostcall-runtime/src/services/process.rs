@@ -1,7 +1,7 @@
 //! Process-level services: exit and abort (`Lifecycle`), the realtime clock and
 //! randomness (`Time`), the process's identity, and `Ping`.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use hostcall_abi::errno::EIO;
@@ -18,6 +18,8 @@ pub enum Termination {
     Exit(u8),
     /// A thread called `abort` (every panic ends there).
     Abort {
+        /// The aborting thread's GPU, in a run over several.
+        gpu: Option<u32>,
         /// The aborting thread's linear block index.
         block: u32,
         /// The aborting thread's index within its block.
@@ -25,13 +27,23 @@ pub enum Termination {
     },
 }
 
-/// State of the process services: the first termination request wins.
+/// State of the process services: the first termination request wins. The launches of
+/// a run over several GPUs share it, each through its own handle (`on_gpu`).
 #[derive(Default)]
 pub(crate) struct Process {
-    termination: Mutex<Option<Termination>>,
+    termination: Arc<Mutex<Option<Termination>>>,
+    gpu: Option<u32>,
 }
 
 impl Process {
+    /// The handle the launch on the GPU at place `gpu` of a run serves with.
+    pub fn on_gpu(&self, gpu: Option<u32>) -> Process {
+        Process {
+            termination: self.termination.clone(),
+            gpu,
+        }
+    }
+
     fn terminate(&self, t: Termination) {
         let mut slot = self.termination.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() {
@@ -59,8 +71,17 @@ impl Lifecycle for Process {
 
     fn abort(&self) {
         let (block, thread) = super::typed::caller();
-        log::error!("GPU thread (block {block}, thread {thread}) aborted");
-        self.terminate(Termination::Abort { block, thread });
+        let who = crate::server::Who {
+            gpu: self.gpu,
+            block,
+            thread,
+        };
+        log::error!("GPU thread ({who}) aborted");
+        self.terminate(Termination::Abort {
+            gpu: self.gpu,
+            block,
+            thread,
+        });
     }
 }
 

@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A callback for every message of one tag.
@@ -49,9 +51,27 @@ impl Callbacks {
     }
 }
 
+/// Tags below this are counted in atomics (no lock per message); others in a map.
+const COUNTED_FAST: usize = 64;
+
 /// A ready-made callback: messages counted per tag.
 #[derive(Clone, Debug, Default)]
-pub struct TagCounter(Arc<Mutex<BTreeMap<u32, u64>>>);
+pub struct TagCounter(Arc<TagCounts>);
+
+#[derive(Debug)]
+struct TagCounts {
+    small: [AtomicU64; COUNTED_FAST],
+    other: Mutex<BTreeMap<u32, u64>>,
+}
+
+impl Default for TagCounts {
+    fn default() -> TagCounts {
+        TagCounts {
+            small: [const { AtomicU64::new(0) }; COUNTED_FAST],
+            other: Mutex::default(),
+        }
+    }
+}
 
 impl TagCounter {
     /// A counter of nothing yet.
@@ -62,12 +82,26 @@ impl TagCounter {
     /// The callback to add with [`Callbacks::on_every`].
     pub fn callback(&self) -> impl FnMut(u32, &[u64]) + Send + 'static {
         let counts = self.0.clone();
-        move |tag, _| *lock(&counts).entry(tag).or_default() += 1
+        move |tag, _| match counts.small.get(tag as usize) {
+            Some(n) => {
+                n.fetch_add(1, Relaxed);
+            }
+            None => *lock(&counts.other).entry(tag).or_default() += 1,
+        }
     }
 
     /// Messages counted so far, per tag.
     pub fn counts(&self) -> BTreeMap<u32, u64> {
-        lock(&self.0).clone()
+        let mut all = lock(&self.0.other).clone();
+        for (tag, n) in self.0.small.iter().enumerate() {
+            match n.load(Relaxed) {
+                0 => {}
+                n => {
+                    all.insert(tag as u32, n);
+                }
+            }
+        }
+        all
     }
 }
 
@@ -234,6 +268,18 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tag_counter_counts_small_and_large_tags_alike() {
+        let counter = TagCounter::new();
+        let (mut f, mut g) = (counter.callback(), counter.clone().callback());
+        for tag in [0, 63, 64, 7, u32::MAX, 63] {
+            f(tag, &[]);
+        }
+        g(64, &[1]);
+        let counts: Vec<_> = counter.counts().into_iter().collect();
+        assert_eq!(counts, [(0, 1), (7, 1), (63, 2), (64, 2), (u32::MAX, 1)]);
+    }
 
     #[test]
     fn a_histogram_buckets_one_word_and_the_last_bucket_takes_the_rest() {

@@ -92,64 +92,82 @@ pub(crate) struct Registered {
     pub callbacks: Arc<Mutex<Callbacks>>,
 }
 
-/// One stream's memory in one launch, and the host's readers of its rings.
+/// One stream's memory in one launch.
 struct InLaunch {
     words: HostMemory,
     controls: HostMemory,
     cursors: u64,
+    rings: usize,
     ring_words: usize,
-    readers: Vec<RingReader>,
     callbacks: Arc<Mutex<Callbacks>>,
-    messages: u64,
 }
 
 // SAFETY: the host-mapped memory is owned by the module for the launch and reached only
-// through atomics.
+// through atomics, each ring by the one reader thread it belongs to.
 unsafe impl Send for InLaunch {}
+// SAFETY: as above; the callbacks are behind their mutex.
+unsafe impl Sync for InLaunch {}
 
-/// Ring `r` of the rings of `ring_words` words at `words`, with its control.
-///
-/// # Safety
-/// `words` and `controls` must be as `LaunchStreams::allocate` made them (more than `r`
-/// rings and controls, zeroed, page-aligned), live for `'a`, and reached only through
-/// atomics.
-unsafe fn ring<'a>(
-    words: HostMemory,
-    controls: HostMemory,
-    ring_words: usize,
-    r: usize,
-) -> (&'a [AtomicU64], &'a RingControl) {
-    // SAFETY: the caller's contract.
-    unsafe {
-        (
-            std::slice::from_raw_parts(
-                words.host.cast::<AtomicU64>().add(r * ring_words),
-                ring_words,
-            ),
-            &*controls.host.cast::<RingControl>().add(r),
-        )
+impl InLaunch {
+    /// Ring `r` and its control.
+    fn ring(&self, r: usize) -> (&[AtomicU64], &RingControl) {
+        assert!(r < self.rings);
+        // SAFETY: `LaunchStreams::allocate` made `rings` rings of `ring_words` words
+        // and their controls, zeroed and page-aligned, for the launch, which outlives
+        // this (the module keeps its allocations); they are reached only by atomics.
+        unsafe {
+            (
+                std::slice::from_raw_parts(
+                    self.words.host.cast::<AtomicU64>().add(r * self.ring_words),
+                    self.ring_words,
+                ),
+                &*self.controls.host.cast::<RingControl>().add(r),
+            )
+        }
     }
 }
 
-impl InLaunch {
-    /// Takes what every ring holds now; returns the messages taken.
-    fn take_all(&mut self) -> usize {
-        let mut callbacks = lock(&self.callbacks);
+/// A reader thread's rings (stream, ring, reader), the messages it has taken per
+/// stream, and the records it copied out before handing them to the callbacks.
+struct Shard {
+    rings: Vec<(usize, usize, RingReader)>,
+    messages: Vec<u64>,
+    /// (tag, first word, words) of each record in `words`.
+    records: Vec<(u32, usize, usize)>,
+    words: Vec<u64>,
+}
+
+impl Shard {
+    /// Takes what its rings hold now; returns the messages taken. Each ring's records
+    /// are copied out and the ring's room published before its stream's callbacks run,
+    /// so writers go on while they do, and other shards read their rings meanwhile.
+    fn take_all(&mut self, streams: &[InLaunch]) -> usize {
         let mut taken = 0;
-        for (r, reader) in self.readers.iter_mut().enumerate() {
-            // SAFETY: allocated so by `LaunchStreams::allocate`, for the launch, which
-            // outlives this (the module keeps its allocations).
-            let (words, control) = unsafe { ring(self.words, self.controls, self.ring_words, r) };
-            if let Ok(n) = reader.take(words, control, |tag, m| callbacks.dispatch(tag, m)) {
-                taken += n;
+        for (s, r, reader) in &mut self.rings {
+            let (words, control) = streams[*s].ring(*r);
+            let (records, copied) = (&mut self.records, &mut self.words);
+            let _ = reader.take(words, control, |tag, m| {
+                records.push((tag, copied.len(), m.len()));
+                copied.extend_from_slice(m);
+            });
+            if self.records.is_empty() {
+                continue;
             }
+            let mut callbacks = lock(&streams[*s].callbacks);
+            for &(tag, at, len) in &self.records {
+                callbacks.dispatch(tag, &self.words[at..at + len]);
+            }
+            drop(callbacks);
+            self.messages[*s] += self.records.len() as u64;
+            taken += self.records.len();
+            self.records.clear();
+            self.words.clear();
         }
-        self.messages += taken as u64;
         taken
     }
 }
 
-/// One launch's streams: their memory, and the host thread that empties them while the
+/// One launch's streams: their memory, and the host threads that empty them while the
 /// kernel runs.
 pub(crate) struct LaunchStreams {
     streams: Vec<InLaunch>,
@@ -189,96 +207,138 @@ impl LaunchStreams {
                 words,
                 controls,
                 cursors,
+                rings,
                 ring_words,
-                readers: (0..rings).map(|_| RingReader::new()).collect(),
                 callbacks: reg.callbacks.clone(),
-                messages: 0,
             });
         }
         Ok((LaunchStreams { streams }, descs))
     }
 
-    /// Starts the thread that empties the rings until [`Draining::finish`].
-    pub fn start(self) -> Draining {
+    /// Starts `readers` threads (at least one, at most one per ring) that empty the
+    /// rings until [`Draining::finish`], ring `g` of all the streams' rings in turn
+    /// belonging to thread `g % readers`: one thread reads a ring, so its messages reach
+    /// the callbacks in order.
+    pub fn start(self, readers: usize) -> Draining {
         let stop = Arc::new(AtomicBool::new(false));
-        let thread = (!self.streams.is_empty()).then(|| {
-            let stop = stop.clone();
-            let mut streams = self;
-            std::thread::Builder::new()
-                .name("hostcall-streams".into())
-                .spawn(move || {
-                    // Spins while messages come; idle, sleeps from 50 µs up to 1 ms, so
-                    // that a launch that streams nothing costs next to no CPU.
-                    let mut idle = 0u32;
-                    while !stop.load(Relaxed) {
-                        let taken: usize = streams.streams.iter_mut().map(InLaunch::take_all).sum();
-                        idle = if taken > 0 { 0 } else { idle.saturating_add(1) };
-                        match idle {
-                            0..=64 => std::hint::spin_loop(),
-                            n => std::thread::sleep(Duration::from_micros(
-                                (50 * u64::from(n - 64)).min(1000),
-                            )),
-                        }
-                    }
-                    streams
+        let all: Vec<(usize, usize)> = self
+            .streams
+            .iter()
+            .enumerate()
+            .flat_map(|(s, st)| (0..st.rings).map(move |r| (s, r)))
+            .collect();
+        let readers = readers.clamp(1, all.len().max(1));
+        let mut shards: Vec<Shard> = (0..readers)
+            .map(|_| Shard {
+                rings: Vec::new(),
+                messages: vec![0; self.streams.len()],
+                records: Vec::new(),
+                words: Vec::new(),
+            })
+            .collect();
+        for (g, &(s, r)) in all.iter().enumerate() {
+            shards[g % readers].rings.push((s, r, RingReader::new()));
+        }
+        let streams = Arc::new(self.streams);
+        let threads = if all.is_empty() {
+            Vec::new()
+        } else {
+            shards
+                .into_iter()
+                .enumerate()
+                .map(|(k, mut shard)| {
+                    let (stop, streams) = (stop.clone(), streams.clone());
+                    std::thread::Builder::new()
+                        .name(format!("hostcall-streams-{k}"))
+                        .spawn(move || {
+                            // Spins while messages come; idle, sleeps from 50 µs up to
+                            // 1 ms, so that a launch that streams little costs next to
+                            // no CPU.
+                            let mut idle = 0u32;
+                            while !stop.load(Relaxed) {
+                                let taken = shard.take_all(&streams);
+                                idle = if taken > 0 { 0 } else { idle.saturating_add(1) };
+                                match idle {
+                                    0..=64 => std::hint::spin_loop(),
+                                    n => std::thread::sleep(Duration::from_micros(
+                                        (50 * u64::from(n - 64)).min(1000),
+                                    )),
+                                }
+                            }
+                            shard
+                        })
                 })
-        });
-        Draining { stop, thread }
+                .collect()
+        };
+        Draining {
+            stop,
+            streams,
+            threads,
+        }
     }
 }
 
-/// The thread that empties a launch's streams.
+/// The threads that empty a launch's streams.
 pub(crate) struct Draining {
     stop: Arc<AtomicBool>,
-    thread: Option<std::io::Result<JoinHandle<LaunchStreams>>>,
+    streams: Arc<Vec<InLaunch>>,
+    threads: Vec<std::io::Result<JoinHandle<Shard>>>,
 }
 
 impl Draining {
-    /// Once the kernel has ended: stops the thread, takes what is left, and accounts for
-    /// each stream (its dropped count read from device memory through `device`).
+    /// Once the kernel has ended: stops the threads, takes what is left, and accounts
+    /// for each stream (its dropped count read from device memory through `device`).
     pub fn finish(self, device: &dyn DeviceMemory) -> Vec<StreamReport> {
         self.stop.store(true, Relaxed);
-        let Some(thread) = self.thread else {
-            return Vec::new();
-        };
-        let mut streams = match thread.map_err(|e| e.to_string()).and_then(|t| {
-            t.join()
-                .map_err(|_| "the stream thread panicked".to_string())
-        }) {
-            Ok(s) => s,
-            Err(e) => {
-                log::warn!("emptying the launch's streams: {e}");
-                return Vec::new();
-            }
-        };
-        streams
+        let mut reports: Vec<StreamReport> = self
             .streams
-            .iter_mut()
-            .map(|s| {
-                s.take_all();
-                let rings = s.readers.len();
-                let mut dropped = 0;
-                let mut bytes = Vec::new();
-                let _ = device.stream(
-                    s.cursors,
-                    (rings * size_of::<RingCursor>()) as u64,
-                    &mut |b| {
-                        bytes.extend_from_slice(b);
-                        Ok(())
-                    },
-                );
-                for cursor in bytes.as_chunks::<{ size_of::<RingCursor>() }>().0 {
-                    let (_, count) = cursor.split_at(8);
-                    dropped += u64::from_le_bytes(count.try_into().expect("8 bytes"));
-                }
-                StreamReport {
-                    messages: s.messages,
-                    dropped,
-                    broken: s.readers.iter().filter_map(RingReader::broken).collect(),
-                }
+            .iter()
+            .map(|s| StreamReport {
+                dropped: dropped(s, device),
+                ..StreamReport::default()
             })
-            .collect()
+            .collect();
+        for thread in self.threads {
+            let mut shard = match thread
+                .map_err(|e| e.to_string())
+                .and_then(|t| t.join().map_err(|_| "a stream thread panicked".to_string()))
+            {
+                Ok(s) => s,
+                Err(e) => {
+                    log::warn!("emptying the launch's streams: {e}");
+                    continue;
+                }
+            };
+            shard.take_all(&self.streams);
+            for (report, n) in reports.iter_mut().zip(&shard.messages) {
+                report.messages += n;
+            }
+            for (s, _, reader) in &shard.rings {
+                reports[*s].broken.extend(reader.broken());
+            }
+        }
+        reports
     }
+}
+
+/// Messages of stream `s` dropped for want of room, summed over its rings' cursors in
+/// device memory.
+fn dropped(s: &InLaunch, device: &dyn DeviceMemory) -> u64 {
+    let mut bytes = Vec::new();
+    let _ = device.stream(
+        s.cursors,
+        (s.rings * size_of::<RingCursor>()) as u64,
+        &mut |b| {
+            bytes.extend_from_slice(b);
+            Ok(())
+        },
+    );
+    bytes
+        .as_chunks::<{ size_of::<RingCursor>() }>()
+        .0
+        .iter()
+        .map(|cursor| u64::from_le_bytes(cursor[8..].try_into().expect("8 bytes")))
+        .sum()
 }
 
 #[cfg(test)]
