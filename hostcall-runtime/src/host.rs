@@ -16,6 +16,7 @@ use hostcall_client::typed::HostFn;
 
 use crate::guest_log::GuestLog;
 use crate::module::{DeviceMemory, GpuModule, KernelArg, Launch, LaunchEnd};
+use crate::scope::Channel;
 use crate::server::{Debug, Ports, Server, Who};
 use crate::services::lifetime::{Life, Lifetime, Serving};
 use crate::services::sandbox::Access;
@@ -70,12 +71,61 @@ const LONG_RUN: Duration = Duration::from_millis(100);
 
 /// An embedder's service: its id, handler, and the name traces give it (by default the
 /// std service's, or `service <id>`).
-struct Extra {
+pub(crate) struct Extra {
     id: u32,
     handler: Arc<dyn Handler>,
     name: Option<Arc<str>>,
     /// Its calls left, for a closure served with a [`Lifetime`].
     life: Option<Arc<Life>>,
+}
+
+/// The entries that serve the declared trait `S` with `imp`, under the ids `declared`
+/// gives their names.
+pub(crate) fn declared_extras<S, T>(
+    declared: &mut Declared,
+    imp: T,
+    life: Option<Arc<Life>>,
+) -> Vec<Extra>
+where
+    S: ?Sized + Dispatch<T> + 'static,
+    T: Send + Sync + 'static,
+{
+    methods::<S, T>(Arc::new(imp))
+        .into_iter()
+        .map(|(sig, handler)| Extra {
+            id: declared.id_for(sig),
+            handler,
+            name: Some(sig.name.into()),
+            life: life.clone(),
+        })
+        .collect()
+}
+
+/// The entry that serves the host closure `f` under the next id of `declared`, and its
+/// handle.
+pub(crate) fn closure_extra<A, R, F>(
+    declared: &mut Declared,
+    f: F,
+    life: Option<Arc<Life>>,
+) -> (Extra, HostFn<A, R>)
+where
+    A: Args + 'static,
+    R: Ret + 'static,
+    F: HostClosure<A, R>,
+{
+    let id = declared.next_id();
+    let handler = Arc::new(Closure {
+        f,
+        _types: PhantomData,
+    });
+    let name = format!("closure#{}", id - NAMED_IDS.start);
+    let extra = Extra {
+        id,
+        handler,
+        name: Some(name.into()),
+        life,
+    };
+    (extra, HostFn::new(id))
 }
 
 /// Builds a [`Host`]. Everything the GPU could reach on the host is denied until granted.
@@ -102,7 +152,7 @@ pub struct HostBuilder {
     single_lane: bool,
     /// Embedder services.
     extra: Vec<Extra>,
-    declared: Declared,
+    pub(crate) declared: Declared,
     /// Streams kernels write to ([`Host::stream`]).
     streams: Vec<Registered>,
     unserved: Unserved,
@@ -362,14 +412,8 @@ impl HostBuilder {
         S: ?Sized + Dispatch<T> + 'static,
         T: Send + Sync + 'static,
     {
-        for (sig, handler) in methods::<S, T>(Arc::new(imp)) {
-            self.extra.push(Extra {
-                id: self.declared.id_for(sig),
-                handler,
-                name: Some(sig.name.into()),
-                life: life.clone(),
-            });
-        }
+        let extras = declared_extras::<S, T>(&mut self.declared, imp, life);
+        self.extra.extend(extras);
         self
     }
 
@@ -557,7 +601,8 @@ pub struct RunReport {
 
 /// What the launches of one run share, as the threads of one process do: the open
 /// files, how the program asked to end, and the log of what the GPU caused.
-struct ProcessState {
+#[derive(Clone)]
+pub(crate) struct ProcessState {
     table: Arc<Mutex<FdTable>>,
     process: Arc<Process>,
     log: Arc<GuestLog>,
@@ -566,7 +611,7 @@ struct ProcessState {
 impl ProcessState {
     /// The run is over: its files close now, even while a pool worker is still blocked
     /// in a service (it holds the one file it is using, if any).
-    fn end(&self) {
+    pub(crate) fn end(&self) {
         self.table
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -623,19 +668,9 @@ impl Host {
         R: Ret + 'static,
         F: HostClosure<A, R>,
     {
-        let id = self.b.declared.next_id();
-        let handler = Arc::new(Closure {
-            f,
-            _types: PhantomData,
-        });
-        let name = format!("closure#{}", id - NAMED_IDS.start);
-        self.b.extra.push(Extra {
-            id,
-            handler,
-            name: Some(name.into()),
-            life,
-        });
-        HostFn::new(id)
+        let (extra, handle) = closure_extra(&mut self.b.declared, f, life);
+        self.b.extra.push(extra);
+        handle
     }
 
     /// Serves a tagged stream (dh_comms's messages): pass `KernelArg::Stream(handle)` to
@@ -666,37 +701,25 @@ impl Host {
     /// its order. Thread names and the host's lines name the GPU by its place in `runs`
     /// (`GPU 1 block 0 thread 3`). An `exit` or `abort` on one GPU ends the others' next
     /// hostcalls. The reports come in the order of `runs`; each captures its own GPU's
-    /// output.
+    /// output. ([`Host::scope`] starts and ends launches one by one.)
     pub fn run_all<M: GpuModule + Send>(&self, runs: &mut [(M, Launch)]) -> Vec<Result<RunReport>> {
-        let process = self.process_state();
-        let reports = std::thread::scope(|s| {
-            let started: Vec<_> = runs
+        self.scope(|s| {
+            let running: Vec<_> = runs
                 .iter_mut()
                 .enumerate()
                 .map(|(i, (module, launch))| {
-                    let process = &process;
-                    std::thread::Builder::new()
-                        .name(format!("hostcall-gpu-{i}"))
-                        .spawn_scoped(s, move || {
-                            self.run_in(module, launch, process, Some(i as u32))
-                        })
+                    s.launch_on(module, launch, self.channel().gpu(i as u32))
                 })
                 .collect();
-            started
+            running
                 .into_iter()
-                .map(|t| {
-                    t.map_err(Error::Io)?.join().unwrap_or_else(|_| {
-                        Err(Error::Service("the thread serving a GPU panicked".into()))
-                    })
-                })
+                .map(|r| r.and_then(|r| r.wait()))
                 .collect()
-        });
-        process.end();
-        reports
+        })
     }
 
     /// What the launches of one run share.
-    fn process_state(&self) -> ProcessState {
+    pub(crate) fn process_state(&self) -> ProcessState {
         ProcessState {
             table: Arc::new(Mutex::new(FdTable::new(self.files_allowed))),
             process: Arc::default(),
@@ -704,15 +727,17 @@ impl Host {
         }
     }
 
-    /// Runs `launch` on `module` as part of `process`, as the GPU at place `gpu` of a
-    /// run over several (`None`: alone).
-    fn run_in(
+    /// Runs `launch` on `module` as part of `process`: alone, or, with `channel`, beside
+    /// other launches (whose exit ends it), with the channel's own services and as the
+    /// GPU it names.
+    pub(crate) fn run_in(
         &self,
         module: &mut dyn GpuModule,
         launch: &Launch,
         process: &ProcessState,
-        gpu: Option<u32>,
+        channel: Option<&Channel>,
     ) -> Result<RunReport> {
+        let gpu = channel.and_then(|c| c.gpu);
         module.bind_to_thread()?;
         self.sandbox.check_mount_points()?;
         let version = module.abi_version()?;
@@ -722,8 +747,16 @@ impl Host {
                 host: ABI_VERSION,
             });
         }
-        let catch_all = self.b.extra.iter().any(|e| e.id == 0);
-        self.b.declared.bind(module, catch_all)?;
+        let extras = || {
+            self.b
+                .extra
+                .iter()
+                .chain(channel.iter().flat_map(|c| &c.extra))
+        };
+        let catch_all = extras().any(|e| e.id == 0);
+        channel
+            .map_or(&self.b.declared, |c| &c.declared)
+            .bind(module, catch_all)?;
         let threads = launch.threads();
         if threads == 0 {
             return Err(Error::InvalidLaunch(
@@ -759,7 +792,7 @@ impl Host {
         let launch = &with_streams(launch, &descs)?;
 
         let device = module.device_memory();
-        let (files, mut services) = self.services_in(process, device.clone(), gpu);
+        let (files, mut services) = self.services_in(process, device.clone(), channel);
         let process = &process.process;
         services.device = Some(Arc::new(DeviceAccess {
             memory: device.clone(),
@@ -785,8 +818,8 @@ impl Host {
 
         let draining = streams.start(self.b.stream_readers);
         let started = Instant::now();
-        // With several GPUs, an exit on one ends the others.
-        let exits_all = gpu.map(|_| &**process);
+        // Beside other launches, an exit in one ends the others.
+        let exits_all = channel.map(|_| &**process);
         let ended = match module
             .launch(launch)
             .and_then(|()| self.wait(module, launch, started, &server, exits_all))
@@ -856,7 +889,7 @@ impl Host {
         &self,
         process: &ProcessState,
         device: Arc<dyn DeviceMemory>,
-        gpu: Option<u32>,
+        channel: Option<&Channel>,
     ) -> (Arc<Files>, ServiceTable) {
         let log = process.log.clone();
         let files = Arc::new(Files {
@@ -880,9 +913,14 @@ impl Host {
         let mut table = ServiceTable::builtin(
             files.clone(),
             self.env.clone(),
-            Arc::new(process.process.on_gpu(gpu)),
+            Arc::new(process.process.on_gpu(channel.and_then(|c| c.gpu))),
         );
-        for e in &self.b.extra {
+        for e in self
+            .b
+            .extra
+            .iter()
+            .chain(channel.iter().flat_map(|c| &c.extra))
+        {
             match &e.name {
                 Some(n) => table.register_named(e.id, e.handler.clone(), n.clone()),
                 None => table.register(e.id, e.handler.clone()),

@@ -22,6 +22,7 @@ pub mod fuzzing;
 mod guest_log;
 mod host;
 mod module;
+mod scope;
 mod server;
 pub mod services;
 pub mod stream;
@@ -36,6 +37,7 @@ pub use host::{
 pub use module::{
     DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, ModuleSlot, StreamStop,
 };
+pub use scope::{Channel, Running, Scope};
 pub use server::InFlight;
 pub use services::Unserved;
 pub use services::lifetime::{Lifetime, Serving};

@@ -564,7 +564,7 @@ pub(crate) fn serve_port(
             Ok(()) => run_lane(
                 ctx,
                 entry,
-                &slot,
+                (p, &slot),
                 seq,
                 &scratch.input,
                 &mut scratch.out[..cap],
@@ -635,7 +635,7 @@ fn hand_to_pool(
             let entry = ctx.services.serving(slot.service);
             let mut words = None;
             let (status, reply) = match input {
-                Ok(input) => run_lane(ctx, entry, &slot, seq, &input, &mut out, &mut words),
+                Ok(input) => run_lane(ctx, entry, (p, &slot), seq, &input, &mut out, &mut words),
                 Err(m) => malformed(ctx, &slot, &m),
             };
             let n = reply.bulk_out.min(out.len());
@@ -817,7 +817,7 @@ fn prefetch_packet(port: *mut Port, mask: u32) {
 fn run_lane(
     ctx: &Context,
     entry: Option<&Entry>,
-    slot: &LaneSlot,
+    (port, slot): (usize, &LaneSlot),
     seq: u32,
     input: &[u8],
     out: &mut [u8],
@@ -832,14 +832,14 @@ fn run_lane(
         return finished(ctx, slot);
     }
     if ctx.debug.trace || ctx.debug.summary {
-        return run_lane_observed(ctx, entry, slot, (input, out, words));
+        return run_lane_observed(ctx, entry, (port, slot), (input, out, words));
     }
     match entry {
         None => unserved(ctx, slot),
         Some(e) => run_handler(
             ctx,
             e.handler.as_ref(),
-            slot,
+            (port, slot),
             (input, out, words),
             &mut None,
         ),
@@ -881,7 +881,7 @@ fn stale(ctx: &Context, slot: &LaneSlot, seq: u32) -> (Status, Reply) {
 fn run_lane_observed(
     ctx: &Context,
     entry: Option<&Entry>,
-    slot: &LaneSlot,
+    (port, slot): (usize, &LaneSlot),
     lane: (&[u8], &mut [u8], &mut Option<[u64; 4]>),
 ) -> (Status, Reply) {
     let debug = ctx.debug;
@@ -889,7 +889,7 @@ fn run_lane_observed(
     let mut decoded = debug.trace.then(String::new);
     let (status, reply) = match entry {
         None => unserved(ctx, slot),
-        Some(e) => run_handler(ctx, e.handler.as_ref(), slot, lane, &mut decoded),
+        Some(e) => run_handler(ctx, e.handler.as_ref(), (port, slot), lane, &mut decoded),
     };
     let took = started.elapsed();
     if let Some(stats) = &ctx.stats {
@@ -954,12 +954,13 @@ fn unserved(ctx: &Context, slot: &LaneSlot) -> (Status, Reply) {
 fn run_handler(
     ctx: &Context,
     h: &dyn Handler,
-    slot: &LaneSlot,
+    (port, slot): (usize, &LaneSlot),
     (input, out, words): (&[u8], &mut [u8], &mut Option<[u64; 4]>),
     decoded: &mut Option<String>,
 ) -> (Status, Reply) {
     let mut call = Call {
         service: slot.service,
+        port: port as u32,
         block: slot.block,
         thread: slot.thread,
         args: slot.args,

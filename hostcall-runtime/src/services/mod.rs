@@ -33,6 +33,9 @@ pub(crate) use stdio::{Capture, Stdio};
 pub struct Call<'a> {
     /// The service id the lane asked for.
     pub service: u32,
+    /// The port the call came on: one consumer thread, or a blocking-pool job it handed
+    /// the packet to, serves a port at a time.
+    pub port: u32,
     /// The caller's linear block index.
     pub block: u32,
     /// The caller's thread index within its block.
