@@ -78,8 +78,8 @@ impl<'a> Ring<'a> {
 
     /// Submits a message of `words` words, word `i` being `word(i)`, under `tag`. The
     /// lanes of the warp submitting records of the same length to this ring at the same
-    /// time reserve them with one atomic, in lane order, and store them side by side, so
-    /// that their stores reach the host as whole lines.
+    /// time reserve them with one atomic, in lane order, and store them together
+    /// ([`Ring::write_group`]), so that their stores reach the host as whole lines.
     fn submit_words<P: Platform>(
         &self,
         tag: u32,
@@ -123,9 +123,8 @@ impl<'a> Ring<'a> {
         if fate == FATE_DROPPED {
             return Submitted::Dropped;
         }
-        let rank = u64::from((group & ((1u32 << lane) - 1)).count_ones());
-        let at = (u64::from(high) << 32 | u64::from(low)) + rank * length;
-        self.write::<P>(at, tag, words, word, fate == 1);
+        let first = u64::from(high) << 32 | u64::from(low);
+        self.write_group::<P>(group, first, tag, words, word, fate == 1);
         Submitted::Queued
     }
 
@@ -179,6 +178,55 @@ impl<'a> Ring<'a> {
         self.words[(at % ring) as usize].store(header, Relaxed);
     }
 
+    /// Stores the records of the lanes of `group` side by side from position `first`,
+    /// each lane's at its rank among them. The message words go first, `n` at a time:
+    /// at round `k`, the lane of rank `r` stores word `k n + r` of the block, taken from
+    /// the lane whose record holds it, so that each store covers `n` consecutive words
+    /// (a lane storing its own record's words would leave its neighbours a record
+    /// apart, each store a small write across PCIe). Then a fence, then each lane's
+    /// header.
+    fn write_group<P: Platform>(
+        &self,
+        group: u32,
+        first: u64,
+        tag: u32,
+        words: usize,
+        word: impl Fn(usize) -> u64,
+        read_tail: bool,
+    ) {
+        let ring = self.words.len() as u64;
+        let n = u64::from(group.count_ones());
+        let length = 1 + words as u64;
+        let rank = u64::from((group & ((1u32 << P::lane_id()) - 1)).count_ones());
+        if read_tail {
+            // As in `write`, after the group's barrier.
+            P::fence_system();
+        }
+        for k in 0..length {
+            let w = k * n + rank;
+            let (record, j) = (w / length, w % length);
+            let holder = nth_lane(group, record as u32);
+            let mut value = 0;
+            // Every lane of `group` takes part in each shuffle, the same number of times.
+            for i in 0..words {
+                let mine = word(i);
+                let low = P::broadcast(group, mine as u32, holder);
+                let high = P::broadcast(group, (mine >> 32) as u32, holder);
+                if j == 1 + i as u64 {
+                    value = u64::from(high) << 32 | u64::from(low);
+                }
+            }
+            if j != 0 {
+                self.words[((first + w) % ring) as usize].store(value, Relaxed);
+            }
+        }
+        // Every word of the group's messages reaches the host before any header.
+        P::fence_system();
+        let at = first + rank * length;
+        let header = RecordHeader::new(tag, words, at).encode();
+        self.words[(at % ring) as usize].store(header, Relaxed);
+    }
+
     /// Whether the ring has room for a record ending at position `end`, by the `tail`
     /// last read, else by `tail` read now from host memory; and whether it read it.
     fn room(&self, end: u64) -> (bool, bool) {
@@ -190,6 +238,15 @@ impl<'a> Ring<'a> {
         self.seen_tail.set(self.control.tail.load(Relaxed));
         (end.saturating_sub(self.seen_tail.get()) <= ring, true)
     }
+}
+
+/// The lane of `mask` with `rank` lanes of `mask` below it.
+fn nth_lane(mask: u32, rank: u32) -> u32 {
+    let mut m = mask;
+    for _ in 0..rank {
+        m &= m - 1;
+    }
+    m.trailing_zeros()
 }
 
 /// What a reservation came to.

@@ -68,6 +68,9 @@ struct Args {
     /// GPUs to run on at once, as one process: a count from device 0, or `all`.
     #[arg(long, default_value = "1")]
     devices: String,
+    /// Host threads serving each GPU's ports (default: one per four CPUs, one to four).
+    #[arg(long)]
+    consumers: Option<usize>,
 }
 
 /// The device ordinals `--devices` names.
@@ -125,6 +128,10 @@ fn run(a: &Args, started: std::time::Instant) -> Result<u8, Error> {
     }
 
     let mut host = Host::builder()
+        .consumers(
+            a.consumers
+                .unwrap_or_else(hostcall_runtime::default_consumers),
+        )
         .preopen_dir(&dir, hostcall_demo::GUEST_DIR)
         .env("CULINUX_DIR", hostcall_demo::GUEST_DIR)
         .capture_output(true)

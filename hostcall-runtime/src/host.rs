@@ -32,8 +32,18 @@ use crate::{Error, Result};
 
 /// Ports in the channel unless set: enough for 128 warps in flight at once.
 pub const DEFAULT_PORTS: usize = 128;
-/// Consumer threads unless set.
-pub const DEFAULT_CONSUMERS: usize = 1;
+/// The most consumer threads [`default_consumers`] gives.
+pub const MAX_DEFAULT_CONSUMERS: usize = 4;
+
+/// Consumer threads unless set: one per four of this machine's CPUs, from one to
+/// [`MAX_DEFAULT_CONSUMERS`]. Each spins while its ports are busy, so a small machine
+/// keeps its CPUs for the rest of the program; on the H100's hosts (16 and 32 CPUs) it
+/// gives four (measured in `hostcall_bench --only consumers`; see
+/// `bench-results/h100-issue16.md`).
+pub fn default_consumers() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    (cpus / 4).clamp(1, MAX_DEFAULT_CONSUMERS)
+}
 /// Device heap unless set: 256 MiB.
 pub const DEFAULT_HEAP_BYTES: u64 = 256 << 20;
 /// Files the GPU may hold open at once unless set; never more than the process's
@@ -162,7 +172,7 @@ impl Default for HostBuilder {
     fn default() -> Self {
         HostBuilder {
             ports: DEFAULT_PORTS,
-            consumers: DEFAULT_CONSUMERS,
+            consumers: default_consumers(),
             heap_bytes: DEFAULT_HEAP_BYTES,
             max_open_files: DEFAULT_MAX_OPEN_FILES,
             timeout: timeout_from_env(),
@@ -195,7 +205,8 @@ impl HostBuilder {
         self
     }
 
-    /// Host threads serving the ports.
+    /// Host threads serving the ports (default [`default_consumers`]); port `p` is
+    /// served by thread `p % n` alone.
     pub fn consumers(mut self, n: usize) -> Self {
         self.consumers = n;
         self
@@ -1123,7 +1134,8 @@ mod tests {
     fn defaults_are_the_documented_constants_and_deny_everything() {
         let b = HostBuilder::default();
         assert_eq!(b.ports, DEFAULT_PORTS);
-        assert_eq!(b.consumers, DEFAULT_CONSUMERS);
+        assert_eq!(b.consumers, default_consumers());
+        assert!((1..=MAX_DEFAULT_CONSUMERS).contains(&b.consumers));
         assert_eq!(b.heap_bytes, DEFAULT_HEAP_BYTES);
         assert_eq!(b.max_open_files, DEFAULT_MAX_OPEN_FILES);
         assert_eq!(b.wait_limit, DEFAULT_WAIT_LIMIT);

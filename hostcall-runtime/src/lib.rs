@@ -30,9 +30,9 @@ pub mod stream;
 pub use error::{Error, Result};
 pub use guest_log::{SHOWN_PER_KIND, escaped};
 pub use host::{
-    DEFAULT_BLOCKING_THREADS, DEFAULT_CAPTURE_LIMIT, DEFAULT_CONSUMERS, DEFAULT_HEAP_BYTES,
-    DEFAULT_MAX_OPEN_FILES, DEFAULT_PORTS, DEFAULT_STREAM_READERS, DEFAULT_TIMEOUT,
-    DEFAULT_WAIT_LIMIT, Host, HostBuilder, Outcome, RunReport,
+    DEFAULT_BLOCKING_THREADS, DEFAULT_CAPTURE_LIMIT, DEFAULT_HEAP_BYTES, DEFAULT_MAX_OPEN_FILES,
+    DEFAULT_PORTS, DEFAULT_STREAM_READERS, DEFAULT_TIMEOUT, DEFAULT_WAIT_LIMIT, Host, HostBuilder,
+    MAX_DEFAULT_CONSUMERS, Outcome, RunReport, default_consumers,
 };
 pub use module::{
     DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, ModuleSlot, StreamStop,

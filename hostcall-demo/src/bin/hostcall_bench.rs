@@ -49,6 +49,8 @@ enum Part {
     Streams,
     /// Null calls on every GPU at once against one (on a machine with several).
     Gpus,
+    /// Null calls by the number of host consumer threads, and their idle CPU.
+    Consumers,
 }
 
 /// Launch shapes of the sweep, from one warp to 1056 x 256 threads.
@@ -167,6 +169,7 @@ fn run_stream(
     words: u32,
     blocks: u32,
     readers: usize,
+    count: bool,
 ) -> Result<StreamRate, String> {
     let mut host = Host::builder()
         .stream_readers(readers)
@@ -176,10 +179,12 @@ fn run_stream(
         .build()
         .map_err(|e| e.to_string())?;
     let counter = TagCounter::new();
-    let stream = host.stream(
-        StreamSpec::default(),
-        Callbacks::new().on_every(counter.callback()),
-    );
+    let callbacks = if count {
+        Callbacks::new().on_every(counter.callback())
+    } else {
+        Callbacks::new()
+    };
+    let stream = host.stream(StreamSpec::default(), callbacks);
     let args = vec![
         KernelArg::Stream(stream),
         KernelArg::U32(words),
@@ -196,7 +201,10 @@ fn run_stream(
     }
     let (dropped, ns) = check::report(&String::from_utf8_lossy(&r.stdout), "stream")?;
     let sent = u64::from(blocks) * 256 * u64::from(STREAM_MESSAGES);
-    let taken = counter.counts().get(&words).copied().unwrap_or(0);
+    let taken = match count {
+        true => counter.counts().get(&words).copied().unwrap_or(0),
+        false => sent,
+    };
     if dropped != 0 || taken != sent || r.streams[0].messages != sent {
         return Err(format!(
             "kstream of {words} words at {blocks}x256: {sent} sent, {taken} counted, {dropped} dropped"
@@ -217,19 +225,21 @@ fn stream_rows(
     let mut rows = Vec::new();
     for words in [1, 2, 8] {
         for blocks in [132, 1056] {
-            let rate = run_stream(module, words, blocks, DEFAULT_STREAM_READERS)?;
-            let one = run_stream(module, words, blocks, 1)?;
+            let rate = run_stream(module, words, blocks, DEFAULT_STREAM_READERS, true)?;
+            let one = run_stream(module, words, blocks, 1, true)?;
+            let bare = run_stream(module, words, blocks, DEFAULT_STREAM_READERS, false)?;
             let bytes = 8.0 * f64::from(words);
             eprintln!(
-                "hostcall_bench: {blocks}x256: {:.2} M stream messages/s of {bytes} bytes ({:.2} GB/s; {:.2} M/s end to end; {:.2} M/s with one host reader)",
+                "hostcall_bench: {blocks}x256: {:.2} M stream messages/s of {bytes} bytes ({:.2} GB/s; {:.2} M/s end to end; {:.2} M/s with one host reader, {:.2} M/s with no callback)",
                 rate.gpu / 1e6,
                 rate.gpu * bytes / 1e9,
                 rate.end_to_end / 1e6,
-                one.gpu / 1e6
+                one.gpu / 1e6,
+                bare.gpu / 1e6
             );
             let name = format!("stream_{bytes}_byte_messages_per_s_{blocks}x256");
             let note = format!(
-                "{STREAM_MESSAGES} messages of {bytes} bytes per thread, 64 rings of 64 KiB that wait, emptied by {DEFAULT_STREAM_READERS} host threads and counted per tag; GPU time from the first submit to the last; end_to_end_per_s: launch until the host took the last; one_reader_per_s: the same with one host thread"
+                "{STREAM_MESSAGES} messages of {bytes} bytes per thread, 64 rings of 64 KiB that wait, emptied by {DEFAULT_STREAM_READERS} host threads and counted per tag; GPU time from the first submit to the last; end_to_end_per_s: launch until the host took the last; one_reader_per_s: the same with one host thread; no_callback_per_s: with no callback (messages only counted by the stream)"
             );
             let printf_key = if blocks == 132 {
                 "cuda_printf_lines_per_s"
@@ -245,6 +255,7 @@ fn stream_rows(
             );
             row["end_to_end_per_s"] = json!(rate.end_to_end);
             row["one_reader_per_s"] = json!(one.gpu);
+            row["no_callback_per_s"] = json!(bare.gpu);
             rows.push(row);
             rows.push(result(
                 &format!("stream_{bytes}_byte_payload_gb_per_s_{blocks}x256"),
@@ -255,6 +266,71 @@ fn stream_rows(
             ));
         }
     }
+    Ok(rows)
+}
+
+/// Consumer thread counts of the consumer rows, measured round-robin `CONSUMER_ROUNDS`
+/// times.
+const CONSUMER_COUNTS: [usize; 6] = [1, 2, 3, 4, 6, 8];
+const CONSUMER_ROUNDS: usize = 3;
+
+/// Null calls at 132 x 256 and 1056 x 256 by the number of consumer threads (medians of
+/// `CONSUMER_ROUNDS`, round-robin), beside one consumer; and the host CPU the default
+/// number uses while the GPU computes without calling.
+fn consumer_rows(
+    module: &mut CudaModule,
+    dir: &Path,
+) -> Result<Vec<Value>, Box<dyn std::error::Error>> {
+    let mut rows = Vec::new();
+    for blocks in [132u32, 1056] {
+        let mut rates = vec![Vec::new(); CONSUMER_COUNTS.len()];
+        for _ in 0..CONSUMER_ROUNDS {
+            for (i, &c) in CONSUMER_COUNTS.iter().enumerate() {
+                let r = run_with(module, dir, mode::NULL, blocks, 256, c)?;
+                let (bad, ns) = check::report(&String::from_utf8_lossy(&r.stdout), "null")?;
+                if bad != 0 {
+                    return Err(format!("{bad} null replies reached the wrong lane").into());
+                }
+                rates[i].push(f64::from(blocks) * 256.0 * NULL_PINGS / (ns as f64 / 1e9));
+            }
+        }
+        let medians: Vec<f64> = rates
+            .iter_mut()
+            .map(|v| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            })
+            .collect();
+        eprintln!(
+            "hostcall_bench: {blocks}x256 null calls by consumers {CONSUMER_COUNTS:?}: {:.1?} M/s",
+            medians.iter().map(|m| m / 1e6).collect::<Vec<_>>()
+        );
+        for (&c, &m) in CONSUMER_COUNTS.iter().zip(&medians).skip(1) {
+            rows.push(result(
+                &format!("null_calls_per_s_{blocks}x256_{c}_consumers"),
+                m,
+                "calls/s",
+                Some((&format!("null_calls_per_s_{blocks}x256_1_consumer"), medians[0])),
+                &format!(
+                    "as null_calls_per_s_{blocks}x256, with {c} host consumer threads; median of {CONSUMER_ROUNDS}, round-robin over {CONSUMER_COUNTS:?}"
+                ),
+            ));
+        }
+    }
+    let consumers = hostcall_runtime::default_consumers();
+    let cpu_before = process_cpu()?;
+    let wall = Instant::now();
+    run_with(module, dir, mode::SLEEP, 1, 32, consumers)?;
+    let cpu = (process_cpu()? - cpu_before).as_secs_f64() / wall.elapsed().as_secs_f64();
+    rows.push(result(
+        "host_cpu_while_gpu_sleeps_5s_default_consumers",
+        cpu * 100.0,
+        "% of a core",
+        None,
+        &format!(
+            "as host_cpu_while_gpu_sleeps_5s, with the default {consumers} consumer threads on this machine"
+        ),
+    ));
     Ok(rows)
 }
 
@@ -326,7 +402,8 @@ fn gpu_rows(first: CudaModule, image: &ModuleImage<'_>) -> Result<Vec<Value>, St
         "calls/s",
         Some(("null_calls_per_s_1056x256_on_1_gpu", one)),
         &format!(
-            "64 verified null round trips per thread on each GPU at once (Host::run_all, one consumer per GPU): every GPU's calls over the longest GPU's span; median of {GPU_ROUNDS}, alternating with one GPU alone"
+            "64 verified null round trips per thread on each GPU at once (Host::run_all, the default {} consumer threads per GPU): every GPU's calls over the longest GPU's span; median of {GPU_ROUNDS}, alternating with one GPU alone",
+            hostcall_runtime::default_consumers()
         ),
     );
     row["rounds_one_gpu"] = json!(alone);
@@ -477,6 +554,9 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     if part(Part::Streams) {
         results.extend(stream_rows(&mut module, &limit)?);
+    }
+    if part(Part::Consumers) {
+        results.extend(consumer_rows(&mut module, &dir)?);
     }
     if part(Part::Gpus) {
         results.extend(gpu_rows(module, &image)?);
