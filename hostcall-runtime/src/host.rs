@@ -172,7 +172,7 @@ impl Default for HostBuilder {
     fn default() -> Self {
         HostBuilder {
             ports: DEFAULT_PORTS,
-            consumers: default_consumers(),
+            consumers: consumers_from_env(),
             heap_bytes: DEFAULT_HEAP_BYTES,
             max_open_files: DEFAULT_MAX_OPEN_FILES,
             timeout: timeout_from_env(),
@@ -205,8 +205,8 @@ impl HostBuilder {
         self
     }
 
-    /// Host threads serving the ports (default [`default_consumers`]); port `p` is
-    /// served by thread `p % n` alone.
+    /// Host threads serving the ports (default: `HOSTCALL_CONSUMERS`, else
+    /// [`default_consumers`]); port `p` is served by thread `p % n` alone.
     pub fn consumers(mut self, n: usize) -> Self {
         self.consumers = n;
         self
@@ -511,6 +511,18 @@ fn debug_from_env() -> Debug {
 }
 
 /// `HOSTCALL_TIMEOUT_S` as a timeout (`0`: none), else [`DEFAULT_TIMEOUT`].
+/// `HOSTCALL_CONSUMERS` (a count of at least one), else [`default_consumers`].
+fn consumers_from_env() -> usize {
+    match std::env::var("HOSTCALL_CONSUMERS").map(|v| v.parse::<usize>()) {
+        Ok(Ok(n)) if n > 0 => n,
+        Ok(_) => {
+            log::warn!("HOSTCALL_CONSUMERS is not a count of threads; using the default");
+            default_consumers()
+        }
+        Err(_) => default_consumers(),
+    }
+}
+
 fn timeout_from_env() -> Option<Duration> {
     match std::env::var("HOSTCALL_TIMEOUT_S")
         .ok()
@@ -1134,8 +1146,10 @@ mod tests {
     fn defaults_are_the_documented_constants_and_deny_everything() {
         let b = HostBuilder::default();
         assert_eq!(b.ports, DEFAULT_PORTS);
-        assert_eq!(b.consumers, default_consumers());
-        assert!((1..=MAX_DEFAULT_CONSUMERS).contains(&b.consumers));
+        if std::env::var_os("HOSTCALL_CONSUMERS").is_none() {
+            assert_eq!(b.consumers, default_consumers());
+            assert!((1..=MAX_DEFAULT_CONSUMERS).contains(&b.consumers));
+        }
         assert_eq!(b.heap_bytes, DEFAULT_HEAP_BYTES);
         assert_eq!(b.max_open_files, DEFAULT_MAX_OPEN_FILES);
         assert_eq!(b.wait_limit, DEFAULT_WAIT_LIMIT);
