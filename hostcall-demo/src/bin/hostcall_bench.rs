@@ -122,7 +122,8 @@ fn run_with(
 }
 
 /// Runs culinux's `ktyped` in `kernel_mode` as `blocks` x `threads`, serving it the host
-/// closure `|x: u64| x`, and insists it completed.
+/// closure `|x: u64| x` with one consumer thread (as the null calls it is compared
+/// with), and insists it completed.
 fn run_typed(
     module: &mut CudaModule,
     kernel_mode: u32,
@@ -130,6 +131,7 @@ fn run_typed(
     threads: u32,
 ) -> Result<RunReport, String> {
     let mut host = Host::builder()
+        .consumers(1)
         .capture_output(true)
         .echo_output(false)
         .timeout(Duration::from_secs(300))
