@@ -14,7 +14,7 @@ mod shared;
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -91,6 +91,61 @@ struct Backoff {
 const SPIN_POLLS: u32 = 4096;
 const YIELD_POLLS: u32 = 256;
 const MAX_IDLE_SLEEP: Duration = Duration::from_millis(1);
+/// Idle polls after which a consumer other than the first parks (about 60 ms asleep).
+const PARK_AFTER: u32 = SPIN_POLLS + YIELD_POLLS + 64;
+/// Longest a parked consumer sleeps before it looks at its ports itself.
+const PARK_LIMIT: Duration = Duration::from_millis(10);
+
+/// Consumers that have gone idle long park, and the first consumer, which never parks,
+/// wakes each when one of its ports has a packet: while the GPU computes without
+/// calling, the host pays for one polling thread, not one per consumer. A consumer
+/// wakes on its own after [`PARK_LIMIT`] too, so a wake-up the first misses costs at
+/// most that.
+struct Parking {
+    parked: Vec<AtomicBool>,
+    threads: Vec<std::sync::OnceLock<std::thread::Thread>>,
+}
+
+impl Parking {
+    fn new(consumers: usize) -> Parking {
+        Parking {
+            parked: (0..consumers).map(|_| AtomicBool::new(false)).collect(),
+            threads: (0..consumers).map(|_| std::sync::OnceLock::new()).collect(),
+        }
+    }
+
+    /// Consumer `k` parks until woken, or for [`PARK_LIMIT`], unless `pending` finds
+    /// work after it said it parks.
+    fn park(&self, k: usize, pending: impl Fn() -> bool) {
+        self.parked[k].store(true, SeqCst);
+        // Its ports are read after the flag is visible: a packet published after this
+        // read is seen by the first consumer, which then finds the flag set.
+        std::sync::atomic::fence(SeqCst);
+        if !pending() {
+            std::thread::park_timeout(PARK_LIMIT);
+        }
+        self.parked[k].store(false, Relaxed);
+    }
+
+    /// Run by the first consumer, again and again: wakes each parked consumer one of
+    /// whose ports has a packet not yet answered. A flag set after this read is seen at
+    /// the next.
+    fn wake_pending(&self, ctx: &Context, consumers: usize) {
+        for j in 1..consumers {
+            if !self.parked[j].load(SeqCst) {
+                continue;
+            }
+            let ports = ctx.ports;
+            let pending = (j..ports.len)
+                .step_by(consumers)
+                .any(|p| ports.doorbell(p) != ports.response(p) && !ctx.pool_holds(p));
+            if pending && let Some(t) = self.threads[j].get() {
+                self.parked[j].store(false, Relaxed);
+                t.unpark();
+            }
+        }
+    }
+}
 
 impl Backoff {
     fn wait(&mut self, services: &ServiceTable) {
@@ -342,12 +397,17 @@ impl Server {
         let stop = Arc::new(AtomicBool::new(false));
         let calls = Arc::new(AtomicU64::new(0));
         let consumers = consumers.clamp(1, ports.len.max(1));
+        let parking = Arc::new(Parking::new(consumers));
         let spawned = (0..consumers)
             .map(|k| {
                 let (stop, calls, ctx) = (stop.clone(), calls.clone(), ctx.clone());
+                let parking = parking.clone();
                 std::thread::Builder::new()
                     .name(format!("hostcall-{k}"))
-                    .spawn(move || consume(&ctx, k, consumers, &stop, &calls))
+                    .spawn(move || {
+                        let _ = parking.threads[k].set(std::thread::current());
+                        consume(&ctx, k, consumers, &stop, &calls, &parking)
+                    })
             })
             .collect::<Vec<_>>();
         let mut server = Server {
@@ -441,6 +501,9 @@ impl Server {
     /// calls were served.
     pub fn finish(self, deadline: Instant) -> u64 {
         self.stop.store(true, Relaxed);
+        for t in &self.threads {
+            t.thread().unpark();
+        }
         for t in self.threads {
             // A consumer that panicked has already reported through the panic hook.
             let _ = t.join();
@@ -480,14 +543,23 @@ pub(crate) fn drain(ctx: &Arc<Context>, deadline: Instant) -> u64 {
     drained
 }
 
-/// Consumer `k` of `consumers`: polls its ports until `stop`.
-fn consume(ctx: &Arc<Context>, k: usize, consumers: usize, stop: &AtomicBool, calls: &AtomicU64) {
+/// Consumer `k` of `consumers`: polls its ports until `stop`; idle long, parks
+/// ([`Parking`]), except the first, which wakes the others.
+fn consume(
+    ctx: &Arc<Context>,
+    k: usize,
+    consumers: usize,
+    stop: &AtomicBool,
+    calls: &AtomicU64,
+    parking: &Parking,
+) {
     let ports = ctx.ports;
     let mut backoff = Backoff { idle: 0 };
     let mut scratch = Scratch::new();
     // The sequence this consumer last answered (or handed to the pool) on each of its
     // ports: it alone serves them, so its own record is the truth.
     let mut answered = vec![0u32; ports.len];
+    let mut sweeps = 0u32;
     while !stop.load(Relaxed) {
         let mut served = 0;
         for p in (k..ports.len).step_by(consumers) {
@@ -497,9 +569,21 @@ fn consume(ctx: &Arc<Context>, k: usize, consumers: usize, stop: &AtomicBool, ca
                 answered[p] = bell;
             }
         }
+        sweeps = sweeps.wrapping_add(1);
+        // When its own sweep was empty, and every 64 sweeps while it is busy.
+        if k == 0 && consumers > 1 && (served == 0 || sweeps.is_multiple_of(64)) {
+            parking.wake_pending(ctx, consumers);
+        }
         if served > 0 {
             calls.fetch_add(served, Relaxed);
             backoff.idle = 0;
+        } else if k > 0 && backoff.idle >= PARK_AFTER {
+            parking.park(k, || {
+                (k..ports.len)
+                    .step_by(consumers)
+                    .any(|p| ports.doorbell(p) != answered[p] && !ctx.pool_holds(p))
+            });
+            // Woken, it polls its ports at once; if they are empty it parks again.
         } else {
             backoff.wait(&ctx.services);
         }
