@@ -770,13 +770,9 @@ impl Host {
                 host: ABI_VERSION,
             });
         }
-        let extras = || {
-            self.b
-                .extra
-                .iter()
-                .chain(channel.iter().flat_map(|c| &c.extra))
-        };
-        let catch_all = extras().any(|e| e.id == 0);
+        let catch_all = (self.b.extra.iter())
+            .chain(channel.iter().flat_map(|c| &c.extra))
+            .any(|e| e.id == 0);
         channel
             .map_or(&self.b.declared, |c| &c.declared)
             .bind(module, catch_all)?;
