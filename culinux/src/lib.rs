@@ -366,7 +366,10 @@ pub extern "ptx-kernel" fn stencil(stream: u64) {
             sum += read(me + 1);
         }
         NEXT[me].store((sum / 5.0).to_bits(), Ordering::Relaxed);
-        stream.send(TAG_STORE, &(&NEXT[me] as *const AtomicU32 as u64 - NEXT.as_ptr() as u64));
+        stream.send(
+            TAG_STORE,
+            &(&NEXT[me] as *const AtomicU32 as u64 - NEXT.as_ptr() as u64),
+        );
         CHECKSUM.fetch_add(sum as u64, Ordering::Relaxed);
     }
     if FINISHED.fetch_add(1, Ordering::AcqRel) + 1 == gpu::launch_threads() {

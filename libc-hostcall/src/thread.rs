@@ -290,7 +290,10 @@ pub unsafe extern "C" fn pthread_getname_np(thread: u64, buf: *mut u8, len: usiz
     let mut name = crate::misc::Text::default();
     let _ = match crate::config().gpu {
         0 => core::fmt::write(&mut name, format_args!("block {block} thread {t}")),
-        g => core::fmt::write(&mut name, format_args!("GPU {} block {block} thread {t}", g - 1)),
+        g => core::fmt::write(
+            &mut name,
+            format_args!("GPU {} block {block} thread {t}", g - 1),
+        ),
     };
     let name = name.as_bytes();
     if name.len() + 1 > len {
