@@ -162,20 +162,35 @@ impl<'a> Ring<'a> {
         word: impl Fn(usize) -> u64,
         read_tail: bool,
     ) {
-        let ring = self.words.len() as u64;
         if read_tail {
             // Orders these stores after the read of `tail` that showed room: the host had
             // read the words they overwrite. A `tail` read by an earlier submit is
             // ordered by that submit's fences.
             P::fence_system();
         }
+        let base = self.index(at);
         for i in 0..words {
-            self.words[((at + 1 + i as u64) % ring) as usize].store(word(i), Relaxed);
+            self.words[self.wrap(base + 1 + i)].store(word(i), Relaxed);
         }
         // Every word of the message reaches the host before its header.
         P::fence_system();
         let header = RecordHeader::new(tag, words, at).encode();
-        self.words[(at % ring) as usize].store(header, Relaxed);
+        self.words[base].store(header, Relaxed);
+    }
+
+    /// The index of position `at` (one division, which a GPU does slowly in software for
+    /// 64 bits: done once per record or group, then [`Ring::wrap`]).
+    fn index(&self, at: u64) -> usize {
+        (at % self.words.len() as u64) as usize
+    }
+
+    /// An index past one lap (less than two ring lengths), brought back into the ring.
+    fn wrap(&self, i: usize) -> usize {
+        if i >= self.words.len() {
+            i - self.words.len()
+        } else {
+            i
+        }
     }
 
     /// Stores the records of the lanes of `group` side by side from position `first`,
@@ -194,10 +209,12 @@ impl<'a> Ring<'a> {
         word: impl Fn(usize) -> u64,
         read_tail: bool,
     ) {
-        let ring = self.words.len() as u64;
         let n = u64::from(group.count_ones());
         let length = 1 + words as u64;
         let rank = u64::from((group & ((1u32 << P::lane_id()) - 1)).count_ones());
+        // The group's `n * length` words are at most one ring: every index below is
+        // `base` plus less than a ring.
+        let base = self.index(first);
         if read_tail {
             // As in `write`, after the group's barrier.
             P::fence_system();
@@ -217,14 +234,14 @@ impl<'a> Ring<'a> {
                 }
             }
             if j != 0 {
-                self.words[((first + w) % ring) as usize].store(value, Relaxed);
+                self.words[self.wrap(base + w as usize)].store(value, Relaxed);
             }
         }
         // Every word of the group's messages reaches the host before any header.
         P::fence_system();
         let at = first + rank * length;
         let header = RecordHeader::new(tag, words, at).encode();
-        self.words[(at % ring) as usize].store(header, Relaxed);
+        self.words[self.wrap(base + (rank * length) as usize)].store(header, Relaxed);
     }
 
     /// Whether the ring has room for a record ending at position `end`, by the `tail`

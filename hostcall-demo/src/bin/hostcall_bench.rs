@@ -38,6 +38,9 @@ struct Args {
     /// Measure only these parts (and the module load); default: all of them.
     #[arg(long, value_enum)]
     only: Vec<Part>,
+    /// Host threads emptying the stream rows' rings.
+    #[arg(long, default_value_t = DEFAULT_STREAM_READERS)]
+    stream_readers: usize,
 }
 
 /// The parts of the benchmark.
@@ -223,13 +226,14 @@ fn run_stream(
 fn stream_rows(
     module: &mut CudaModule,
     limit: &dyn Fn(&str) -> Option<f64>,
+    readers: usize,
 ) -> Result<Vec<Value>, String> {
     let mut rows = Vec::new();
     for words in [1, 2, 8] {
         for blocks in [132, 1056] {
-            let rate = run_stream(module, words, blocks, DEFAULT_STREAM_READERS, true)?;
+            let rate = run_stream(module, words, blocks, readers, true)?;
             let one = run_stream(module, words, blocks, 1, true)?;
-            let bare = run_stream(module, words, blocks, DEFAULT_STREAM_READERS, false)?;
+            let bare = run_stream(module, words, blocks, readers, false)?;
             let bytes = 8.0 * f64::from(words);
             eprintln!(
                 "hostcall_bench: {blocks}x256: {:.2} M stream messages/s of {bytes} bytes ({:.2} GB/s; {:.2} M/s end to end; {:.2} M/s with one host reader, {:.2} M/s with no callback)",
@@ -241,7 +245,7 @@ fn stream_rows(
             );
             let name = format!("stream_{bytes}_byte_messages_per_s_{blocks}x256");
             let note = format!(
-                "{STREAM_MESSAGES} messages of {bytes} bytes per thread, 64 rings of 64 KiB that wait, emptied by {DEFAULT_STREAM_READERS} host threads and counted per tag; GPU time from the first submit to the last; end_to_end_per_s: launch until the host took the last; one_reader_per_s: the same with one host thread; no_callback_per_s: with no callback (messages only counted by the stream)"
+                "{STREAM_MESSAGES} messages of {bytes} bytes per thread, 64 rings of 64 KiB that wait, emptied by {readers} host threads and counted per tag; GPU time from the first submit to the last; end_to_end_per_s: launch until the host took the last; one_reader_per_s: the same with one host thread; no_callback_per_s: with no callback (messages only counted by the stream)"
             );
             let printf_key = if blocks == 132 {
                 "cuda_printf_lines_per_s"
@@ -555,7 +559,7 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         measure_calls(&mut module, &dir, &limit, &mut results, &mut sweep, kernel)?;
     }
     if part(Part::Streams) {
-        results.extend(stream_rows(&mut module, &limit)?);
+        results.extend(stream_rows(&mut module, &limit, a.stream_readers)?);
     }
     if part(Part::Consumers) {
         results.extend(consumer_rows(&mut module, &dir)?);

@@ -81,10 +81,20 @@ impl RingReader {
                 self.publish(control);
                 return Err(m);
             }
+            // The message's words, in one piece or two where it wraps: one division per
+            // record, not one per word.
+            let start = ((at + 1) % ring) as usize;
+            let end = start + usize::from(header.words);
+            let (first, wrapped) = (
+                start..end.min(words.len()),
+                0..end.saturating_sub(words.len()),
+            );
             self.message.clear();
             self.message.extend(
-                (0..u64::from(header.words))
-                    .map(|i| words[((at + 1 + i) % ring) as usize].load(Acquire)),
+                words[first]
+                    .iter()
+                    .chain(&words[wrapped])
+                    .map(|w| w.load(Acquire)),
             );
             each(header.tag, &self.message);
             self.taken = at + 1 + u64::from(header.words);
