@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 use common::quiet;
 use hostcall_abi::errno::ENOSYS;
 use hostcall_abi::typed::Errno;
-use hostcall_client::calls;
 use hostcall_client::typed::HostFn;
+use hostcall_client::{calls, service};
 use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::services::{Call, Handler, Malformed, Reply};
-use hostcall_runtime::{KernelArg, Launch, Outcome, Unserved};
+use hostcall_runtime::{Error, KernelArg, Launch, Outcome, Unserved};
 
 type Doubler = HostFn<(u64,), Result<u64, Errno>>;
 
@@ -153,4 +153,83 @@ fn a_port_is_served_by_one_consumer_thread_and_never_by_two_at_once() {
     }
     let consumers: BTreeSet<_> = served_by.values().flatten().collect();
     assert!(consumers.len() > 1, "one consumer served every port");
+}
+
+service! {
+    /// Served by the host, and by one launch's channel otherwise.
+    pub trait Greeting {
+        /// Who answers.
+        fn who(&self) -> u32;
+    }
+}
+
+service! {
+    /// Served by one launch's channel only.
+    pub trait Seven {
+        /// Seven.
+        fn seven(&self) -> u32;
+    }
+}
+
+struct Answer(u32);
+
+impl Greeting for Answer {
+    fn who(&self) -> u32 {
+        self.0
+    }
+}
+
+impl Seven for Answer {
+    fn seven(&self) -> u32 {
+        self.0
+    }
+}
+
+/// A module whose kernel records what `Greeting.who` (and, with `seven`, `Seven.seven`)
+/// answered.
+fn greeter(seven: bool, into: &Arc<Mutex<Vec<u32>>>) -> EmulatedModule {
+    let into = into.clone();
+    let m = EmulatedModule::new(WarpMode::Independent).uses(<dyn Greeting>::SERVICES);
+    let m = if seven {
+        m.uses(<dyn Seven>::SERVICES)
+    } else {
+        m
+    };
+    m.kernel("k", move |t: &EmuThread| {
+        let mut got = vec![t.client::<dyn Greeting>().who()];
+        if seven {
+            got.push(t.client::<dyn Seven>().seven());
+        }
+        into.lock().unwrap().extend(got);
+    })
+}
+
+/// Declared services of a channel: one replaces the host's for its launch only, another
+/// the host does not serve at all, and a module calling that one is refused at load
+/// anywhere else.
+#[test]
+fn a_channels_declared_services_serve_its_launch_only() {
+    let host = quiet().serve::<dyn Greeting, _>(Answer(1)).build().unwrap();
+    let launch = Launch::linear("k", 1, 2, vec![]);
+    let (host_got, own_got) = (Arc::default(), Arc::default());
+    let (mut plain, mut own) = (greeter(false, &host_got), greeter(true, &own_got));
+    let mut refused = greeter(true, &Arc::default());
+    host.scope(|s| {
+        let channel = host
+            .channel()
+            .serve::<dyn Greeting, _>(Answer(2))
+            .serve::<dyn Seven, _>(Answer(7));
+        let own_run = s.launch_on(&mut own, &launch, channel).unwrap();
+        let plain_run = s.launch(&mut plain, &launch).unwrap();
+        assert_eq!(own_run.wait().unwrap().outcome, Outcome::Completed);
+        assert_eq!(plain_run.wait().unwrap().outcome, Outcome::Completed);
+        match s.launch(&mut refused, &launch).unwrap().wait() {
+            Err(Error::Service(why)) => assert!(why.contains("Seven.seven"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    });
+    assert_eq!(*host_got.lock().unwrap(), [1, 1]);
+    let mut own_got = own_got.lock().unwrap().clone();
+    own_got.sort();
+    assert_eq!(own_got, [2, 2, 7, 7]);
 }
