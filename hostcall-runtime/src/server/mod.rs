@@ -103,14 +103,12 @@ const PARK_LIMIT: Duration = Duration::from_millis(10);
 /// most that.
 struct Parking {
     parked: Vec<AtomicBool>,
-    threads: Vec<std::sync::OnceLock<std::thread::Thread>>,
 }
 
 impl Parking {
     fn new(consumers: usize) -> Parking {
         Parking {
             parked: (0..consumers).map(|_| AtomicBool::new(false)).collect(),
-            threads: (0..consumers).map(|_| std::sync::OnceLock::new()).collect(),
         }
     }
 
@@ -128,10 +126,11 @@ impl Parking {
     }
 
     /// Run by the first consumer, again and again: wakes each parked consumer one of
-    /// whose ports has a packet not yet answered. A flag set after this read is seen at
-    /// the next.
-    fn wake_pending(&self, ctx: &Context, consumers: usize) {
-        for j in 1..consumers {
+    /// whose ports has a packet not yet answered (`others[j - 1]` is consumer `j`). A
+    /// flag set after this read is seen at the next.
+    fn wake_pending(&self, ctx: &Context, others: &[std::thread::Thread]) {
+        let consumers = others.len() + 1;
+        for (j, thread) in (1..).zip(others) {
             if !self.parked[j].load(SeqCst) {
                 continue;
             }
@@ -139,9 +138,9 @@ impl Parking {
             let pending = (j..ports.len)
                 .step_by(consumers)
                 .any(|p| ports.doorbell(p) != ports.response(p) && !ctx.pool_holds(p));
-            if pending && let Some(t) = self.threads[j].get() {
+            if pending {
                 self.parked[j].store(false, Relaxed);
-                t.unpark();
+                thread.unpark();
             }
         }
     }
@@ -398,26 +397,33 @@ impl Server {
         let calls = Arc::new(AtomicU64::new(0));
         let consumers = consumers.clamp(1, ports.len.max(1));
         let parking = Arc::new(Parking::new(consumers));
-        let spawned = (0..consumers)
-            .map(|k| {
-                let (stop, calls, ctx) = (stop.clone(), calls.clone(), ctx.clone());
-                let parking = parking.clone();
-                std::thread::Builder::new()
-                    .name(format!("hostcall-{k}"))
-                    .spawn(move || {
-                        let _ = parking.threads[k].set(std::thread::current());
-                        consume(&ctx, k, consumers, &stop, &calls, &parking)
-                    })
-            })
-            .collect::<Vec<_>>();
         let mut server = Server {
             ctx,
             stop,
             calls,
             threads: Vec::new(),
         };
-        for t in spawned {
-            match t {
+        // The others first: the first consumer wakes them by their threads' handles.
+        for k in (0..consumers).rev() {
+            let others = match k {
+                0 => server
+                    .threads
+                    .iter()
+                    .rev()
+                    .map(|t| t.thread().clone())
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let (stop, calls, ctx) = (
+                server.stop.clone(),
+                server.calls.clone(),
+                server.ctx.clone(),
+            );
+            let parking = parking.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("hostcall-{k}"))
+                .spawn(move || consume(&ctx, k, &stop, &calls, &parking, &others));
+            match spawned {
                 Ok(t) => server.threads.push(t),
                 Err(e) => {
                     server.finish(Instant::now()); // ends the consumers already started
@@ -543,16 +549,17 @@ pub(crate) fn drain(ctx: &Arc<Context>, deadline: Instant) -> u64 {
     drained
 }
 
-/// Consumer `k` of `consumers`: polls its ports until `stop`; idle long, parks
-/// ([`Parking`]), except the first, which wakes the others.
+/// Consumer `k` of `parking`'s consumers: polls its ports until `stop`; idle long,
+/// parks ([`Parking`]), except the first, which wakes the `others`.
 fn consume(
     ctx: &Arc<Context>,
     k: usize,
-    consumers: usize,
     stop: &AtomicBool,
     calls: &AtomicU64,
     parking: &Parking,
+    others: &[std::thread::Thread],
 ) {
+    let consumers = parking.parked.len();
     let ports = ctx.ports;
     let mut backoff = Backoff { idle: 0 };
     let mut scratch = Scratch::new();
@@ -571,8 +578,8 @@ fn consume(
         }
         sweeps = sweeps.wrapping_add(1);
         // When its own sweep was empty, and every 64 sweeps while it is busy.
-        if k == 0 && consumers > 1 && (served == 0 || sweeps.is_multiple_of(64)) {
-            parking.wake_pending(ctx, consumers);
+        if !others.is_empty() && (served == 0 || sweeps.is_multiple_of(64)) {
+            parking.wake_pending(ctx, others);
         }
         if served > 0 {
             calls.fetch_add(served, Relaxed);
