@@ -18,6 +18,10 @@
 //  - mapped_record_store_gb_per_s_132x256: the same memory written as 72-byte records
 //    (9 words, each lane its own record, word by word, as a stream record's words go
 //    when each lane writes its own), 256 MiB.
+//  - mapped_batch[_fenced]_gb_per_s_132x256_{16b,72b}_records: stream batches as the
+//    writer stores them (32 records of 16 or 72 bytes, word-major, then a commit word),
+//    without and with the system fence before each commit word, 256 batches per warp,
+//    nothing reading them: the ceiling of the streams' GPU side.
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -93,6 +97,26 @@ __global__ void mapped_records(unsigned long long *out, size_t records) {
   size_t n = (size_t)gridDim.x * blockDim.x;
   for (size_t r = blockIdx.x * blockDim.x + threadIdx.x; r < records; r += n)
     for (int j = 0; j < 9; j++) out[r * 9 + j] = r + j;
+}
+
+// Stream batches as hostcall-client writes them, with no host reading: each warp in
+// turn writes batches of 32 records of `record` words into its own 64 KiB of the mapped
+// buffer, word-major (round k: lane i stores word 32 k + i after the commit word), then
+// (with `fenced`) a system fence by every lane, a warp barrier, and lane 0's commit word.
+__global__ void mapped_batches(unsigned long long *out, int record, int batches, bool fenced) {
+  const int lane = threadIdx.x % 32;
+  const size_t warp = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
+  const size_t region = 8192, words = 1 + 32 * (size_t)record;
+  unsigned long long *mine = out + warp * region;
+  size_t at = 0;
+  for (int b = 0; b < batches; b++) {
+    if (at + words > region) at = 0;
+    for (int k = 0; k < record; k++) mine[at + 1 + 32 * k + lane] = b + k;
+    if (fenced) asm volatile("fence.acq_rel.sys;" ::: "memory");
+    __syncwarp();
+    if (lane == 0) mine[at] = (1ull << 63) | b;
+    at += words;
+  }
 }
 
 static float time_kernel(void (*launch)()) {
@@ -205,6 +229,24 @@ int main(int argc, char **argv) {
     if (ms < best_record_ms) best_record_ms = ms;
   }
 
+  // 132 x 256 threads = 1056 warps x 64 KiB = 66 MiB of the 256 MiB buffer.
+  static unsigned long long *g_batches = (unsigned long long *)mapped;
+  static int g_record;
+  static bool g_fenced;
+  double batch_gb_per_s[2][2];
+  for (int r = 0; r < 2; r++) {
+    for (int fenced = 0; fenced < 2; fenced++) {
+      g_record = r == 0 ? 2 : 9;
+      g_fenced = fenced;
+      float best = 1e30f;
+      for (int i = 0; i < 3; i++) {
+        float ms = time_kernel([] { mapped_batches<<<132, 256>>>(g_batches, g_record, 256, g_fenced); });
+        if (ms < best) best = ms;
+      }
+      batch_gb_per_s[r][fenced] = 1056.0 * 256 * (1 + 32 * g_record) * 8 / (best / 1e3) / 1e9;
+    }
+  }
+
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   FILE *f = fopen(argv[1], "w");
@@ -215,13 +257,19 @@ int main(int argc, char **argv) {
           "\"cuda_printf_lines_per_s_1056x256\": %.1f, "
           "\"cuda_malloc_pairs_per_s\": %.1f, \"cuda_malloc_failures\": %u, "
           "\"d2h_pinned_copy_gb_per_s\": %.2f, \"mapped_store_gb_per_s_132x256\": %.2f, "
-          "\"mapped_record_store_gb_per_s_132x256\": %.2f}\n",
+          "\"mapped_record_store_gb_per_s_132x256\": %.2f, "
+          "\"mapped_batch_gb_per_s_132x256_16b_records\": %.2f, "
+          "\"mapped_batch_fenced_gb_per_s_132x256_16b_records\": %.2f, "
+          "\"mapped_batch_gb_per_s_132x256_72b_records\": %.2f, "
+          "\"mapped_batch_fenced_gb_per_s_132x256_72b_records\": %.2f}\n",
           prop.name, roundtrip_us, (double)chans * chan_iters / (chan_ms / 1e3),
           blocks * threads * lines / (printf_ms / 1e3),
           1056.0 * threads * lines / (printf_big_ms / 1e3),
           blocks * threads * pairs / (malloc_ms / 1e3), *failed,
           copy_bytes / (best_copy_ms / 1e3) / 1e9, copy_bytes / (best_store_ms / 1e3) / 1e9,
-          (double)((256u << 20) / 72 * 72) / (best_record_ms / 1e3) / 1e9);
+          (double)((256u << 20) / 72 * 72) / (best_record_ms / 1e3) / 1e9,
+          batch_gb_per_s[0][0], batch_gb_per_s[0][1], batch_gb_per_s[1][0],
+          batch_gb_per_s[1][1]);
   fclose(f);
   return 0;
 }

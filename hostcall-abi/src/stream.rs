@@ -4,96 +4,138 @@
 //!
 //! # A ring
 //! - **Words**: `ring_words` 64-bit words in host-pinned memory (fewer than
-//!   [`RING_MAX_WORDS`]). Records follow one another at positions that only grow, each at
+//!   [`RING_MAX_WORDS`]). Batches follow one another at positions that only grow, each at
 //!   `position % ring_words`, wrapping around the end.
-//! - **A record**: a header word ([`RecordHeader`]), then the message's words.
+//! - **A batch**: a commit word ([`BatchHeader`]), then the records of the lanes of one
+//!   warp that submitted together (one record for a lane alone).
+//! - **A record**: a [`RecordHeader`] word (the tag and the message's length), then the
+//!   message's words.
 //! - **[`RingCursor`]** (device memory, GPU atomics only): the next free position, and the
 //!   messages dropped for want of room.
 //! - **[`RingControl`]** (host-pinned): `tail`, the position the host has taken up to.
 //!
-//! # The protocol, and the ordering of each handoff
-//! 1. A writer reserves its record: `reserved.fetch_add(1 + words)` gives its position.
-//!    With dropping on, it first checks for room (`reserved + length - tail` at most
-//!    `ring_words`), and counts the message in `dropped` instead if there is none.
-//!    Lanes of a warp that submit records of one length to one ring together reserve
-//!    them as one: the lowest lane adds them all and shares the first position, lane by
-//!    lane in order, through `shfl.sync`; the host sees the records of writers that
-//!    reserved one after another.
-//! 2. It waits until `position + length - tail <= ring_words` (the lowest lane waits
-//!    for the group's last record), reading `tail` only when the value it last read
-//!    shows too little room. If it read `tail`, it issues a system fence (the group's
-//!    lanes after a `bar.warp.sync` that orders the lowest lane's read before them): its
-//!    stores below come after its read of the `tail` that the host published after
-//!    reading the words they overwrite. A `tail` read by an earlier message is ordered
-//!    before these stores by that message's fence of step 3.
-//! 3. It stores the message's words, issues a system fence, and stores the header last.
-//!    The fence makes every word of the message visible to the host before the header.
-//! 4. The host reads the header at its position. A record is complete when the header's
-//!    check equals the position's low 16 bits ([`RecordHeader::completes`]). The host then
-//!    reads the message, advances its position, and stores `tail` with release once it is
-//!    done reading what it took.
+//! Only the commit word is stored after a fence, and only one per batch: the records'
+//! words, headers included, go out as whole lines of consecutive words, and the host
+//! checks one word per batch, not per message.
 //!
-//! `hostcall-model`'s `check_streams` explores every interleaving of this protocol, with a
+//! # The protocol, and the ordering of each handoff
+//! 1. A writer reserves its batch: `reserved.fetch_add(length)` gives its position.
+//!    With dropping on, it first checks for room (`reserved + length - tail` at most
+//!    `ring_words`), and counts the batch's messages in `dropped` instead if there is
+//!    none. Lanes of a warp that submit messages of one length to one ring together
+//!    form one batch: the lowest lane reserves it and shares its position through
+//!    `shfl.sync`; their records follow in lane order, so the host sees the messages
+//!    of writers that reserved one after another.
+//! 2. It waits until `position + length - tail <= ring_words`, learning `tail` anew only
+//!    when the value it last learned shows too little room: first from the cursor's
+//!    relayed copy in device memory, then, if that shows too little and no other writer
+//!    of the ring is doing so (`polling`), from host memory. A writer that read host
+//!    memory issues a system fence, then raises the relayed copy (`fetch_max`): the
+//!    fence orders its read before the relay. If a writer learned a new `tail` either
+//!    way, it issues a system fence (the batch's lanes after a `bar.warp.sync` that
+//!    orders the lowest lane's read before them): its stores below come after its read
+//!    of the `tail` that the host published after reading the words they overwrite. A
+//!    `tail` learned by an earlier batch is ordered before these stores by that batch's
+//!    fence of step 3. A relayed `tail` is one the host published, perhaps not its
+//!    latest: it shows less room than there is, never more.
+//! 3. The lanes store the records' words, headers included; each lane issues a system
+//!    fence; after a `bar.warp.sync`, the lowest lane stores the commit word. The fences
+//!    make every word of the batch visible to the host before the commit word.
+//! 4. The host reads the commit word at its position. A batch is complete when the
+//!    word's check equals the position's low 16 bits ([`BatchHeader::completes`]). The
+//!    host then reads its records, advances its position past the batch, and stores
+//!    `tail` with release once it is done with every message it took.
+//!
+//! `hostcall-model`'s `check_streams` explores every interleaving of this protocol, a
+//! writer's message standing for a batch (its words, a fence, its commit word), with a
 //! writer's stores reaching host memory in any order its fences allow. It finds a torn
-//! message without the fence of step 3, and a record from the ring's last lap when the
-//! header names only its offset in the ring.
+//! message without the fence of step 3, and a batch from the ring's last lap when the
+//! commit word names only its offset in the ring.
 
 use core::sync::atomic::AtomicU64;
 
 /// Words a ring may have, exclusive. The word the host finds at its position is the
-/// record's own header or a word from exactly one lap before, whose position differs by
+/// batch's own commit word or a word from exactly one lap before, whose position differs by
 /// `ring_words`; 16 bits of position tell the two apart when `ring_words < 2^16`.
 pub const RING_MAX_WORDS: usize = 1 << 16;
 
-/// Words a message may have: the header's 15-bit length.
+/// Words a message may have: the record header's 15-bit length.
 pub const MESSAGE_MAX_WORDS: usize = (1 << 15) - 1;
 
-/// A record's header word: the message's tag, its length in words, and the record's
-/// position (its low 16 bits), with a set bit that no zero word has.
+/// A batch's commit word: the words of its records, and the batch's position (its low
+/// 16 bits), with a set bit that no zero word has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RecordHeader {
-    /// What the message is; host callbacks are chosen by it.
-    pub tag: u32,
-    /// Words of the message after the header.
+pub struct BatchHeader {
+    /// Words of the records after the commit word (fewer than the ring's).
     pub words: u16,
-    /// The low 16 bits of the record's position.
+    /// The low 16 bits of the batch's position.
     pub check: u16,
 }
 
-/// The bit every header has (a ring starts zeroed).
-const PRESENT: u64 = 1 << 31;
+/// The bit every commit word has (a ring starts zeroed).
+const PRESENT: u64 = 1 << 63;
 
-impl RecordHeader {
-    /// The header of a message of `words` words (at most [`MESSAGE_MAX_WORDS`]) under
-    /// `tag`, at `position`.
-    pub const fn new(tag: u32, words: usize, position: u64) -> RecordHeader {
-        RecordHeader {
-            tag,
+impl BatchHeader {
+    /// The commit word of a batch of `words` words of records at `position`.
+    pub const fn new(words: usize, position: u64) -> BatchHeader {
+        BatchHeader {
             words: words as u16,
             check: position as u16,
         }
     }
 
-    /// The header as its word: `tag << 32 | 1 << 31 | words << 16 | check`.
+    /// The header as its word: `1 << 63 | words << 16 | check`.
     pub const fn encode(self) -> u64 {
-        (self.tag as u64) << 32 | PRESENT | (self.words as u64 & 0x7fff) << 16 | self.check as u64
+        PRESENT | (self.words as u64) << 16 | self.check as u64
     }
 
-    /// The header in `word`, if it is one (a word never written is not).
-    pub const fn decode(word: u64) -> Option<RecordHeader> {
+    /// The commit word in `word`, if it is one (a word never written is not).
+    pub const fn decode(word: u64) -> Option<BatchHeader> {
         if word & PRESENT == 0 {
             return None;
         }
-        Some(RecordHeader {
-            tag: (word >> 32) as u32,
-            words: ((word >> 16) & 0x7fff) as u16,
+        Some(BatchHeader {
+            words: (word >> 16) as u16,
             check: word as u16,
         })
     }
 
-    /// Whether this is the header of the record at `position`, not one a lap before.
+    /// Whether this is the commit word of the batch at `position`, not one a lap before.
     pub const fn completes(self, position: u64) -> bool {
         self.check == position as u16
+    }
+}
+
+/// A record's first word, inside a batch: the message's tag and its length in words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordHeader {
+    /// What the message is; host callbacks are chosen by it.
+    pub tag: u32,
+    /// Words of the message after this one (at most [`MESSAGE_MAX_WORDS`]).
+    pub words: u16,
+}
+
+impl RecordHeader {
+    /// The header of a message of `words` words (at most [`MESSAGE_MAX_WORDS`]) under
+    /// `tag`.
+    pub const fn new(tag: u32, words: usize) -> RecordHeader {
+        RecordHeader {
+            tag,
+            words: words as u16,
+        }
+    }
+
+    /// The header as its word: `tag << 32 | words`.
+    pub const fn encode(self) -> u64 {
+        (self.tag as u64) << 32 | (self.words as u64 & 0x7fff)
+    }
+
+    /// The header in `word`.
+    pub const fn decode(word: u64) -> RecordHeader {
+        RecordHeader {
+            tag: (word >> 32) as u32,
+            words: (word & 0x7fff) as u16,
+        }
     }
 }
 
@@ -105,6 +147,12 @@ pub struct RingCursor {
     pub reserved: AtomicU64,
     /// Messages dropped for want of room (with dropping on).
     pub dropped: AtomicU64,
+    /// The greatest `tail` a writer has read from host memory, relayed to the ring's
+    /// other writers: a writer waiting for room reads this, in device memory, and only
+    /// one writer of a ring at a time reads host memory across PCIe.
+    pub tail: AtomicU64,
+    /// 1 while a writer of the ring is reading `tail` from host memory.
+    pub polling: AtomicU64,
 }
 
 /// A ring's state in host-pinned memory, on a 128-byte line of its own: the host stores
@@ -112,14 +160,14 @@ pub struct RingCursor {
 #[repr(C, align(128))]
 #[derive(Debug, Default)]
 pub struct RingControl {
-    /// The position the host has taken every record before.
+    /// The position the host has taken every batch before.
     pub tail: AtomicU64,
 }
 
 /// Where a kernel finds a stream's rings: what the stream's kernel argument points to
-/// (host-pinned; each thread reads it once, when it opens the stream). A GPU thread
-/// writes to ring `(linear block * 32 + thread in block / 32) % num_rings`, one per warp
-/// of a block, so one thread's messages stay in one ring, in its order.
+/// (in device memory; each thread reads it once, when it opens the stream). A GPU thread
+/// writes to ring [`ring_of`] its warp, so one thread's messages stay in one ring, in
+/// its order.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StreamDesc {
@@ -150,7 +198,7 @@ pub const fn ring_of(block: u32, thread: u32, block_threads: u32, num_rings: u32
 
 const _: () = assert!(core::mem::size_of::<StreamDesc>() == 40);
 const _: () = assert!(core::mem::size_of::<RingControl>() == 128);
-const _: () = assert!(core::mem::size_of::<RingCursor>() == 16);
+const _: () = assert!(core::mem::size_of::<RingCursor>() == 32);
 
 #[cfg(test)]
 mod tests {
@@ -176,23 +224,21 @@ mod tests {
     }
 
     #[test]
-    fn headers_round_trip_and_a_zero_word_is_none() {
-        let h = RecordHeader::new(0xdead_beef, 7, 0x1_2345);
-        assert_eq!(RecordHeader::decode(h.encode()), Some(h));
-        assert!(h.completes(0x1_2345) && h.completes(0x2345) && !h.completes(0x1_2346));
-        assert_eq!(RecordHeader::decode(0), None);
-        let longest = RecordHeader::new(0, MESSAGE_MAX_WORDS, 0);
-        assert_eq!(
-            RecordHeader::decode(longest.encode()).map(|h| h.words as usize),
-            Some(MESSAGE_MAX_WORDS)
-        );
+    fn headers_round_trip_and_a_zero_word_commits_nothing() {
+        let b = BatchHeader::new(RING_MAX_WORDS - 1, 0x1_2345);
+        assert_eq!(BatchHeader::decode(b.encode()), Some(b));
+        assert!(b.completes(0x1_2345) && b.completes(0x2345) && !b.completes(0x1_2346));
+        assert_eq!(BatchHeader::decode(0), None);
+        let r = RecordHeader::new(0xdead_beef, MESSAGE_MAX_WORDS);
+        assert_eq!(RecordHeader::decode(r.encode()), r);
+        assert_eq!(RecordHeader::decode(0), RecordHeader::new(0, 0));
     }
 
     #[test]
     fn a_header_a_lap_before_does_not_complete_in_any_ring_allowed() {
         for ring_words in [2u64, 3, 1000, RING_MAX_WORDS as u64 - 1] {
             for position in [ring_words, 70_000, u64::MAX / 2] {
-                let stale = RecordHeader::new(1, 0, position - ring_words);
+                let stale = BatchHeader::new(1, position - ring_words);
                 assert!(!stale.completes(position), "{ring_words} {position}");
             }
         }

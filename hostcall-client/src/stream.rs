@@ -7,7 +7,8 @@ use core::sync::atomic::AtomicU64;
 use core::sync::atomic::Ordering::Relaxed;
 
 use hostcall_abi::stream::{
-    MESSAGE_MAX_WORDS, RING_MAX_WORDS, RecordHeader, RingControl, RingCursor, StreamDesc, ring_of,
+    BatchHeader, MESSAGE_MAX_WORDS, RING_MAX_WORDS, RecordHeader, RingControl, RingCursor,
+    StreamDesc, ring_of,
 };
 
 use crate::{Plain, Platform};
@@ -57,16 +58,21 @@ impl<'a> Ring<'a> {
     }
 
     /// Submits `message` under `tag`: its bytes, in whole words (the last one padded
-    /// with zeros). It must fit the ring with its header.
+    /// with zeros). It must fit the ring with its two header words.
     pub fn submit<P: Platform, T: Plain>(&self, tag: u32, message: &T) -> Submitted {
         let bytes = size_of::<T>();
         let words = bytes.div_ceil(8);
         assert!(
-            words <= MESSAGE_MAX_WORDS && words < self.words.len(),
+            words <= MESSAGE_MAX_WORDS && 2 + words <= self.words.len(),
             "a message longer than its ring"
         );
         let start = (message as *const T).cast::<u8>();
         self.submit_words::<P>(tag, words, |i| {
+            if align_of::<T>() >= 8 && 8 * i + 8 <= bytes {
+                // SAFETY: word `i` lies inside `message`, which is aligned to 8 bytes; a
+                // `Plain` value's bytes are all initialized.
+                return unsafe { start.cast::<u64>().add(i).read() };
+            }
             let mut w = [0u8; 8];
             let n = (bytes - i * 8).min(8);
             // SAFETY: bytes `8 i .. 8 i + n` lie inside `message` (`n` is cut at its
@@ -77,9 +83,9 @@ impl<'a> Ring<'a> {
     }
 
     /// Submits a message of `words` words, word `i` being `word(i)`, under `tag`. The
-    /// lanes of the warp submitting records of the same length to this ring at the same
-    /// time reserve them with one atomic, in lane order, and store them together
-    /// ([`Ring::write_group`]), so that their stores reach the host as whole lines.
+    /// lanes of the warp submitting messages of the same length to this ring at the
+    /// same time form one batch: one atomic reserves it, their records follow in lane
+    /// order, and one commit word ends it ([`Ring::write_batch`]).
     fn submit_words<P: Platform>(
         &self,
         tag: u32,
@@ -88,26 +94,23 @@ impl<'a> Ring<'a> {
     ) -> Submitted {
         let length = 1 + words as u64;
         let mask = P::active_mask();
+        let lane = P::lane_id();
         let cursor = core::ptr::from_ref(self.cursor) as u64;
         // Every lane of `mask` takes part in the three matches.
         let group = P::match_any(mask, cursor as u32)
             & P::match_any(mask, (cursor >> 32) as u32)
             & P::match_any(mask, length as u32);
+        // Every lane of `group` sees the same count and `length`, so all take one path:
+        // a batch the ring cannot hold becomes one batch per lane.
+        let group = if 1 + u64::from(group.count_ones()) * length <= self.words.len() as u64 {
+            group
+        } else {
+            1 << lane
+        };
         let n = u64::from(group.count_ones());
-        // Every lane of `group` sees the same `n` and `length`, so all take one path.
-        if n == 1 || n * length > self.words.len() as u64 {
-            return match self.reserve::<P>(length, 1) {
-                Reserved::Dropped => Submitted::Dropped,
-                Reserved::At { at, read_tail } => {
-                    self.write::<P>(at, tag, words, word, read_tail);
-                    Submitted::Queued
-                }
-            };
-        }
         let leader = group.trailing_zeros();
-        let lane = P::lane_id();
         let (first, fate) = if lane == leader {
-            match self.reserve::<P>(length * n, n) {
+            match self.reserve::<P>(1 + n * length, n) {
                 Reserved::Dropped => (0, FATE_DROPPED),
                 Reserved::At { at, read_tail } => (at, u32::from(read_tail)),
             }
@@ -124,18 +127,20 @@ impl<'a> Ring<'a> {
             return Submitted::Dropped;
         }
         let first = u64::from(high) << 32 | u64::from(low);
-        self.write_group::<P>(group, first, tag, words, word, fate == 1);
+        let header = RecordHeader::new(tag, words).encode();
+        let record_word = |i: usize| if i == 0 { header } else { word(i - 1) };
+        self.write_batch::<P>(group, first, length, record_word, fate == 1);
         Submitted::Queued
     }
 
-    /// Reserves `length` words for `records` records: drops them (counted) if the ring
-    /// is full and dropping is on, else waits until the host has made room.
-    fn reserve<P: Platform>(&self, length: u64, records: u64) -> Reserved {
+    /// Reserves `length` words for a batch of `messages` messages: drops them (counted)
+    /// if the ring is full and dropping is on, else waits until the host has made room.
+    fn reserve<P: Platform>(&self, length: u64, messages: u64) -> Reserved {
         let mut read_tail = false;
         if self.drop_when_full {
-            let (room, read) = self.room(self.cursor.reserved.load(Relaxed) + length);
+            let (room, read) = self.room::<P>(self.cursor.reserved.load(Relaxed) + length);
             if !room {
-                self.cursor.dropped.fetch_add(records, Relaxed);
+                self.cursor.dropped.fetch_add(messages, Relaxed);
                 return Reserved::Dropped;
             }
             read_tail = read;
@@ -143,7 +148,7 @@ impl<'a> Ring<'a> {
         let at = self.cursor.reserved.fetch_add(length, Relaxed);
         let mut pause = 32;
         loop {
-            let (room, read) = self.room(at + length);
+            let (room, read) = self.room::<P>(at + length);
             read_tail |= read;
             if room {
                 return Reserved::At { at, read_tail };
@@ -153,33 +158,8 @@ impl<'a> Ring<'a> {
         }
     }
 
-    /// Stores the record of `words` words at position `at`: the message, then its header.
-    fn write<P: Platform>(
-        &self,
-        at: u64,
-        tag: u32,
-        words: usize,
-        word: impl Fn(usize) -> u64,
-        read_tail: bool,
-    ) {
-        if read_tail {
-            // Orders these stores after the read of `tail` that showed room: the host had
-            // read the words they overwrite. A `tail` read by an earlier submit is
-            // ordered by that submit's fences.
-            P::fence_system();
-        }
-        let base = self.index(at);
-        for i in 0..words {
-            self.words[self.wrap(base + 1 + i)].store(word(i), Relaxed);
-        }
-        // Every word of the message reaches the host before its header.
-        P::fence_system();
-        let header = RecordHeader::new(tag, words, at).encode();
-        self.words[base].store(header, Relaxed);
-    }
-
     /// The index of position `at` (one division, which a GPU does slowly in software for
-    /// 64 bits: done once per record or group, then [`Ring::wrap`]).
+    /// 64 bits: done once per batch, then [`Ring::wrap`]).
     fn index(&self, at: u64) -> usize {
         (at % self.words.len() as u64) as usize
     }
@@ -193,67 +173,104 @@ impl<'a> Ring<'a> {
         }
     }
 
-    /// Stores the records of the lanes of `group` side by side from position `first`,
-    /// each lane's at its rank among them. The message words go first, `n` at a time:
-    /// at round `k`, the lane of rank `r` stores word `k n + r` of the block, taken from
-    /// the lane whose record holds it, so that each store covers `n` consecutive words
-    /// (a lane storing its own record's words would leave its neighbours a record
-    /// apart, each store a small write across PCIe). Then a fence, then each lane's
-    /// header.
-    fn write_group<P: Platform>(
+    /// Stores the batch of the records of the lanes of `group` (`length` words each,
+    /// word `i` of the calling lane's being `record_word(i)`) at position `first`, each
+    /// lane's record at its rank among them. The records go first, `n` words at a
+    /// time: at round `k`, the lane of rank `r` stores word `k n + r` of the records,
+    /// taken from the lane whose record holds it, so that each store covers `n`
+    /// consecutive words (a lane storing its own record would leave its neighbours a
+    /// record apart, each store a small write across PCIe). Then every lane's fence, a
+    /// barrier, and the lowest lane's commit word.
+    fn write_batch<P: Platform>(
         &self,
         group: u32,
         first: u64,
-        tag: u32,
-        words: usize,
-        word: impl Fn(usize) -> u64,
+        length: u64,
+        record_word: impl Fn(usize) -> u64,
         read_tail: bool,
     ) {
-        let n = u64::from(group.count_ones());
-        let length = 1 + words as u64;
-        let rank = u64::from((group & ((1u32 << P::lane_id()) - 1)).count_ones());
-        // The group's `n * length` words are at most one ring: every index below is
+        // A batch is shorter than its ring (under 2^16 words): 32-bit arithmetic, which
+        // a GPU does in hardware, unlike a 64-bit division.
+        let (n, length) = (group.count_ones(), length as u32);
+        let rank = (group & ((1u32 << P::lane_id()) - 1)).count_ones();
+        // The batch's `1 + n * length` words are at most one ring: every index below is
         // `base` plus less than a ring.
         let base = self.index(first);
         if read_tail {
-            // As in `write`, after the group's barrier.
+            // After the group's barrier: these stores come after the leader's read.
             P::fence_system();
         }
-        for k in 0..length {
-            let w = k * n + rank;
-            let (record, j) = (w / length, w % length);
-            let holder = nth_lane(group, record as u32);
+        // Word `w = k n + r` of the records is word `j` of record `record`; both are
+        // stepped round by round rather than divided out each time.
+        let (records_per_round, words_per_round) = (n / length, n % length);
+        let (mut record, mut j) = (rank / length, rank % length);
+        let mut w = rank as usize;
+        for _ in 0..length {
+            let holder = if group == u32::MAX {
+                record
+            } else {
+                nth_lane(group, record)
+            };
             let mut value = 0;
             // Every lane of `group` takes part in each shuffle, the same number of times.
-            for i in 0..words {
-                let mine = word(i);
+            for i in 0..length {
+                let mine = record_word(i as usize);
                 let low = P::broadcast(group, mine as u32, holder);
                 let high = P::broadcast(group, (mine >> 32) as u32, holder);
-                if j == 1 + i as u64 {
+                if j == i {
                     value = u64::from(high) << 32 | u64::from(low);
                 }
             }
-            if j != 0 {
-                self.words[self.wrap(base + w as usize)].store(value, Relaxed);
+            self.words[self.wrap(base + 1 + w)].store(value, Relaxed);
+            w += n as usize;
+            record += records_per_round;
+            j += words_per_round;
+            if j >= length {
+                j -= length;
+                record += 1;
             }
         }
-        // Every word of the group's messages reaches the host before any header.
+        // Every lane's words of the batch reach the host before the commit word: each
+        // lane's fence orders its own stores, the barrier orders the fences before the
+        // leader's store.
         P::fence_system();
-        let at = first + rank * length;
-        let header = RecordHeader::new(tag, words, at).encode();
-        self.words[self.wrap(base + (rank * length) as usize)].store(header, Relaxed);
+        P::sync_warp(group);
+        if rank == 0 {
+            let commit = BatchHeader::new((n * length) as usize, first).encode();
+            self.words[base].store(commit, Relaxed);
+        }
     }
 
-    /// Whether the ring has room for a record ending at position `end`, by the `tail`
-    /// last read, else by `tail` read now from host memory; and whether it read it.
-    fn room(&self, end: u64) -> (bool, bool) {
+    /// Whether the ring has room for a batch ending at position `end`, by the `tail`
+    /// last learned, else by the ring's relayed `tail` in device memory, else by `tail`
+    /// read now from host memory (if no other writer of the ring is reading it); and
+    /// whether it learned a new `tail`.
+    fn room<P: Platform>(&self, end: u64) -> (bool, bool) {
         let ring = self.words.len() as u64;
         // `tail` may have passed a position read before it: nothing is taken then.
-        if end.saturating_sub(self.seen_tail.get()) <= ring {
+        let fits = |tail: u64| end.saturating_sub(tail) <= ring;
+        if fits(self.seen_tail.get()) {
             return (true, false);
         }
-        self.seen_tail.set(self.control.tail.load(Relaxed));
-        (end.saturating_sub(self.seen_tail.get()) <= ring, true)
+        let mut learned = false;
+        let relayed = self.cursor.tail.load(Relaxed);
+        if relayed > self.seen_tail.get() {
+            self.seen_tail.set(relayed);
+            learned = true;
+        }
+        if !fits(self.seen_tail.get()) && self.cursor.polling.swap(1, Relaxed) == 0 {
+            let tail = self.control.tail.load(Relaxed);
+            // Orders the read before the relay: a writer that learns `tail` from the
+            // relay and fences has its stores after the host's reads too.
+            P::fence_system();
+            self.cursor.tail.fetch_max(tail, Relaxed);
+            self.cursor.polling.store(0, Relaxed);
+            if tail > self.seen_tail.get() {
+                self.seen_tail.set(tail);
+                learned = true;
+            }
+        }
+        (fits(self.seen_tail.get()), learned)
     }
 }
 
@@ -270,12 +287,12 @@ fn nth_lane(mask: u32, rank: u32) -> u32 {
 enum Reserved {
     /// Dropped for want of room (dropping on).
     Dropped,
-    /// The first record's position, and whether `tail` was read from host memory to
+    /// The batch's position, and whether `tail` was read from host memory to
     /// find room for it.
     At { at: u64, read_tail: bool },
 }
 
-/// The leader's broadcast `fate` of a group whose records were dropped (0 and 1 say
+/// The leader's broadcast `fate` of a group whose messages were dropped (0 and 1 say
 /// whether it read `tail`).
 const FATE_DROPPED: u32 = 2;
 

@@ -3,6 +3,12 @@
 //! it is built. Every interleaving of writers, of the order in which each writer's
 //! stores reach host memory, and of the host's steps is explored.
 //!
+//! A writer's message here stands for a batch (`hostcall_abi::stream`): the records of
+//! the lanes of a warp that submitted together, stored before one fence, with one commit
+//! word (the header here) after it. Which lane stores which word of the batch does not
+//! change the protocol: every lane's fence, and the barrier after them, come before the
+//! commit word.
+//!
 //! The protocol, per ring (a sub-buffer shared by some warps):
 //! 1. A writer reserves its record, a header word and the message's words, by an atomic
 //!    add on a position counter in device memory, which only grows.

@@ -343,6 +343,13 @@ impl GpuModule for CudaModule {
         }
     }
 
+    fn alloc_device_copy(&mut self, bytes: &[u8]) -> Result<u64> {
+        let p = self.alloc_device_zeroed(bytes.len())?;
+        // SAFETY: `p` is a fresh device allocation of `bytes.len()` bytes (at least one).
+        unsafe { cu::memcpy_htod_sync(p, bytes) }.map_err(|e| Error::cuda("cuMemcpyHtoD", e))?;
+        Ok(p)
+    }
+
     fn write_config(&mut self, config: &DeviceConfig) -> Result<()> {
         let (ptr, size) = self.global(CONFIG_SYMBOL)?;
         if size != size_of::<DeviceConfig>() {

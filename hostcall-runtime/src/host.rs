@@ -56,9 +56,19 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 pub const DEFAULT_CAPTURE_LIMIT: usize = 64 << 20;
 /// Threads serving calls that may block (file system, stdin) unless set.
 pub const DEFAULT_BLOCKING_THREADS: usize = 4;
+/// The most stream reader threads [`default_stream_readers`] gives.
+pub const MAX_DEFAULT_STREAM_READERS: usize = 16;
+
 /// Threads emptying a launch's stream rings unless set (only a launch given a stream
-/// starts them).
-pub const DEFAULT_STREAM_READERS: usize = 4;
+/// starts them): one per two of this machine's CPUs, from one to
+/// [`MAX_DEFAULT_STREAM_READERS`]. Taking messages is the host's work per message, so
+/// a stream's rate grows with its readers (on the H200s' 32-CPU host, 64-byte messages:
+/// 23.6 GB/s with 8, 41.5 with 16; `bench-results/h100-issue16.md`); each spins only
+/// while messages come and sleeps when its rings are empty.
+pub fn default_stream_readers() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    (cpus / 2).clamp(1, MAX_DEFAULT_STREAM_READERS)
+}
 /// How long a killed launch gets to end before the run reports anyway: its threads that
 /// call the host trap within a round trip; one that never calls keeps running until the
 /// process exits.
@@ -183,7 +193,7 @@ impl Default for HostBuilder {
             capture: false,
             capture_limit: DEFAULT_CAPTURE_LIMIT,
             blocking_threads: DEFAULT_BLOCKING_THREADS,
-            stream_readers: DEFAULT_STREAM_READERS,
+            stream_readers: default_stream_readers(),
             echo: true,
             group_other_write: false,
             mount_points_inside: false,
@@ -321,7 +331,7 @@ impl HostBuilder {
         self
     }
 
-    /// Threads that empty a launch's stream rings (default [`DEFAULT_STREAM_READERS`]),
+    /// Threads that empty a launch's stream rings (default [`default_stream_readers`]),
     /// each ring read by one of them, in order.
     pub fn stream_readers(mut self, n: usize) -> Self {
         self.stream_readers = n.max(1);
@@ -698,13 +708,14 @@ impl Host {
 
     /// Serves a tagged stream (dh_comms's messages): pass `KernelArg::Stream(handle)` to
     /// a kernel, which opens it with `hostcall_client::stream::Stream::from_raw` and
-    /// submits messages without waiting for the host. While a launch runs, a host thread
-    /// empties its rings into `callbacks`, each writer's messages in its order; the
-    /// launch's [`RunReport::streams`] accounts for them.
+    /// submits messages without waiting for the host. While a launch runs, the reader
+    /// threads ([`HostBuilder::stream_readers`]) empty its rings into `callbacks`, each
+    /// writer's messages in its order; the launch's [`RunReport::streams`] accounts for
+    /// them.
     pub fn stream(&mut self, spec: StreamSpec, callbacks: Callbacks) -> StreamHandle {
         self.b.streams.push(Registered {
             spec,
-            callbacks: Arc::new(std::sync::Mutex::new(callbacks)),
+            callbacks: Arc::new(callbacks),
         });
         StreamHandle(self.b.streams.len() as u32 - 1)
     }
@@ -1146,6 +1157,8 @@ mod tests {
             assert_eq!(b.consumers, default_consumers());
             assert!((1..=MAX_DEFAULT_CONSUMERS).contains(&b.consumers));
         }
+        assert_eq!(b.stream_readers, default_stream_readers());
+        assert!((1..=MAX_DEFAULT_STREAM_READERS).contains(&b.stream_readers));
         assert_eq!(b.heap_bytes, DEFAULT_HEAP_BYTES);
         assert_eq!(b.max_open_files, DEFAULT_MAX_OPEN_FILES);
         assert_eq!(b.wait_limit, DEFAULT_WAIT_LIMIT);

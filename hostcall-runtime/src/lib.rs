@@ -31,8 +31,8 @@ pub use error::{Error, Result};
 pub use guest_log::{SHOWN_PER_KIND, escaped};
 pub use host::{
     DEFAULT_BLOCKING_THREADS, DEFAULT_CAPTURE_LIMIT, DEFAULT_HEAP_BYTES, DEFAULT_MAX_OPEN_FILES,
-    DEFAULT_PORTS, DEFAULT_STREAM_READERS, DEFAULT_TIMEOUT, DEFAULT_WAIT_LIMIT, Host, HostBuilder,
-    MAX_DEFAULT_CONSUMERS, Outcome, RunReport, default_consumers,
+    DEFAULT_PORTS, DEFAULT_TIMEOUT, DEFAULT_WAIT_LIMIT, Host, HostBuilder, MAX_DEFAULT_CONSUMERS,
+    MAX_DEFAULT_STREAM_READERS, Outcome, RunReport, default_consumers, default_stream_readers,
 };
 pub use module::{
     DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, ModuleSlot, StreamStop,

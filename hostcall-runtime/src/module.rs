@@ -122,6 +122,10 @@ pub trait GpuModule {
     fn alloc_host_mapped(&mut self, len: usize) -> Result<HostMemory>;
     /// Zeroed device memory, aligned to 256 bytes; returns its device address.
     fn alloc_device_zeroed(&mut self, len: usize) -> Result<u64>;
+    /// Device memory holding `bytes`, aligned to 256 bytes; returns its device address.
+    /// For what every GPU thread reads (a host-pinned word costs each reader a PCIe
+    /// round trip).
+    fn alloc_device_copy(&mut self, bytes: &[u8]) -> Result<u64>;
     /// Writes the module's `__hostcall_config` global.
     fn write_config(&mut self, config: &DeviceConfig) -> Result<()>;
     /// Starts the kernel; returns at once.

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hostcall_abi::stream::{RecordHeader, RingControl, RingCursor};
+use hostcall_abi::stream::{BatchHeader, RecordHeader, RingControl, RingCursor};
 use hostcall_client::stream::{Ring, Submitted};
 use hostcall_runtime::emulated::Emu;
 use hostcall_runtime::stream::{BrokenRecord, RingReader};
@@ -144,33 +144,58 @@ fn with_dropping_what_does_not_arrive_is_counted() {
 }
 
 #[test]
-fn a_record_longer_than_its_ring_stops_the_reader_with_its_position() {
+fn a_header_claiming_more_than_it_has_stops_the_reader_with_its_position() {
     let mem = Memory::new(8);
-    // A header at position 0 claiming 40 words, as only a kernel ignoring the protocol
+    // A batch at position 0 claiming 40 words, as only a kernel ignoring the protocol
     // writes.
-    mem.words[0].store(RecordHeader::new(1, 40, 0).encode(), Relaxed);
-    mem.cursor.reserved.store(41, Relaxed);
+    mem.words[0].store(BatchHeader::new(40, 0).encode(), Relaxed);
     let mut reader = RingReader::new();
     let broken = BrokenRecord {
         position: 0,
         words: 40,
-        ring_words: 8,
+        room: 7,
     };
+    for _ in 0..2 {
+        assert_eq!(
+            reader.take(&mem.words, &mem.control, |_, _| ()),
+            Err(broken)
+        );
+    }
+    // A batch of 4 words whose one whole record (tag 1, one word) is taken, then a
+    // record claiming 3 words where 1 is left.
+    let mem = Memory::new(8);
+    for (i, w) in [
+        BatchHeader::new(4, 0).encode(),
+        RecordHeader::new(1, 1).encode(),
+        77,
+        RecordHeader::new(2, 3).encode(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        mem.words[i].store(w, Relaxed);
+    }
+    let mut reader = RingReader::new();
+    let mut got = Vec::new();
+    let e = reader.take(&mem.words, &mem.control, |tag, m| {
+        got.push((tag, m.to_vec()))
+    });
     assert_eq!(
-        reader.take(&mem.words, &mem.control, |_, _| ()),
-        Err(broken)
+        e,
+        Err(BrokenRecord {
+            position: 3,
+            words: 3,
+            room: 1,
+        })
     );
-    assert_eq!(
-        reader.take(&mem.words, &mem.control, |_, _| ()),
-        Err(broken)
-    );
+    assert_eq!(got, [(1, vec![77])]);
 }
 
 #[test]
 fn a_submitted_message_waits_for_room_and_goes_on_when_the_host_takes() {
     let mem = Memory::new(8);
     let order = Arc::new(Mutex::new(Vec::new()));
-    // Records of 4 and 6 words do not fit a ring of 8 together: the second waits for the
+    // Batches of 5 and 7 words do not fit a ring of 8 together: the second waits for the
     // first to be taken.
     assert_eq!(
         mem.ring(false).submit::<Emu, _>(1, &[1u64, 2, 3]),

@@ -5,7 +5,10 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU32;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use common::quiet;
 use hostcall_client::stream::{Stream, Submitted};
@@ -77,7 +80,7 @@ fn run(
 type Taken = (u32, u32, u32, u64);
 
 /// Keeps every message, in the order the host took them.
-fn keep(into: &Arc<Mutex<Vec<Taken>>>) -> impl FnMut(u32, &[u64]) + Send + 'static {
+fn keep(into: &Arc<Mutex<Vec<Taken>>>) -> impl Fn(u32, &[u64]) + Send + Sync + 'static {
     let into = into.clone();
     move |tag, words| {
         assert_eq!(words.len(), 2, "a sample is two words");
@@ -101,10 +104,10 @@ fn by_thread(got: &[Taken]) -> BTreeMap<(u32, u32), Vec<u64>> {
 fn every_message_reaches_its_callbacks_once_in_its_threads_order_through_small_rings() {
     for mode in MODES {
         // 4 rings of 128 words for 12,800 messages of 3 words: writers wait, rings
-        // wrap; a warp's 32 records (96 words) fit one ring, so lanes reserve together.
+        // wrap; a warp's batch of 32 records (97 words) fits one ring.
         in_order_through(mode, 1024, 4);
     }
-    // Rings of 32 words, too small for a warp's records: lanes reserve one by one.
+    // Rings of 32 words, too small for a warp's batch: each lane's record is a batch.
     in_order_through(WarpMode::Lockstep, 256, 4);
     // One host thread for every ring, and three for four rings.
     in_order_through(WarpMode::Independent, 1024, 1);
@@ -179,6 +182,42 @@ fn a_dropping_stream_counts_what_it_drops_and_keeps_order_in_what_arrives() {
             assert!(ns.windows(2).all(|p| p[0] < p[1]), "thread {who:?}: {ns:?}");
         }
     }
+}
+
+#[test]
+fn reader_threads_dispatch_their_rings_messages_at_once() {
+    // Two blocks of one thread write to rings 0 and 1, which two readers take. Each
+    // callback waits until the other has begun: callbacks run one at a time would see
+    // only themselves.
+    let entered = Arc::new(AtomicU32::new(0));
+    let saw = Arc::new(Mutex::new(Vec::new()));
+    let callback = {
+        let (entered, saw) = (entered.clone(), saw.clone());
+        move |_: u32, _: &[u64]| {
+            entered.fetch_add(1, SeqCst);
+            let started = Instant::now();
+            while entered.load(SeqCst) < 2 && started.elapsed() < Duration::from_secs(5) {
+                std::thread::yield_now();
+            }
+            saw.lock().unwrap().push(entered.load(SeqCst));
+        }
+    };
+    let spec = StreamSpec {
+        rings: 2,
+        ..StreamSpec::default()
+    };
+    let mut host = quiet().stream_readers(2).build().unwrap();
+    let stream = host.stream(spec, Callbacks::new().on_every(callback));
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", |t: &EmuThread| {
+        let KernelArg::U64(raw) = t.args[0] else {
+            panic!("the stream's descriptor")
+        };
+        // SAFETY: the host passed this stream's descriptor for the launch.
+        unsafe { Stream::from_raw(raw) }.submit::<Emu, _>(1, &u64::from(t.block));
+    });
+    let launch = Launch::linear("k", 2, 1, vec![KernelArg::Stream(stream)]);
+    assert_eq!(host.run(&mut m, &launch).unwrap().streams[0].messages, 2);
+    assert_eq!(*saw.lock().unwrap(), [2, 2], "one callback ran alone");
 }
 
 #[test]

@@ -16,9 +16,7 @@ use clap::Parser;
 use hostcall_demo::{check, mode};
 use hostcall_runtime::cuda::{CudaModule, CudaOptions, KernelLimit, ModuleImage};
 use hostcall_runtime::stream::{Callbacks, StreamSpec, TagCounter};
-use hostcall_runtime::{
-    DEFAULT_STREAM_READERS, GpuModule, Host, KernelArg, Launch, Outcome, RunReport,
-};
+use hostcall_runtime::{GpuModule, Host, KernelArg, Launch, Outcome, RunReport};
 use serde_json::{Value, json};
 
 /// Measures hostcall throughput and latency on the GPU beside CUDA C references of the
@@ -38,9 +36,16 @@ struct Args {
     /// Measure only these parts (and the module load); default: all of them.
     #[arg(long, value_enum)]
     only: Vec<Part>,
-    /// Host threads emptying the stream rows' rings.
-    #[arg(long, default_value_t = DEFAULT_STREAM_READERS)]
-    stream_readers: usize,
+    /// Host threads emptying the stream rows' rings (default:
+    /// `hostcall_runtime::default_stream_readers()`).
+    #[arg(long)]
+    stream_readers: Option<usize>,
+    /// Rings of the stream rows' streams (default: `StreamSpec::default()`'s).
+    #[arg(long)]
+    stream_rings: Option<u32>,
+    /// KiB of each of those rings (default: `StreamSpec::default()`'s).
+    #[arg(long)]
+    stream_ring_kib: Option<usize>,
 }
 
 /// The parts of the benchmark.
@@ -171,6 +176,7 @@ struct StreamRate {
 /// arrived, once.
 fn run_stream(
     module: &mut CudaModule,
+    spec: StreamSpec,
     words: u32,
     blocks: u32,
     readers: usize,
@@ -189,7 +195,7 @@ fn run_stream(
     } else {
         Callbacks::new()
     };
-    let stream = host.stream(StreamSpec::default(), callbacks);
+    let stream = host.stream(spec, callbacks);
     let args = vec![
         KernelArg::Stream(stream),
         KernelArg::U32(words),
@@ -227,13 +233,19 @@ fn stream_rows(
     module: &mut CudaModule,
     limit: &dyn Fn(&str) -> Option<f64>,
     readers: usize,
+    spec: StreamSpec,
 ) -> Result<Vec<Value>, String> {
     let mut rows = Vec::new();
+    let shape = format!(
+        "{} rings of {} KiB that wait",
+        spec.rings,
+        spec.ring_bytes >> 10
+    );
     for words in [1, 2, 8] {
         for blocks in [132, 1056] {
-            let rate = run_stream(module, words, blocks, readers, true)?;
-            let one = run_stream(module, words, blocks, 1, true)?;
-            let bare = run_stream(module, words, blocks, readers, false)?;
+            let rate = run_stream(module, spec, words, blocks, readers, true)?;
+            let one = run_stream(module, spec, words, blocks, 1, true)?;
+            let bare = run_stream(module, spec, words, blocks, readers, false)?;
             let bytes = 8.0 * f64::from(words);
             eprintln!(
                 "hostcall_bench: {blocks}x256: {:.2} M stream messages/s of {bytes} bytes ({:.2} GB/s; {:.2} M/s end to end; {:.2} M/s with one host reader, {:.2} M/s with no callback)",
@@ -245,7 +257,7 @@ fn stream_rows(
             );
             let name = format!("stream_{bytes}_byte_messages_per_s_{blocks}x256");
             let note = format!(
-                "{STREAM_MESSAGES} messages of {bytes} bytes per thread, 64 rings of 64 KiB that wait, emptied by {readers} host threads and counted per tag; GPU time from the first submit to the last; end_to_end_per_s: launch until the host took the last; one_reader_per_s: the same with one host thread; no_callback_per_s: with no callback (messages only counted by the stream)"
+                "{STREAM_MESSAGES} messages of {bytes} bytes per thread, {shape}, emptied by {readers} host threads and counted per tag; GPU time from the first submit to the last; end_to_end_per_s: launch until the host took the last; one_reader_per_s: the same with one host thread; no_callback_per_s: with no callback (messages only counted by the stream)"
             );
             let printf_key = if blocks == 132 {
                 "cuda_printf_lines_per_s"
@@ -268,7 +280,9 @@ fn stream_rows(
                 rate.gpu * bytes / 1e9,
                 "GB/s",
                 limit("d2h_pinned_copy_gb_per_s").map(|l| ("d2h_pinned_copy_gb_per_s", l)),
-                &format!("the payload of {name} (each record adds an 8-byte header)"),
+                &format!(
+                    "the payload of {name} (each message adds an 8-byte header, each batch of a warp's messages an 8-byte commit word)"
+                ),
             ));
         }
     }
@@ -560,7 +574,16 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         measure_calls(&mut module, &dir, &limit, &mut results, &mut sweep, kernel)?;
     }
     if part(Part::Streams) {
-        results.extend(stream_rows(&mut module, &limit, a.stream_readers)?);
+        let d = StreamSpec::default();
+        let spec = StreamSpec {
+            rings: a.stream_rings.unwrap_or(d.rings),
+            ring_bytes: a.stream_ring_kib.map_or(d.ring_bytes, |k| k << 10),
+            ..d
+        };
+        let readers = a
+            .stream_readers
+            .unwrap_or_else(hostcall_runtime::default_stream_readers);
+        results.extend(stream_rows(&mut module, &limit, readers, spec)?);
     }
     if part(Part::Consumers) {
         results.extend(consumer_rows(&mut module, &dir)?);

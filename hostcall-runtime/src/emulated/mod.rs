@@ -383,6 +383,13 @@ impl GpuModule for EmulatedModule {
         Ok(self.alloc_zeroed(len)? as u64)
     }
 
+    fn alloc_device_copy(&mut self, bytes: &[u8]) -> Result<u64> {
+        let p = self.alloc_zeroed(bytes.len())?;
+        // SAFETY: `p` is a fresh allocation of at least `bytes.len()` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len()) };
+        Ok(p as u64)
+    }
+
     fn write_config(&mut self, config: &DeviceConfig) -> Result<()> {
         self.config = Some(*config);
         Ok(())

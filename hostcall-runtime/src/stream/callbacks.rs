@@ -1,19 +1,24 @@
 //! What the host does with a stream's messages: callbacks per tag and for every message,
-//! and the ready-made ones (counts per tag, a histogram, a heat map, a file).
+//! and the ready-made ones (counts per tag, a histogram, a heat map, a file). The
+//! stream's reader threads call them at once, each with its own rings' messages, so a
+//! callback is `Fn + Sync` and the ready-made ones keep their counts in atomics.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A callback for every message of one tag.
-type OnTag = Box<dyn FnMut(&[u64]) + Send>;
+type OnTag = Box<dyn Fn(&[u64]) + Send + Sync>;
 /// A callback for every message.
-type OnEvery = Box<dyn FnMut(u32, &[u64]) + Send>;
+type OnEvery = Box<dyn Fn(u32, &[u64]) + Send + Sync>;
 
 /// What the host does with a stream's messages (dh_comms's message handlers): callbacks
 /// per tag, then callbacks for every message, each in the order added (a chain).
+/// Messages of one ring, so each GPU thread's, reach them in order, one at a time; the
+/// stream's reader threads dispatch their own rings' messages at once, without a lock,
+/// so that taking messages scales with them.
 #[derive(Default)]
 pub struct Callbacks {
     /// The chains of tags below [`DIRECT_TAGS`], by tag: found without hashing, which
@@ -33,7 +38,7 @@ impl Callbacks {
     }
 
     /// Adds `f` for each message tagged `tag`, after those added before for it.
-    pub fn on(mut self, tag: u32, f: impl FnMut(&[u64]) + Send + 'static) -> Callbacks {
+    pub fn on(mut self, tag: u32, f: impl Fn(&[u64]) + Send + Sync + 'static) -> Callbacks {
         match usize::try_from(tag).ok().filter(|&t| t < DIRECT_TAGS) {
             Some(t) => {
                 if self.direct.len() <= t {
@@ -47,22 +52,22 @@ impl Callbacks {
     }
 
     /// Adds `f` for every message, after the per-tag ones.
-    pub fn on_every(mut self, f: impl FnMut(u32, &[u64]) + Send + 'static) -> Callbacks {
+    pub fn on_every(mut self, f: impl Fn(u32, &[u64]) + Send + Sync + 'static) -> Callbacks {
         self.every.push(Box::new(f));
         self
     }
 
     /// Hands one message to its tag's chain, then to every-message callbacks.
-    pub(super) fn dispatch(&mut self, tag: u32, words: &[u64]) {
-        let chain = match self.direct.get_mut(tag as usize) {
+    pub(super) fn dispatch(&self, tag: u32, words: &[u64]) {
+        let chain = match self.direct.get(tag as usize) {
             Some(chain) => Some(chain),
             None if self.per_tag.is_empty() => None,
-            None => self.per_tag.get_mut(&tag),
+            None => self.per_tag.get(&tag),
         };
         for f in chain.into_iter().flatten() {
             f(words);
         }
-        for f in &mut self.every {
+        for f in &self.every {
             f(tag, words);
         }
     }
@@ -71,23 +76,39 @@ impl Callbacks {
 /// Tags below this are counted in atomics (no lock per message); others in a map.
 const COUNTED_FAST: usize = 64;
 
+/// Copies of the fast counts: each thread counting adds to one of its own, so that
+/// reader threads counting at once do not contend for one cache line.
+const COUNT_SHARDS: usize = 16;
+
 /// A ready-made callback: messages counted per tag.
 #[derive(Clone, Debug, Default)]
 pub struct TagCounter(Arc<TagCounts>);
 
 #[derive(Debug)]
 struct TagCounts {
-    small: [AtomicU64; COUNTED_FAST],
+    small: [Shard; COUNT_SHARDS],
     other: Mutex<BTreeMap<u32, u64>>,
 }
+
+/// One thread's copy of the fast counts, on cache lines of its own.
+#[derive(Debug)]
+#[repr(align(128))]
+struct Shard([AtomicU64; COUNTED_FAST]);
 
 impl Default for TagCounts {
     fn default() -> TagCounts {
         TagCounts {
-            small: [const { AtomicU64::new(0) }; COUNTED_FAST],
+            small: [const { Shard([const { AtomicU64::new(0) }; COUNTED_FAST]) }; COUNT_SHARDS],
             other: Mutex::default(),
         }
     }
+}
+
+/// The calling thread's shard of every [`TagCounter`]: threads take shards in turn.
+fn my_shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local!(static SHARD: usize = NEXT.fetch_add(1, Relaxed) % COUNT_SHARDS);
+    SHARD.with(|s| *s)
 }
 
 impl TagCounter {
@@ -97,9 +118,9 @@ impl TagCounter {
     }
 
     /// The callback to add with [`Callbacks::on_every`].
-    pub fn callback(&self) -> impl FnMut(u32, &[u64]) + Send + 'static {
+    pub fn callback(&self) -> impl Fn(u32, &[u64]) + Send + Sync + 'static {
         let counts = self.0.clone();
-        move |tag, _| match counts.small.get(tag as usize) {
+        move |tag, _| match counts.small[my_shard()].0.get(tag as usize) {
             Some(n) => {
                 n.fetch_add(1, Relaxed);
             }
@@ -110,8 +131,8 @@ impl TagCounter {
     /// Messages counted so far, per tag.
     pub fn counts(&self) -> BTreeMap<u32, u64> {
         let mut all = lock(&self.0.other).clone();
-        for (tag, n) in self.0.small.iter().enumerate() {
-            match n.load(Relaxed) {
+        for tag in 0..COUNTED_FAST {
+            match self.0.small.iter().map(|s| s.0[tag].load(Relaxed)).sum() {
                 0 => {}
                 n => {
                     all.insert(tag as u32, n);
@@ -128,7 +149,7 @@ impl TagCounter {
 pub struct Histogram {
     word: usize,
     width: u64,
-    buckets: Arc<Mutex<Vec<u64>>>,
+    buckets: Arc<[AtomicU64]>,
 }
 
 impl Histogram {
@@ -138,25 +159,24 @@ impl Histogram {
         Histogram {
             word,
             width: width.max(1),
-            buckets: Arc::new(Mutex::new(vec![0; buckets.max(1)])),
+            buckets: zeroed(buckets),
         }
     }
 
     /// The callback to add with [`Callbacks::on`] (one tag's messages).
-    pub fn callback(&self) -> impl FnMut(&[u64]) + Send + 'static {
+    pub fn callback(&self) -> impl Fn(&[u64]) + Send + Sync + 'static {
         let (word, width, buckets) = (self.word, self.width, self.buckets.clone());
         move |m| {
             if let Some(&v) = m.get(word) {
-                let mut b = lock(&buckets);
-                let last = b.len() - 1;
-                b[((v / width) as usize).min(last)] += 1;
+                let last = buckets.len() - 1;
+                buckets[((v / width) as usize).min(last)].fetch_add(1, Relaxed);
             }
         }
     }
 
     /// The counts so far, bucket by bucket.
     pub fn counts(&self) -> Vec<u64> {
-        lock(&self.buckets).clone()
+        loaded(&self.buckets)
     }
 }
 
@@ -169,7 +189,7 @@ pub struct HeatMap {
     base: u64,
     len: u64,
     width: usize,
-    cells: Arc<Mutex<Vec<u64>>>,
+    cells: Arc<[AtomicU64]>,
 }
 
 impl HeatMap {
@@ -180,28 +200,27 @@ impl HeatMap {
             base,
             len: len.max(1),
             width: width.max(1),
-            cells: Arc::new(Mutex::new(vec![0; cells.max(1)])),
+            cells: zeroed(cells),
         }
     }
 
     /// The callback to add with [`Callbacks::on`] (one tag's messages).
-    pub fn callback(&self) -> impl FnMut(&[u64]) + Send + 'static {
+    pub fn callback(&self) -> impl Fn(&[u64]) + Send + Sync + 'static {
         let (word, base, len, cells) = (self.word, self.base, self.len, self.cells.clone());
         move |m| {
             let Some(offset) = m.get(word).and_then(|a| a.checked_sub(base)) else {
                 return;
             };
             if offset < len {
-                let mut c = lock(&cells);
-                let n = c.len() as u128;
-                c[(u128::from(offset) * n / u128::from(len)) as usize] += 1;
+                let n = cells.len() as u128;
+                cells[(u128::from(offset) * n / u128::from(len)) as usize].fetch_add(1, Relaxed);
             }
         }
     }
 
     /// The touches counted so far, cell by cell.
     pub fn counts(&self) -> Vec<u64> {
-        lock(&self.cells).clone()
+        loaded(&self.cells)
     }
 
     /// The map as a binary PPM image (`P6`), one `scale` x `scale` square per cell, from
@@ -247,7 +266,7 @@ impl FileWriter {
     }
 
     /// The callback to add with [`Callbacks::on_every`].
-    pub fn callback(&self) -> impl FnMut(u32, &[u64]) + Send + 'static {
+    pub fn callback(&self) -> impl Fn(u32, &[u64]) + Send + Sync + 'static {
         let out = self.out.clone();
         move |tag, words| {
             let mut o = lock(&out);
@@ -277,6 +296,16 @@ impl FileWriter {
     }
 }
 
+/// `n` counters (at least one) at zero.
+fn zeroed(n: usize) -> Arc<[AtomicU64]> {
+    (0..n.max(1)).map(|_| AtomicU64::new(0)).collect()
+}
+
+/// The counters' values now.
+fn loaded(counters: &[AtomicU64]) -> Vec<u64> {
+    counters.iter().map(|c| c.load(Relaxed)).collect()
+}
+
 /// `m` locked, even if a callback panicked while holding it.
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -293,7 +322,7 @@ mod tests {
             let seen = seen.clone();
             move |m: &[u64]| lock(&seen).push((name, m[0]))
         };
-        let mut c = Callbacks::new()
+        let c = Callbacks::new()
             .on(5, log("5a"))
             .on(70_000, log("big a"))
             .on(5, log("5b"))
@@ -310,7 +339,7 @@ mod tests {
     #[test]
     fn a_tag_counter_counts_small_and_large_tags_alike() {
         let counter = TagCounter::new();
-        let (mut f, mut g) = (counter.callback(), counter.clone().callback());
+        let (f, g) = (counter.callback(), counter.clone().callback());
         for tag in [0, 63, 64, 7, u32::MAX, 63] {
             f(tag, &[]);
         }
@@ -322,7 +351,7 @@ mod tests {
     #[test]
     fn a_histogram_buckets_one_word_and_the_last_bucket_takes_the_rest() {
         let h = Histogram::new(1, 10, 5);
-        let mut f = h.callback();
+        let f = h.callback();
         for v in 0..100u64 {
             f(&[7, v]);
         }
@@ -333,7 +362,7 @@ mod tests {
     #[test]
     fn a_heat_map_counts_addresses_in_their_cells_and_renders_them() {
         let map = HeatMap::new(0, 0x1000, 0x400, 4, 2);
-        let mut f = map.callback();
+        let f = map.callback();
         for a in [
             0x1000, 0x10ff, 0x1100, 0x13ff, 0x13ff, 0x13ff, 0xfff, 0x1400,
         ] {
@@ -367,7 +396,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("messages.bin");
         let w = FileWriter::create(&path).unwrap();
-        let mut f = w.callback();
+        let f = w.callback();
         f(5, &[1, 2]);
         f(0xffff_ffff, &[]);
         w.finish().unwrap();
@@ -385,7 +414,7 @@ mod tests {
     #[test]
     fn a_file_that_cannot_be_written_is_reported_at_finish() {
         let w = FileWriter::create(std::path::Path::new("/dev/full")).unwrap();
-        let mut f = w.callback();
+        let f = w.callback();
         for _ in 0..10_000 {
             f(1, &[0; 8]);
         }

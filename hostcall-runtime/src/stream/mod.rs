@@ -6,16 +6,15 @@
 mod callbacks;
 mod reader;
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use hostcall_abi::stream::{RING_MAX_WORDS, RingControl, RingCursor, StreamDesc};
 
-use callbacks::lock;
 pub use callbacks::{Callbacks, FileWriter, HeatMap, Histogram, STREAM_FILE_MAGIC, TagCounter};
 pub use reader::{BrokenRecord, RingReader};
 
@@ -42,11 +41,13 @@ pub struct StreamSpec {
 }
 
 impl Default for StreamSpec {
-    /// 64 rings of 64 KiB (4 MiB of host-pinned memory per launch), writers waiting.
+    /// 64 rings of 256 KiB (16 MiB of host-pinned memory per launch), writers waiting.
+    /// Rings of 64 KiB held too little for 1056 x 256 threads' batches of 64-byte
+    /// messages: writers waited, at half the rate (`bench-results/h100-issue16.md`).
     fn default() -> StreamSpec {
         StreamSpec {
             rings: 64,
-            ring_bytes: 64 << 10,
+            ring_bytes: 256 << 10,
             when_full: WhenFull::Wait,
         }
     }
@@ -89,7 +90,7 @@ pub struct StreamReport {
 /// A stream the host serves: its shape and callbacks.
 pub(crate) struct Registered {
     pub spec: StreamSpec,
-    pub callbacks: Arc<Mutex<Callbacks>>,
+    pub callbacks: Arc<Callbacks>,
 }
 
 /// One stream's memory in one launch.
@@ -99,13 +100,13 @@ struct InLaunch {
     cursors: u64,
     rings: usize,
     ring_words: usize,
-    callbacks: Arc<Mutex<Callbacks>>,
+    callbacks: Arc<Callbacks>,
 }
 
 // SAFETY: the host-mapped memory is owned by the module for the launch and reached only
 // through atomics, each ring by the one reader thread it belongs to.
 unsafe impl Send for InLaunch {}
-// SAFETY: as above; the callbacks are behind their mutex.
+// SAFETY: as above; the callbacks are `Sync`.
 unsafe impl Sync for InLaunch {}
 
 impl InLaunch {
@@ -127,41 +128,27 @@ impl InLaunch {
     }
 }
 
-/// A reader thread's rings (stream, ring, reader), the messages it has taken per
-/// stream, and the records it copied out before handing them to the callbacks.
+/// A reader thread's rings (stream, ring, reader) and the messages it has taken per
+/// stream.
 struct Shard {
     rings: Vec<(usize, usize, RingReader)>,
     messages: Vec<u64>,
-    /// (tag, first word, words) of each record in `words`.
-    records: Vec<(u32, usize, usize)>,
-    words: Vec<u64>,
 }
 
 impl Shard {
-    /// Takes what its rings hold now; returns the messages taken. Each ring's records
-    /// are copied out and the ring's room published before its stream's callbacks run,
-    /// so writers go on while they do, and other shards read their rings meanwhile.
+    /// Takes what its rings hold now, handing each message to its stream's callbacks
+    /// where it lies in the ring; returns the messages taken. Other shards read and
+    /// dispatch their rings meanwhile.
     fn take_all(&mut self, streams: &[InLaunch]) -> usize {
         let mut taken = 0;
         for (s, r, reader) in &mut self.rings {
             let (words, control) = streams[*s].ring(*r);
-            let (records, copied) = (&mut self.records, &mut self.words);
-            let _ = reader.take(words, control, |tag, m| {
-                records.push((tag, copied.len(), m.len()));
-                copied.extend_from_slice(m);
-            });
-            if self.records.is_empty() {
-                continue;
-            }
-            let mut callbacks = lock(&streams[*s].callbacks);
-            for &(tag, at, len) in &self.records {
-                callbacks.dispatch(tag, &self.words[at..at + len]);
-            }
-            drop(callbacks);
-            self.messages[*s] += self.records.len() as u64;
-            taken += self.records.len();
-            self.records.clear();
-            self.words.clear();
+            let callbacks = &streams[*s].callbacks;
+            let n = reader
+                .take(words, control, |tag, m| callbacks.dispatch(tag, m))
+                .unwrap_or(0);
+            self.messages[*s] += n as u64;
+            taken += n;
         }
         taken
     }
@@ -188,21 +175,22 @@ impl LaunchStreams {
             let words = module.alloc_host_mapped(rings * ring_words * 8)?;
             let controls = module.alloc_host_mapped(rings * size_of::<RingControl>())?;
             let cursors = module.alloc_device_zeroed(rings * size_of::<RingCursor>())?;
-            let desc = module.alloc_host_mapped(size_of::<StreamDesc>())?;
-            // SAFETY: `desc` is fresh host-mapped memory of a `StreamDesc`'s size,
-            // page-aligned; no kernel runs yet.
-            unsafe {
-                desc.host.cast::<StreamDesc>().write(StreamDesc {
-                    words: words.device,
-                    controls: controls.device,
-                    cursors,
-                    num_rings: reg.spec.rings,
-                    ring_words: ring_words as u32,
-                    drop_when_full: u32::from(reg.spec.when_full == WhenFull::Drop),
-                    reserved: 0,
-                })
+            let desc = StreamDesc {
+                words: words.device,
+                controls: controls.device,
+                cursors,
+                num_rings: reg.spec.rings,
+                ring_words: ring_words as u32,
+                drop_when_full: u32::from(reg.spec.when_full == WhenFull::Drop),
+                reserved: 0,
             };
-            descs.push(desc.device);
+            // SAFETY: `StreamDesc` is `repr(C)`, three `u64`s and four `u32`s, 40 bytes
+            // (asserted in hostcall-abi): no padding, every byte initialized.
+            let bytes = unsafe {
+                std::slice::from_raw_parts((&raw const desc).cast::<u8>(), size_of::<StreamDesc>())
+            };
+            // In device memory: every GPU thread that opens the stream reads it.
+            descs.push(module.alloc_device_copy(bytes)?);
             streams.push(InLaunch {
                 words,
                 controls,
@@ -232,8 +220,6 @@ impl LaunchStreams {
             .map(|_| Shard {
                 rings: Vec::new(),
                 messages: vec![0; self.streams.len()],
-                records: Vec::new(),
-                words: Vec::new(),
             })
             .collect();
         for (g, &(s, r)) in all.iter().enumerate() {
@@ -337,7 +323,10 @@ fn dropped(s: &InLaunch, device: &dyn DeviceMemory) -> u64 {
         .as_chunks::<{ size_of::<RingCursor>() }>()
         .0
         .iter()
-        .map(|cursor| u64::from_le_bytes(cursor[8..].try_into().expect("8 bytes")))
+        .map(|cursor| {
+            let at = std::mem::offset_of!(RingCursor, dropped);
+            u64::from_le_bytes(cursor[at..at + 8].try_into().expect("8 bytes"))
+        })
         .sum()
 }
 
@@ -346,11 +335,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_default_stream_is_64_rings_of_64_kib_that_wait() {
+    fn the_default_stream_is_64_rings_of_256_kib_that_wait() {
         let d = StreamSpec::default();
         assert_eq!(
             (d.rings, d.ring_words(), d.when_full),
-            (64, Ok(8192), WhenFull::Wait)
+            (64, Ok(32768), WhenFull::Wait)
         );
         let odd = StreamSpec {
             ring_bytes: 100,

@@ -1,32 +1,35 @@
 //! The host's side of one ring (`hostcall_abi::stream`, which states the protocol):
-//! take every complete record at the front, in order, hand each message to the caller,
+//! take every complete batch at the front, in order, hand each message to the caller,
 //! and publish how far it has taken, so that writers waiting for room go on.
 
 use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
-use hostcall_abi::stream::{RING_MAX_WORDS, RecordHeader, RingControl};
+use hostcall_abi::stream::{BatchHeader, RING_MAX_WORDS, RecordHeader, RingControl};
 
-/// A record the host cannot take: a header whose message is longer than the ring.
-/// Only a kernel that ignores the protocol writes one; the ring is read no further.
+/// A header the host cannot follow: a batch longer than its ring, or a record running
+/// past the end of its batch. Only a kernel that ignores the protocol writes one; the
+/// ring is read no further.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "the record at position {position} claims {words} words, more than its ring of {ring_words}"
+    "the header at position {position} claims {words} words, more than the {room} it has room for"
 )]
 pub struct BrokenRecord {
-    /// Its position.
+    /// The header's position.
     pub position: u64,
-    /// The words its header claims.
+    /// The words it claims.
     pub words: u16,
-    /// The ring's words.
-    pub ring_words: usize,
+    /// The words it could have: the ring's less one for a batch, the rest of its batch
+    /// for a record.
+    pub room: u64,
 }
 
-/// How far the host has taken one ring, and the room to copy a message out of it.
+/// How far the host has taken one ring, and the room to copy out a message that wraps
+/// around the ring's end.
 #[derive(Debug, Default)]
 pub struct RingReader {
     taken: u64,
-    message: Vec<u64>,
+    wrapped: Vec<u64>,
     broken: Option<BrokenRecord>,
 }
 
@@ -36,19 +39,21 @@ impl RingReader {
         RingReader::default()
     }
 
-    /// The position up to which every record has been taken.
+    /// The position up to which every batch has been taken.
     pub fn taken(&self) -> u64 {
         self.taken
     }
 
-    /// The record that stopped this reader, if one did.
+    /// The header that stopped this reader, if one did.
     pub fn broken(&self) -> Option<BrokenRecord> {
         self.broken
     }
 
-    /// Takes every complete record at the front of the ring `words`, in order, calling
-    /// `each(tag, message)` for each, then publishes the new position in `control`.
-    /// Returns the messages taken, or why the ring can be read no further.
+    /// Takes the complete batches at the front of the ring `words`, in order, at most
+    /// one ring's worth, calling `each(tag, message)` for each message and publishing
+    /// the new position in `control` after each batch. Messages are read where they lie (copied only
+    /// where one wraps around the ring's end). Returns the messages taken, or why the
+    /// ring can be read no further.
     pub fn take(
         &mut self,
         words: &[AtomicU64],
@@ -60,50 +65,81 @@ impl RingReader {
         }
         let ring = words.len() as u64;
         debug_assert!(words.len() > 1 && words.len() < RING_MAX_WORDS);
+        let end = self.taken + ring;
         let mut taken = 0;
-        loop {
+        while self.taken < end {
             let at = self.taken;
-            // Acquire: the writer's fence put every word of the message before this one.
-            let Some(header) = RecordHeader::decode(words[(at % ring) as usize].load(Acquire))
-            else {
+            let index = (at % ring) as usize;
+            let Some(batch) = BatchHeader::decode(words[index].load(Acquire)) else {
                 break;
             };
-            if !header.completes(at) {
+            if !batch.completes(at) {
                 break;
             }
-            if u64::from(header.words) >= ring {
-                let m = BrokenRecord {
-                    position: at,
-                    words: header.words,
-                    ring_words: words.len(),
-                };
-                self.broken = Some(m);
-                self.publish(control);
-                return Err(m);
+            let length = u64::from(batch.words);
+            if length >= ring {
+                return Err(self.stop(control, at, batch.words, ring - 1));
             }
-            // The message's words, in one piece or two where it wraps: one division per
-            // record, not one per word.
-            let start = ((at + 1) % ring) as usize;
-            let end = start + usize::from(header.words);
-            let (first, wrapped) = (
-                start..end.min(words.len()),
-                0..end.saturating_sub(words.len()),
-            );
-            self.message.clear();
-            self.message.extend(
-                words[first]
-                    .iter()
-                    .chain(&words[wrapped])
-                    .map(|w| w.load(Acquire)),
-            );
-            each(header.tag, &self.message);
-            self.taken = at + 1 + u64::from(header.words);
-            taken += 1;
-        }
-        if taken > 0 {
+            // Offsets from the commit word, brought back into the ring without dividing.
+            let wrap = |i: u64| {
+                let i = index + i as usize;
+                if i >= words.len() { i - words.len() } else { i }
+            };
+            // The batch's lines, fetched together rather than as each record comes.
+            for i in (LINE_WORDS..=length + LINE_WORDS).step_by(LINE_WORDS as usize) {
+                prefetch(&words[wrap(i.min(length + 1))]);
+            }
+            let mut i = 1;
+            while i <= length {
+                let record = RecordHeader::decode(words[wrap(i)].load(Relaxed));
+                let m = u64::from(record.words);
+                if i + m > length {
+                    return Err(self.stop(control, at + i, record.words, length - i));
+                }
+                let first = wrap(i + 1);
+                let last = first + m as usize;
+                // SAFETY (both): the words lie inside a batch whose commit word was read
+                // with acquire, which the writers' fences put after every word of the
+                // batch; no writer stores to them before `tail` is published past them,
+                // after the slices are gone.
+                if last <= words.len() {
+                    each(record.tag, unsafe { settled(&words[first..last]) });
+                } else {
+                    self.wrapped.clear();
+                    self.wrapped
+                        .extend_from_slice(unsafe { settled(&words[first..]) });
+                    self.wrapped
+                        .extend_from_slice(unsafe { settled(&words[..last - words.len()]) });
+                    each(record.tag, &self.wrapped);
+                }
+                taken += 1;
+                i += 1 + m;
+            }
+            self.taken = at + 1 + length;
+            // Room goes back batch by batch, so that writers waiting for it go on
+            // while the rest is read.
             self.publish(control);
         }
         Ok(taken)
+    }
+
+    /// Stops at the header at `position` claiming `words` words where `room` fit:
+    /// publishes what was taken before it, and keeps the reason.
+    fn stop(
+        &mut self,
+        control: &RingControl,
+        position: u64,
+        words: u16,
+        room: u64,
+    ) -> BrokenRecord {
+        let m = BrokenRecord {
+            position,
+            words,
+            room,
+        };
+        self.broken = Some(m);
+        self.publish(control);
+        m
     }
 
     /// Stores `tail` with release: every word taken was read before a writer may
@@ -111,4 +147,31 @@ impl RingReader {
     fn publish(&self, control: &RingControl) {
         control.tail.store(self.taken, Release);
     }
+}
+
+/// `words` as plain integers, read where they lie.
+///
+/// # Safety
+/// No store to `words` may happen while the slice returned lives, and every store
+/// before it must happen before this call.
+unsafe fn settled(words: &[AtomicU64]) -> &[u64] {
+    // SAFETY: `AtomicU64` has `u64`'s size and alignment; the caller rules out races.
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u64>(), words.len()) }
+}
+
+/// Words in a host cache line.
+const LINE_WORDS: u64 = 8;
+
+/// Asks the CPU to start fetching the line of `word`, which the GPU wrote across PCIe
+/// (so it is in no core's cache), before it is read.
+fn prefetch(word: &AtomicU64) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint that neither reads nor writes memory as Rust sees it;
+    // `word` is a valid address besides.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>(word.as_ptr().cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = word;
 }
