@@ -21,7 +21,7 @@ fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   nvcc -O3 -std=c++17 -arch=sm_90 "$ROOT/bench/limits.cu" -o limits 2> "$OUT/nvcc.log" && timeout 120 ./limits "$OUT/limits.json" > /dev/null 2> "$OUT/limits.err"
   cat "$OUT/limits.json"
-  timeout 400 ./hostcall_bench --limits "$OUT/limits.json" --out "$OUT/h100-latest.json" > "$OUT/bench.txt" 2>&1; echo "bench exit $?" >> "$OUT/bench.txt"
+  timeout 400 ./hostcall_bench --limits "$OUT/limits.json" --out "$OUT/latest.json" > "$OUT/bench.txt" 2>&1; echo "bench exit $?" >> "$OUT/bench.txt"
   cat "$OUT/bench.txt"
   if [ -x baseline/hostcall_bench ]; then
     timeout 400 baseline/hostcall_bench --limits "$OUT/limits.json" --out "$OUT/baseline.json" > "$OUT/baseline.txt" 2>&1; echo "baseline bench exit $?" >> "$OUT/baseline.txt"

@@ -102,7 +102,8 @@ impl<'a> Ring<'a> {
             & P::match_any(mask, length as u32);
         // Every lane of `group` sees the same count and `length`, so all take one path:
         // a batch the ring cannot hold becomes one batch per lane.
-        let group = if 1 + u64::from(group.count_ones()) * length <= self.words.len() as u64 {
+        let batch = 1 + u64::from(group.count_ones()) * length;
+        let group = if batch <= self.words.len() as u64 {
             group
         } else {
             1 << lane

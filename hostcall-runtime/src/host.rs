@@ -39,7 +39,7 @@ pub const MAX_DEFAULT_CONSUMERS: usize = 4;
 /// [`MAX_DEFAULT_CONSUMERS`]. Each spins while its ports are busy, so a small machine
 /// keeps its CPUs for the rest of the program; on the H100's hosts (16 and 32 CPUs) it
 /// gives four (measured in `hostcall_bench --only consumers`; see
-/// `bench-results/h100-issue16.md`).
+/// `bench-results/gpu-issue16.md`).
 pub fn default_consumers() -> usize {
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     (cpus / 4).clamp(1, MAX_DEFAULT_CONSUMERS)
@@ -63,7 +63,7 @@ pub const MAX_DEFAULT_STREAM_READERS: usize = 16;
 /// starts them): one per two of this machine's CPUs, from one to
 /// [`MAX_DEFAULT_STREAM_READERS`]. Taking messages is the host's work per message, so
 /// a stream's rate grows with its readers (on the H200s' 32-CPU host, 64-byte messages:
-/// 23.6 GB/s with 8, 41.5 with 16; `bench-results/h100-issue16.md`); each spins only
+/// 23.6 GB/s with 8, 41.5 with 16; `bench-results/gpu-issue16.md`); each spins only
 /// while messages come and sleeps when its rings are empty.
 pub fn default_stream_readers() -> usize {
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);

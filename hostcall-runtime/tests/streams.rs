@@ -188,17 +188,24 @@ fn a_dropping_stream_counts_what_it_drops_and_keeps_order_in_what_arrives() {
 fn reader_threads_dispatch_their_rings_messages_at_once() {
     // Two blocks of one thread write to rings 0 and 1, which two readers take. Each
     // callback waits until the other has begun: callbacks run one at a time would see
-    // only themselves.
+    // only themselves. The kernel waits for both too, so that neither message is left
+    // for the end of the launch, when what remains is taken on one thread.
     let entered = Arc::new(AtomicU32::new(0));
-    let saw = Arc::new(Mutex::new(Vec::new()));
-    let callback = {
-        let (entered, saw) = (entered.clone(), saw.clone());
-        move |_: u32, _: &[u64]| {
-            entered.fetch_add(1, SeqCst);
+    let both = {
+        let entered = entered.clone();
+        move || {
             let started = Instant::now();
             while entered.load(SeqCst) < 2 && started.elapsed() < Duration::from_secs(5) {
                 std::thread::yield_now();
             }
+        }
+    };
+    let saw = Arc::new(Mutex::new(Vec::new()));
+    let callback = {
+        let (entered, saw, both) = (entered.clone(), saw.clone(), both.clone());
+        move |_: u32, _: &[u64]| {
+            entered.fetch_add(1, SeqCst);
+            both();
             saw.lock().unwrap().push(entered.load(SeqCst));
         }
     };
@@ -208,12 +215,13 @@ fn reader_threads_dispatch_their_rings_messages_at_once() {
     };
     let mut host = quiet().stream_readers(2).build().unwrap();
     let stream = host.stream(spec, Callbacks::new().on_every(callback));
-    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", |t: &EmuThread| {
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
         let KernelArg::U64(raw) = t.args[0] else {
             panic!("the stream's descriptor")
         };
         // SAFETY: the host passed this stream's descriptor for the launch.
         unsafe { Stream::from_raw(raw) }.submit::<Emu, _>(1, &u64::from(t.block));
+        both();
     });
     let launch = Launch::linear("k", 2, 1, vec![KernelArg::Stream(stream)]);
     assert_eq!(host.run(&mut m, &launch).unwrap().streams[0].messages, 2);

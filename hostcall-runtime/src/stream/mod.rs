@@ -43,7 +43,7 @@ pub struct StreamSpec {
 impl Default for StreamSpec {
     /// 64 rings of 256 KiB (16 MiB of host-pinned memory per launch), writers waiting.
     /// Rings of 64 KiB held too little for 1056 x 256 threads' batches of 64-byte
-    /// messages: writers waited, at half the rate (`bench-results/h100-issue16.md`).
+    /// messages: writers waited, at half the rate (`bench-results/gpu-issue16.md`).
     fn default() -> StreamSpec {
         StreamSpec {
             rings: 64,

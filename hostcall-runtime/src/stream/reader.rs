@@ -98,18 +98,24 @@ impl RingReader {
                 }
                 let first = wrap(i + 1);
                 let last = first + m as usize;
-                // SAFETY (both): the words lie inside a batch whose commit word was read
-                // with acquire, which the writers' fences put after every word of the
-                // batch; no writer stores to them before `tail` is published past them,
-                // after the slices are gone.
-                if last <= words.len() {
-                    each(record.tag, unsafe { settled(&words[first..last]) });
+                // The message where it lies: one piece, or two where it wraps.
+                let (before_end, after_start) = if last <= words.len() {
+                    (&words[first..last], &words[..0])
+                } else {
+                    (&words[first..], &words[..last - words.len()])
+                };
+                // SAFETY: the words lie inside a batch whose commit word was read with
+                // acquire, which the writers' fences put after every word of the batch;
+                // no writer stores to them before `tail` is published past them, after
+                // the slices are gone.
+                let (before_end, after_start) =
+                    unsafe { (settled(before_end), settled(after_start)) };
+                if after_start.is_empty() {
+                    each(record.tag, before_end);
                 } else {
                     self.wrapped.clear();
-                    self.wrapped
-                        .extend_from_slice(unsafe { settled(&words[first..]) });
-                    self.wrapped
-                        .extend_from_slice(unsafe { settled(&words[..last - words.len()]) });
+                    self.wrapped.extend_from_slice(before_end);
+                    self.wrapped.extend_from_slice(after_start);
                     each(record.tag, &self.wrapped);
                 }
                 taken += 1;
