@@ -34,6 +34,7 @@ const MODE_BIG_WRITE: u32 = 13;
 /// `ktyped`'s modes: every thread's verified typed calls, or thread 0's latency.
 const MODE_TYPED_NULL: u32 = 14;
 const MODE_TYPED_LATENCY: u32 = 15;
+const MODE_ALLOC_FAIL: u32 = 16;
 
 /// Round trips timed by thread 0 in `MODE_LATENCY`.
 const LATENCY_PINGS: u64 = 2000;
@@ -98,6 +99,7 @@ pub extern "ptx-kernel" fn kmain(mode: u32) {
         MODE_SPIN => spin_forever(),
         MODE_CALL_LOOP => call_forever(),
         MODE_BIG_WRITE => return big_write(),
+        MODE_ALLOC_FAIL => alloc_fail(),
         _ => {}
     }
     if mode == MODE_EXIT && block == 0 && thread == 0 {
@@ -445,6 +447,15 @@ fn mixed() {
         }
     }
     finish("mixed", started, bad);
+}
+
+/// Every thread's allocation fails at once, each of its own size: std's runtime
+/// writes `memory allocation of <size> bytes failed` to stderr, a piece at a time, and
+/// aborts.
+fn alloc_fail() -> ! {
+    let size = 1000 + 8 * gpu::global_thread() as usize;
+    let layout = std::alloc::Layout::from_size_align(size, 8).expect("a valid layout");
+    std::alloc::handle_alloc_error(layout)
 }
 
 /// Bytes thread 0 writes to stdout in one `write_all` in `MODE_BIG_WRITE`: more than

@@ -46,6 +46,9 @@ pub mod mode {
     pub const TYPED_NULL: u32 = 14;
     /// `ktyped`: thread 0 times typed calls alone.
     pub const TYPED_LATENCY: u32 = 15;
+    /// Every thread's allocation fails: std's runtime prints `memory allocation of N
+    /// bytes failed` (in pieces) and aborts.
+    pub const ALLOC_FAIL: u32 = 16;
 }
 
 /// The end of an example binary's `main` (`add42`, `lifetimes`): success when `run`

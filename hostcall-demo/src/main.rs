@@ -38,6 +38,9 @@ enum Mode {
     /// Thread 0 writes 300 MiB to stdout in one `write_all` while every other thread
     /// prints lines; all of it must arrive, each thread's lines in order.
     BigWrite,
+    /// Every thread's allocation fails: std's runtime prints its message to stderr and
+    /// aborts; each message must come out on a line of its own.
+    AllocFail,
 }
 
 /// Runs the culinux real-std kernel on an NVIDIA GPU, serving its hostcalls.
@@ -152,6 +155,7 @@ fn run(a: &Args, started: std::time::Instant) -> Result<u8, Error> {
         Mode::CallLoop => mode::CALL_LOOP,
         Mode::BigWrite => mode::BIG_WRITE,
         Mode::Typed => mode::TYPED_NULL,
+        Mode::AllocFail => mode::ALLOC_FAIL,
     };
     let launch = match a.mode {
         Mode::Typed => {

@@ -271,6 +271,44 @@ const GPU_CASES: &[Case] = &[
         },
     },
     Case {
+        // Issue 17: std writes this message in pieces; 33,792 threads failing at once
+        // interleaved them inside the line (`memory allocation of memory allocation of
+        // ... 115211521152`).
+        name: "std_runtime_messages_of_many_threads_come_out_whole_line",
+        check: || {
+            let out = run(
+                &[
+                    "--mode",
+                    "alloc-fail",
+                    "--blocks",
+                    "132",
+                    "--threads",
+                    "256",
+                ],
+                &[],
+            );
+            expect(&out, 134, &["aborted"])?;
+            let err = String::from_utf8_lossy(&out.stderr);
+            let mut whole = 0;
+            for line in err.lines().filter(|l| l.contains("memory allocation")) {
+                // A line cut short by the abort ending the launch is a prefix of one.
+                let rest = line
+                    .strip_prefix("memory allocation of ")
+                    .filter(|r| !r.contains("memory allocation"))
+                    .ok_or_else(|| format!("a message shares its line: {line:?}"))?;
+                if let Some(n) = rest.strip_suffix(" bytes failed") {
+                    n.parse::<u64>()
+                        .map_err(|_| format!("a size in pieces: {line:?}"))?;
+                    whole += 1;
+                }
+            }
+            if whole < 2 {
+                return Err(format!("{whole} whole messages:\n{}", tail(&err)));
+            }
+            Ok(())
+        },
+    },
+    Case {
         name: "exit_code_passes_through",
         check: || {
             expect(

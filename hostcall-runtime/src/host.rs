@@ -930,7 +930,7 @@ impl Host {
                 echo: self.b.echo,
                 stdin: self.b.stdin,
                 captured: self.b.capture.then(|| Capture::new(self.b.capture_limit)),
-                posted: Default::default(),
+                posted: crate::services::posted_writes(),
                 log: log.clone(),
             },
             log,

@@ -295,8 +295,9 @@ impl Files {
             let ticket = call.args[3];
             match self
                 .stdio
-                .at_turn(fd, ticket, |sink| self.device.stream(addr, len, sink))
-            {
+                .at_turn(fd, (call.block, call.thread), ticket, |sink| {
+                    self.device.stream(addr, len, sink)
+                }) {
                 Ok(streamed) => streamed,
                 Err(PostedError::NotYet { .. }) => return Ok(Reply::errno(EAGAIN)),
                 Err(e) => return Err(Malformed(format!("ordered write to fd {fd}: {e}"))),
@@ -427,7 +428,11 @@ impl Handler for Files {
                     )));
                 }
                 let waits = call.args[3] == POSTED_WAITS;
-                match self.stdio.write_posted(fd, call.args[2], call.input, waits) {
+                let writer = (call.block, call.thread);
+                match self
+                    .stdio
+                    .write_posted(fd, writer, call.args[2], call.input, waits)
+                {
                     Ok(()) => Reply::value(call.input.len() as i64),
                     Err(PostedError::Full { .. }) if waits => Reply::errno(EAGAIN),
                     Err(e) => return Err(Malformed(format!("posted write to fd {fd}: {e}"))),

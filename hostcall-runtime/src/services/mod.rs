@@ -26,7 +26,7 @@ pub(crate) use sandbox::{MountSpec, Sandbox};
 
 #[cfg(feature = "fuzzing")]
 pub(crate) use stdio::RETAINED_MAX;
-pub(crate) use stdio::{Capture, Stdio};
+pub(crate) use stdio::{Capture, Stdio, posted_writes};
 
 /// One lane's request as a service sees it: copied out of the GPU-writable port before
 /// the service runs, so what a service checks is what it uses.
