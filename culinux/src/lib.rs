@@ -35,6 +35,7 @@ const MODE_BIG_WRITE: u32 = 13;
 const MODE_TYPED_NULL: u32 = 14;
 const MODE_TYPED_LATENCY: u32 = 15;
 const MODE_ALLOC_FAIL: u32 = 16;
+const MODE_STACK_OVERFLOW: u32 = 17;
 
 /// Round trips timed by thread 0 in `MODE_LATENCY`.
 const LATENCY_PINGS: u64 = 2000;
@@ -100,6 +101,10 @@ pub extern "ptx-kernel" fn kmain(mode: u32) {
         MODE_CALL_LOOP => call_forever(),
         MODE_BIG_WRITE => return big_write(),
         MODE_ALLOC_FAIL => alloc_fail(),
+        MODE_STACK_OVERFLOW if block == 0 && thread == 0 => {
+            println!("culinux: {}", deep(256));
+            return;
+        }
         _ => {}
     }
     if mode == MODE_EXIT && block == 0 && thread == 0 {
@@ -447,6 +452,18 @@ fn mixed() {
         }
     }
     finish("mixed", started, bad);
+}
+
+/// Recurses `n` deep with a 1 KiB frame that the optimizer cannot drop: 256 KiB of
+/// stack, past the default.
+fn deep(n: u32) -> u64 {
+    let mut frame = [0u8; 1024];
+    frame[n as usize % 1024] = n as u8;
+    let frame = std::hint::black_box(frame);
+    if n == 0 {
+        return frame.iter().map(|&b| u64::from(b)).sum();
+    }
+    deep(n - 1) + u64::from(frame[n as usize % 1024])
 }
 
 /// Every thread's allocation fails at once, each of its own size: std's runtime

@@ -49,6 +49,8 @@ pub mod mode {
     /// Every thread's allocation fails: std's runtime prints `memory allocation of N
     /// bytes failed` (in pieces) and aborts.
     pub const ALLOC_FAIL: u32 = 16;
+    /// Block 0 thread 0 recurses with a 1 KiB frame 256 deep, past any default stack.
+    pub const STACK_OVERFLOW: u32 = 17;
 }
 
 /// The end of an example binary's `main` (`add42`, `lifetimes`): success when `run`

@@ -41,6 +41,8 @@ enum Mode {
     /// Every thread's allocation fails: std's runtime prints its message to stderr and
     /// aborts; each message must come out on a line of its own.
     AllocFail,
+    /// Block 0 thread 0 recurses past its stack: the run must say so in one sentence.
+    StackOverflow,
 }
 
 /// Runs the culinux real-std kernel on an NVIDIA GPU, serving its hostcalls.
@@ -156,6 +158,7 @@ fn run(a: &Args, started: std::time::Instant) -> Result<u8, Error> {
         Mode::BigWrite => mode::BIG_WRITE,
         Mode::Typed => mode::TYPED_NULL,
         Mode::AllocFail => mode::ALLOC_FAIL,
+        Mode::StackOverflow => mode::STACK_OVERFLOW,
     };
     let launch = match a.mode {
         Mode::Typed => {

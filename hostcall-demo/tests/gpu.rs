@@ -309,6 +309,48 @@ const GPU_CASES: &[Case] = &[
         },
     },
     Case {
+        // Issue 17: a stack overflow died as a bare "unspecified launch failure", and a
+        // stack past the device's limit as a raw CUDA_ERROR_INVALID_VALUE.
+        name: "a_stack_overflow_and_a_stack_too_large_are_one_sentence_each",
+        check: || {
+            let overflow = run(
+                &[
+                    "--mode",
+                    "stack-overflow",
+                    "--blocks",
+                    "1",
+                    "--threads",
+                    "32",
+                ],
+                &[],
+            );
+            expect(
+                &overflow,
+                70,
+                &[
+                    "kernel `kmain` ended with",
+                    "overflowed its stack of 16384 bytes",
+                ],
+            )?;
+            let too_large = run(
+                &["--stack-kib", "4096", "--blocks", "1", "--threads", "32"],
+                &[],
+            );
+            let err = String::from_utf8_lossy(&too_large.stderr);
+            if too_large.status.success()
+                || !err.contains("a stack of 4194304 bytes for each GPU thread is more than")
+                || !err.contains("threads the GPU can hold at once")
+            {
+                return Err(format!(
+                    "exit {:?}, stderr tail:\n{}",
+                    too_large.status.code(),
+                    tail(&err)
+                ));
+            }
+            Ok(())
+        },
+    },
+    Case {
         name: "exit_code_passes_through",
         check: || {
             expect(

@@ -26,6 +26,25 @@ use crate::{Error, Result};
 /// raise it with [`CudaOptions::stack_bytes`] for deeply recursive kernels.
 pub const DEFAULT_STACK_BYTES: usize = 16 << 10;
 
+/// Why the driver refused a stack of `bytes` per thread on `device`, with the most it
+/// would likely take: it sets the stack aside for every thread the GPU can hold at once,
+/// out of the memory free now.
+fn stack_refused(device: sys::CUdevice, name: &str, bytes: usize, e: &DriverError) -> Error {
+    use sys::CUdevice_attribute as A;
+    // SAFETY: `device` is a valid device handle and its context is current.
+    let attr = |a| unsafe { cu::device::get_attribute(device, a) }.map_or(0, |v| v.max(0) as usize);
+    let resident = attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        * attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+    let free = cu::mem_get_info().map_or(0, |(free, _)| free);
+    Error::StackTooLarge {
+        bytes,
+        device: name.to_string(),
+        cause: driver_message(e),
+        resident,
+        free,
+    }
+}
+
 /// Whether the CUDA driver library can be loaded on this machine (tests use it to skip).
 pub fn driver_present() -> bool {
     // SAFETY: only probes whether the driver library can be opened.
@@ -146,6 +165,8 @@ pub struct CudaModule {
     running: bool,
     /// The symbols of the declared services' slots the PTX defines.
     slots: Vec<String>,
+    /// Each thread's stack, as set in the context.
+    stack_bytes: usize,
 }
 
 fn check(what: &'static str, r: sys::CUresult) -> Result<()> {
@@ -201,8 +222,12 @@ impl CudaModule {
             let _ = unsafe { cu::primary_ctx::release(device) };
             return Err(e);
         }
-        cu::ctx::set_limit(sys::CUlimit::CU_LIMIT_STACK_SIZE, options.stack_bytes)
-            .map_err(|e| Error::cuda("cuCtxSetLimit(STACK_SIZE)", e))?;
+        if let Err(e) = cu::ctx::set_limit(sys::CUlimit::CU_LIMIT_STACK_SIZE, options.stack_bytes) {
+            let refused = stack_refused(device, &name, options.stack_bytes, &e);
+            // SAFETY: retained above, released once.
+            let _ = unsafe { cu::primary_ctx::release(device) };
+            return Err(refused);
+        }
 
         let started = Instant::now();
         let cubin = image
@@ -246,6 +271,7 @@ impl CudaModule {
             device_allocs: Vec::new(),
             running: false,
             slots: slot_symbols(image.ptx),
+            stack_bytes: options.stack_bytes,
         })
     }
 
@@ -292,6 +318,10 @@ fn slot_symbols(ptx: &str) -> Vec<String> {
 impl GpuModule for CudaModule {
     fn describe(&self) -> String {
         format!("{} (sm_{})", self.name, self.sm)
+    }
+
+    fn stack_bytes(&self) -> Option<usize> {
+        Some(self.stack_bytes)
     }
 
     fn bind_to_thread(&mut self) -> Result<()> {

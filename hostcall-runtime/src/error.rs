@@ -50,6 +50,27 @@ pub enum Error {
         "the GPU module has no `{0}`: was it linked with libc-hostcall and built by ptx-builder?"
     )]
     MissingSymbol(String),
+    /// The per-thread stack asked for is more than the device allows.
+    #[error(
+        "a stack of {bytes} bytes for each GPU thread is more than the {device} allows \
+         ({cause}): the driver sets it aside for each of the {resident} threads the GPU \
+         can hold at once, {} MiB at this size against {} MiB free, and no thread has \
+         more than 512 KiB of local memory; ask for less with CudaOptions::stack_bytes",
+        bytes.saturating_mul(*resident) >> 20,
+        free >> 20
+    )]
+    StackTooLarge {
+        /// The stack asked for.
+        bytes: usize,
+        /// The device's name.
+        device: String,
+        /// What the driver said.
+        cause: String,
+        /// Threads the device holds at once (SMs times threads per SM).
+        resident: usize,
+        /// Device memory free when it was asked.
+        free: usize,
+    },
     /// The launch would not fit what the runtime or device allows.
     #[error("invalid launch: {0}")]
     InvalidLaunch(String),
@@ -110,3 +131,29 @@ pub(crate) fn driver_message(e: &cudarc::driver::DriverError) -> String {
 
 /// Result with the runtime's error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 17: `cuCtxSetLimit(STACK_SIZE)` past the device's limit failed with a raw
+    /// `CUDA_ERROR_INVALID_VALUE`. The figures are the H200's, where 512 KiB was refused.
+    #[test]
+    fn a_stack_too_large_says_what_it_would_take() {
+        let e = Error::StackTooLarge {
+            bytes: 512 << 10,
+            device: "NVIDIA H200".into(),
+            cause: "CUDA_ERROR_INVALID_VALUE: invalid argument".into(),
+            resident: 270_336,
+            free: 142_629 << 20,
+        };
+        assert_eq!(
+            e.to_string(),
+            "a stack of 524288 bytes for each GPU thread is more than the NVIDIA H200 allows \
+             (CUDA_ERROR_INVALID_VALUE: invalid argument): the driver sets it aside for each \
+             of the 270336 threads the GPU can hold at once, 135168 MiB at this size against \
+             142629 MiB free, and no thread has more than 512 KiB of local memory; ask for \
+             less with CudaOptions::stack_bytes"
+        );
+    }
+}

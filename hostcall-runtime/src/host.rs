@@ -892,7 +892,10 @@ impl Host {
         let record = transport_fault(fault, &services, gpu).filter(|_| !stopped_by_exit);
         let outcome = match halted {
             Some(why) => Outcome::Faulted(why),
-            None => outcome_of(process.termination(), ended, record),
+            None => {
+                let stack = module.stack_bytes().map(|b| (launch.kernel.as_str(), b));
+                outcome_of(process.termination(), ended, record, stack)
+            }
         };
         let (stdout, stderr) = files.stdio.take_captured();
         Ok(RunReport {
@@ -1073,8 +1076,15 @@ fn with_streams(launch: &Launch, descs: &[u64]) -> Result<Launch> {
 /// How the program ended, from what it asked for and how the launch ended. An `exit` or
 /// `abort` ends the launch with its caller's trap; any other fault after it (an illegal
 /// address, a thread that gave up on the transport) is reported, not hidden. A thread
-/// that gave up ends the launch with a trap of its own, which its record explains.
-fn outcome_of(asked: Option<Termination>, ended: LaunchEnd, transport: Option<String>) -> Outcome {
+/// that gave up ends the launch with a trap of its own, which its record explains. A
+/// trap that nothing explains is, on a GPU, most often a thread's stack overflowing:
+/// with `stack`, the kernel's name and its stack bytes, the run says so.
+fn outcome_of(
+    asked: Option<Termination>,
+    ended: LaunchEnd,
+    transport: Option<String>,
+    stack: Option<(&str, usize)>,
+) -> Outcome {
     let fault = |why: String| match &transport {
         Some(what) => Outcome::Faulted(format!("{what}; then the launch faulted: {why}")),
         None => Outcome::Faulted(why),
@@ -1099,7 +1109,26 @@ fn outcome_of(asked: Option<Termination>, ended: LaunchEnd, transport: Option<St
             fault(format!("{why}, after {asked}"))
         }
         (None, LaunchEnd::Completed) => Outcome::Completed,
-        (None, LaunchEnd::Trapped(why) | LaunchEnd::Faulted(why)) => fault(why),
+        (None, LaunchEnd::Trapped(why)) => match stack {
+            Some((kernel, bytes)) => Outcome::Faulted(format!(
+                "kernel `{kernel}` ended with {why} though no GPU thread asked to end: most \
+                 likely a thread overflowed its stack of {bytes} bytes (stack_bytes; raise \
+                 it with CudaOptions::stack_bytes)"
+            )),
+            None => fault(why),
+        },
+        // An overflowing stack is also seen as an illegal address (a kernel recursing
+        // past 16 KiB on the H200), which safe Rust does not otherwise make.
+        (None, LaunchEnd::Faulted(why)) => match stack {
+            Some((kernel, bytes)) if why.contains("CUDA_ERROR_ILLEGAL_ADDRESS") => {
+                Outcome::Faulted(format!(
+                    "kernel `{kernel}` ended with {why}: unless unsafe code went out of \
+                     bounds, a thread overflowed its stack of {bytes} bytes (stack_bytes; \
+                     raise it with CudaOptions::stack_bytes)"
+                ))
+            }
+            _ => fault(why),
+        },
     }
 }
 
@@ -1213,8 +1242,8 @@ mod tests {
         let trap = || LaunchEnd::Trapped("trap".into());
         let illegal = || LaunchEnd::Faulted("illegal address".into());
         let exit = Some(Termination::Exit(3));
-        assert_eq!(outcome_of(exit, trap(), None), Outcome::Exited(3));
-        let hidden = outcome_of(exit, illegal(), None);
+        assert_eq!(outcome_of(exit, trap(), None, None), Outcome::Exited(3));
+        let hidden = outcome_of(exit, illegal(), None, None);
         assert!(
             matches!(&hidden, Outcome::Faulted(m) if m.contains("illegal address, after exit(3)")),
             "{hidden:?}"
@@ -1225,26 +1254,72 @@ mod tests {
             thread: 2,
         });
         assert!(matches!(
-            outcome_of(abort, illegal(), None),
+            outcome_of(abort, illegal(), None, None),
             Outcome::Faulted(_)
         ));
-        let gave_up = outcome_of(exit, trap(), Some("GPU thread gave up".into()));
+        let gave_up = outcome_of(exit, trap(), Some("GPU thread gave up".into()), None);
         assert!(matches!(&gave_up, Outcome::Faulted(m) if m.starts_with("GPU thread gave up")));
         // A thread that gave up ends the launch with its own trap: the record says it
         // all, and the driver's "unspecified launch failure" would only blur it.
         assert_eq!(
-            outcome_of(None, trap(), Some("GPU thread gave up: why".into())),
+            outcome_of(None, trap(), Some("GPU thread gave up: why".into()), None),
             Outcome::Faulted("GPU thread gave up: why".into())
         );
         assert_eq!(
-            outcome_of(None, illegal(), Some("GPU thread gave up: why".into())),
+            outcome_of(
+                None,
+                illegal(),
+                Some("GPU thread gave up: why".into()),
+                None
+            ),
             Outcome::Faulted(
                 "GPU thread gave up: why; then the launch faulted: illegal address".into()
             )
         );
         assert_eq!(
-            outcome_of(None, LaunchEnd::Completed, None),
+            outcome_of(None, LaunchEnd::Completed, None, None),
             Outcome::Completed
+        );
+    }
+
+    /// Issue 17: a kernel at the default 16 KiB stack died with `CUDA_ERROR_LAUNCH_FAILED
+    /// "unspecified launch failure"`, with no word about the stack.
+    #[test]
+    fn a_trap_no_thread_asked_for_names_the_kernel_and_its_stack() {
+        let trap =
+            || LaunchEnd::Trapped("CUDA_ERROR_LAUNCH_FAILED: unspecified launch failure".into());
+        let Outcome::Faulted(why) = outcome_of(None, trap(), None, Some(("kmain", 16384))) else {
+            panic!("a fault")
+        };
+        assert!(
+            why.starts_with("kernel `kmain` ended with CUDA_ERROR_LAUNCH_FAILED")
+                && why.contains("overflowed its stack of 16384 bytes (stack_bytes;"),
+            "{why}"
+        );
+        // What a thread asked for, or a fault of another kind, says nothing of the stack.
+        let stack = Some(("kmain", 16384));
+        assert_eq!(
+            outcome_of(Some(Termination::Exit(3)), trap(), None, stack),
+            Outcome::Exited(3)
+        );
+        let illegal =
+            || LaunchEnd::Faulted("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access".into());
+        let Outcome::Faulted(why) = outcome_of(None, illegal(), None, stack) else {
+            panic!("a fault")
+        };
+        assert!(
+            why.starts_with("kernel `kmain` ended with CUDA_ERROR_ILLEGAL_ADDRESS")
+                && why.contains("overflowed its stack of 16384 bytes"),
+            "{why}"
+        );
+        let misaligned = LaunchEnd::Faulted("CUDA_ERROR_MISALIGNED_ADDRESS".into());
+        assert_eq!(
+            outcome_of(None, misaligned, None, stack),
+            Outcome::Faulted("CUDA_ERROR_MISALIGNED_ADDRESS".into())
+        );
+        assert_eq!(
+            outcome_of(None, illegal(), None, None),
+            Outcome::Faulted("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access".into())
         );
     }
 }

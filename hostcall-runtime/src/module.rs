@@ -111,6 +111,11 @@ pub struct ModuleSlot {
 pub trait GpuModule {
     /// The device, for messages and reports.
     fn describe(&self) -> String;
+    /// Each GPU thread's stack, where the module sets one: a launch that traps with no
+    /// thread having asked to end most likely overflowed it, and the run says so.
+    fn stack_bytes(&self) -> Option<usize> {
+        None
+    }
     /// Makes the calling thread ready to drive the module: a module moved to another
     /// thread (one per GPU in `Host::run_all`) is bound to it before anything else.
     fn bind_to_thread(&mut self) -> Result<()> {
