@@ -4,6 +4,7 @@
 //! channel in host-pinned memory.
 
 use std::ffi::{CString, c_void};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cudarc::driver::DriverError;
@@ -13,7 +14,8 @@ use hostcall_abi::{CONFIG_SYMBOL, DeviceConfig, VERSION_SYMBOL};
 
 use crate::error::driver_message;
 use crate::module::{
-    DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, ModuleSlot, StreamStop,
+    DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, LaunchMemory, ModuleSlot,
+    StreamStop,
 };
 use crate::{Error, Result};
 
@@ -161,6 +163,10 @@ pub struct CudaModule {
     load_time: Duration,
     host_allocs: Vec<*mut c_void>,
     device_allocs: Vec<sys::CUdeviceptr>,
+    /// Whether the allocations above may still be read by the launch's services.
+    memory: Arc<LaunchMemory>,
+    /// Ended launches' memory that a service was still copying out of when they ended.
+    deferred: Vec<Deferred>,
     /// A launch was started and has not been seen to end.
     running: bool,
     /// The symbols of the declared services' slots the PTX defines.
@@ -269,6 +275,8 @@ impl CudaModule {
             load_time,
             host_allocs: Vec::new(),
             device_allocs: Vec::new(),
+            memory: Arc::default(),
+            deferred: Vec::new(),
             running: false,
             slots: slot_symbols(image.ptx),
             stack_bytes: options.stack_bytes,
@@ -373,6 +381,38 @@ impl GpuModule for CudaModule {
         }
     }
 
+    fn end_launch(&mut self) {
+        if self.running {
+            // The kernel may still touch it: left until the module is dropped, which
+            // leaves it to the driver as well.
+            return;
+        }
+        self.deferred.push(Deferred {
+            memory: std::mem::take(&mut self.memory),
+            device: std::mem::take(&mut self.device_allocs),
+            host: std::mem::take(&mut self.host_allocs),
+        });
+        let (idle, busy) = std::mem::take(&mut self.deferred)
+            .into_iter()
+            .partition(|d| d.memory.end());
+        self.deferred = busy;
+        for d in idle {
+            // Errors are ignored: after a trap the context is unusable and every call
+            // fails, and the run reports that fault.
+            // SAFETY: allocated by this module for a launch that ended, which no kernel
+            // reaches any more, and which no service copies out of: none is inside its
+            // `LaunchMemory` and none may enter; each pointer is freed once.
+            unsafe {
+                for p in d.device {
+                    let _ = cu::free_sync(p);
+                }
+                for p in d.host {
+                    let _ = cu::free_host(p);
+                }
+            }
+        }
+    }
+
     fn alloc_device_copy(&mut self, bytes: &[u8]) -> Result<u64> {
         let p = self.alloc_device_zeroed(bytes.len())?;
         // SAFETY: `p` is a fresh device allocation of `bytes.len()` bytes (at least one).
@@ -464,6 +504,7 @@ impl GpuModule for CudaModule {
         std::sync::Arc::new(CudaReader {
             ctx: self.ctx,
             staging: std::sync::Mutex::new(None),
+            memory: self.memory.clone(),
         })
     }
 
@@ -528,6 +569,15 @@ const STAGING_BYTES: usize = 1 << 20;
 struct CudaReader {
     ctx: sys::CUcontext,
     staging: std::sync::Mutex<Option<Staging>>,
+    /// The launch's memory, entered for each copy.
+    memory: Arc<LaunchMemory>,
+}
+
+/// An ended launch's allocations, freed once no service copies out of them.
+struct Deferred {
+    memory: Arc<LaunchMemory>,
+    device: Vec<sys::CUdeviceptr>,
+    host: Vec<*mut c_void>,
 }
 
 /// The pinned buffers and stream of a [`CudaReader`], made on first use.
@@ -605,12 +655,30 @@ impl DeviceMemory for CudaReader {
         if pieces == 0 {
             return (0, None);
         }
-        if let Err(e) = issue(0).and_then(|()| wait()) {
-            return (0, fail(e));
+        let gone = || {
+            Some(StreamStop::Copy(
+                "the launch ended and its memory was freed".into(),
+            ))
+        };
+        {
+            let Some(_copying) = self.memory.enter() else {
+                return (0, gone());
+            };
+            if let Err(e) = issue(0).and_then(|()| wait()) {
+                return (0, fail(e));
+            }
         }
         let mut done = 0;
         for k in 0..pieces {
-            let next = if k + 1 < pieces { issue(k + 1) } else { Ok(()) };
+            // Copy `k + 1` runs while the sink takes piece `k`; it stays inside the
+            // launch's memory until it has been awaited.
+            let copying = (k + 1 < pieces).then(|| self.memory.enter()).flatten();
+            let ended = k + 1 < pieces && copying.is_none();
+            let next = if copying.is_some() {
+                issue(k + 1)
+            } else {
+                Ok(())
+            };
             let (_, n) = piece(k);
             // SAFETY: copy `k` into this buffer completed (awaited above).
             let bytes = unsafe {
@@ -618,12 +686,16 @@ impl DeviceMemory for CudaReader {
             };
             let took = sink(bytes);
             let copied = next.and_then(|()| wait());
+            drop(copying);
             if let Err(e) = took {
                 return (done, Some(StreamStop::Sink(e)));
             }
             done += n as u64;
             if let Err(e) = copied {
                 return (done, fail(e));
+            }
+            if ended {
+                return (done, gone());
             }
         }
         (done, None)
@@ -667,16 +739,17 @@ impl Drop for CudaModule {
             );
             return;
         }
+        self.end_launch();
+        if !self.deferred.is_empty() {
+            log::warn!(
+                "a service still copies out of an ended launch's memory on {}: it is left for the driver to reclaim at exit",
+                self.name
+            );
+        }
         // Errors are ignored: after a trap the context is unusable and every call fails,
         // and the process is about to report that fault anyway.
         // SAFETY: each handle was created by this module and is released once.
         unsafe {
-            for p in self.device_allocs.drain(..) {
-                let _ = cu::free_sync(p);
-            }
-            for p in self.host_allocs.drain(..) {
-                let _ = cu::free_host(p);
-            }
             let _ = cu::stream::destroy(self.stream);
             let _ = cu::module::unload(self.module);
             let _ = cu::primary_ctx::release(self.device);

@@ -771,7 +771,6 @@ impl Host {
         process: &ProcessState,
         channel: Option<&Channel>,
     ) -> Result<RunReport> {
-        let gpu = channel.and_then(|c| c.gpu);
         module.bind_to_thread()?;
         self.sandbox.check_mount_points()?;
         let version = module.abi_version()?;
@@ -794,6 +793,24 @@ impl Host {
             ));
         }
 
+        let report = self.run_launch(module, launch, process, channel, threads);
+        // After the drain, no thread reaches the launch's memory (a kernel still running
+        // keeps it).
+        module.end_launch();
+        report
+    }
+
+    /// [`Host::run_in`] once the module is ready: allocates the launch's memory, runs
+    /// it and serves it until it ends.
+    fn run_launch(
+        &self,
+        module: &mut dyn GpuModule,
+        launch: &Launch,
+        process: &ProcessState,
+        channel: Option<&Channel>,
+        threads: u64,
+    ) -> Result<RunReport> {
+        let gpu = channel.and_then(|c| c.gpu);
         let ports = module.alloc_host_mapped(self.b.ports * size_of::<Port>())?;
         let fault = module.alloc_host_mapped(size_of::<FaultRecord>())?;
         let doorbells = module.alloc_host_mapped(self.b.ports * size_of::<Doorbell>())?;

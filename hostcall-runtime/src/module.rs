@@ -107,7 +107,8 @@ pub struct ModuleSlot {
     pub bytes: Vec<u8>,
 }
 
-/// A loaded GPU module that can run kernels. Allocations live as long as the module.
+/// A loaded GPU module that can run kernels. A launch's allocations live until it ends
+/// ([`GpuModule::end_launch`]).
 pub trait GpuModule {
     /// The device, for messages and reports.
     fn describe(&self) -> String;
@@ -123,10 +124,16 @@ pub trait GpuModule {
     }
     /// The module's `__hostcall_abi_version`.
     fn abi_version(&mut self) -> Result<u32>;
-    /// Zeroed host memory the GPU can address, aligned to 4096 bytes.
+    /// Zeroed host memory the GPU can address, aligned to 4096 bytes, for the launch
+    /// about to start: it lives until [`GpuModule::end_launch`].
     fn alloc_host_mapped(&mut self, len: usize) -> Result<HostMemory>;
-    /// Zeroed device memory, aligned to 256 bytes; returns its device address.
+    /// Zeroed device memory, aligned to 256 bytes, for the launch about to start (until
+    /// [`GpuModule::end_launch`]); returns its device address.
     fn alloc_device_zeroed(&mut self, len: usize) -> Result<u64>;
+    /// Frees what the `alloc_*` calls gave the launch that ended, once the host is done
+    /// with it, so that a module launched many times holds one launch's memory at most.
+    /// A module whose kernel may still run (stopped at its time limit, say) keeps it.
+    fn end_launch(&mut self);
     /// Device memory holding `bytes`, aligned to 256 bytes; returns its device address.
     /// For what every GPU thread reads (a host-pinned word costs each reader a PCIe
     /// round trip).
@@ -143,4 +150,68 @@ pub trait GpuModule {
     fn service_slots(&mut self) -> Result<Vec<ModuleSlot>>;
     /// Writes service id `id` into the slot `symbol` (one of [`GpuModule::service_slots`]).
     fn bind_service(&mut self, symbol: &str, id: u32) -> Result<()>;
+}
+
+/// Whether one launch's memory may still be read, shared by the module and the readers
+/// of its device memory ([`GpuModule::device_memory`]). A service may outlive its
+/// launch (a blocking job stuck on a FIFO), so a reader enters before each copy and
+/// leaves after it, and the module frees the memory only once none is inside; a reader
+/// that comes after the launch ended copies nothing.
+#[derive(Debug, Default)]
+pub(crate) struct LaunchMemory {
+    ended: std::sync::atomic::AtomicBool,
+    copying: std::sync::atomic::AtomicUsize,
+}
+
+impl LaunchMemory {
+    /// Starts a copy out of the launch's memory; `None` once the launch has ended.
+    pub fn enter(&self) -> Option<Copying<'_>> {
+        use std::sync::atomic::Ordering::SeqCst;
+        // SeqCst on both sides: a reader that counted itself in before the module marked
+        // the end is seen by `end`, and one that counted itself in after sees the mark.
+        self.copying.fetch_add(1, SeqCst);
+        if self.ended.load(SeqCst) {
+            self.copying.fetch_sub(1, SeqCst);
+            return None;
+        }
+        Some(Copying(self))
+    }
+
+    /// Marks the launch ended; whether its memory may be freed now (no copy inside).
+    pub fn end(&self) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.ended.store(true, SeqCst);
+        self.idle()
+    }
+
+    /// Whether no copy is inside.
+    pub fn idle(&self) -> bool {
+        self.copying.load(std::sync::atomic::Ordering::SeqCst) == 0
+    }
+}
+
+/// A copy in progress out of a launch's memory (see [`LaunchMemory::enter`]).
+pub(crate) struct Copying<'a>(&'a LaunchMemory);
+
+impl Drop for Copying<'_> {
+    fn drop(&mut self) {
+        self.0
+            .copying
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launch_memory_is_freed_only_with_no_copy_inside_and_refuses_copies_after() {
+        let m = LaunchMemory::default();
+        let copying = m.enter().expect("the launch runs");
+        assert!(!m.end(), "a copy is inside: not yet");
+        assert!(m.enter().is_none(), "no copy starts after the end");
+        drop(copying);
+        assert!(m.idle() && m.end());
+    }
 }

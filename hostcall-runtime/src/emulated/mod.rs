@@ -29,7 +29,8 @@ use hostcall_client::{Channel, Platform};
 use self::warp::{Grouping, SyncKind, Warp};
 
 use crate::module::{
-    DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, ModuleSlot, StreamStop,
+    DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, LaunchMemory, ModuleSlot,
+    StreamStop,
 };
 use crate::{Error, Result};
 
@@ -265,7 +266,10 @@ impl Platform for Emu {
 }
 
 /// Emulated "device memory" is this process's memory: a device address is a pointer.
-struct HostMemoryReader;
+struct HostMemoryReader {
+    /// The launch's memory, entered for each copy.
+    memory: Arc<LaunchMemory>,
+}
 
 impl DeviceMemory for HostMemoryReader {
     fn stream(
@@ -277,15 +281,36 @@ impl DeviceMemory for HostMemoryReader {
         if addr == 0 {
             return (0, Some(StreamStop::Copy("null device address".into())));
         }
-        // SAFETY: emulated kernels are Rust closures of this process passing their own
-        // live buffers (the emulator trusts them as a GPU trusts its kernels' pointers).
-        let bytes = unsafe { std::slice::from_raw_parts(addr as *const u8, len as usize) };
-        match sink(bytes) {
-            Ok(()) => (len, None),
-            Err(e) => (0, Some(StreamStop::Sink(e))),
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(COPY_PIECE);
+            // Copied out inside the launch's memory, handed to the sink outside it (a
+            // sink may block for ever).
+            let piece = {
+                let Some(_copying) = self.memory.enter() else {
+                    let gone = "the launch ended and its memory was freed";
+                    return (done, Some(StreamStop::Copy(gone.into())));
+                };
+                // SAFETY: emulated kernels are Rust closures of this process passing their
+                // own live buffers (the emulator trusts them as a GPU trusts its kernels'
+                // pointers); the module's own allocations stay while a copy is inside.
+                unsafe { std::slice::from_raw_parts((addr + done) as *const u8, n as usize) }
+                    .to_vec()
+            };
+            if let Err(e) = sink(&piece) {
+                return (done, Some(StreamStop::Sink(e)));
+            }
+            done += n;
         }
+        (len, None)
     }
 }
+
+/// A launch's memory: each block and the layout it was allocated with.
+type Allocations = Vec<(*mut u8, Layout)>;
+
+/// Bytes a [`HostMemoryReader`] copies out at a time.
+const COPY_PIECE: u64 = 1 << 20;
 
 struct Running {
     threads: Vec<JoinHandle<std::result::Result<(), LaunchEnd>>>,
@@ -297,7 +322,11 @@ pub struct EmulatedModule {
     kernels: HashMap<String, EmuKernel>,
     abi_version: u32,
     warp_mode: WarpMode,
-    allocations: Vec<(*mut u8, Layout)>,
+    allocations: Allocations,
+    /// Whether `allocations` may still be read by the launch's services.
+    memory: Arc<LaunchMemory>,
+    /// Ended launches' allocations that a service was still copying out of.
+    deferred: Vec<(Arc<LaunchMemory>, Allocations)>,
     config: Option<DeviceConfig>,
     running: Option<Running>,
     services: Vec<Signature>,
@@ -305,6 +334,15 @@ pub struct EmulatedModule {
 }
 
 impl EmulatedModule {
+    /// Bytes of memory the module holds for launches (tests check that a launch's memory
+    /// goes when it ends).
+    pub fn allocated_bytes(&self) -> usize {
+        (self.allocations.iter())
+            .chain(self.deferred.iter().flat_map(|(_, a)| a))
+            .map(|(_, l)| l.size())
+            .sum()
+    }
+
     /// An emulated module with no kernels, speaking this runtime's ABI.
     pub fn new(warp_mode: WarpMode) -> EmulatedModule {
         EmulatedModule {
@@ -312,6 +350,8 @@ impl EmulatedModule {
             abi_version: ABI_VERSION,
             warp_mode,
             allocations: Vec::new(),
+            memory: Arc::default(),
+            deferred: Vec::new(),
             config: None,
             running: None,
             services: Vec::new(),
@@ -381,6 +421,12 @@ impl GpuModule for EmulatedModule {
 
     fn alloc_device_zeroed(&mut self, len: usize) -> Result<u64> {
         Ok(self.alloc_zeroed(len)? as u64)
+    }
+
+    fn end_launch(&mut self) {
+        if !self.threads_left() {
+            self.free_ended();
+        }
     }
 
     fn alloc_device_copy(&mut self, bytes: &[u8]) -> Result<u64> {
@@ -501,7 +547,9 @@ impl GpuModule for EmulatedModule {
     }
 
     fn device_memory(&self) -> Arc<dyn DeviceMemory> {
-        Arc::new(HostMemoryReader)
+        Arc::new(HostMemoryReader {
+            memory: self.memory.clone(),
+        })
     }
 
     fn poll(&mut self) -> Result<Option<LaunchEnd>> {
@@ -534,18 +582,43 @@ impl GpuModule for EmulatedModule {
 // thread that made it.
 unsafe impl Send for EmulatedModule {}
 
-impl Drop for EmulatedModule {
-    fn drop(&mut self) {
-        if let Some(r) = self.running.take() {
-            // Threads still running (after a timeout) may touch the allocations: leak them.
-            if !r.threads.iter().all(|t| t.is_finished()) {
-                self.allocations.clear();
-                return;
-            }
-        }
-        for (p, layout) in self.allocations.drain(..) {
-            // SAFETY: allocated by `alloc_zeroed` with this layout, freed once.
+impl EmulatedModule {
+    /// Whether a launch's threads may still run (after a timeout).
+    fn threads_left(&self) -> bool {
+        self.running
+            .as_ref()
+            .is_some_and(|r| !r.threads.iter().all(|t| t.is_finished()))
+    }
+
+    /// Frees the ended launches' allocations that no service copies out of any more.
+    fn free_ended(&mut self) {
+        self.deferred.push((
+            std::mem::take(&mut self.memory),
+            std::mem::take(&mut self.allocations),
+        ));
+        let (idle, busy): (Vec<_>, Vec<_>) = std::mem::take(&mut self.deferred)
+            .into_iter()
+            .partition(|(memory, _)| memory.end());
+        self.deferred = busy;
+        for (p, layout) in idle.into_iter().flat_map(|(_, a)| a) {
+            // SAFETY: allocated by `alloc_zeroed` with this layout, freed once; no thread
+            // of its launch runs (the callers' check), no service is inside its
+            // `LaunchMemory` and none may enter.
             unsafe { std::alloc::dealloc(p, layout) };
         }
+    }
+}
+
+impl Drop for EmulatedModule {
+    fn drop(&mut self) {
+        if self.threads_left() {
+            // Threads still running (after a timeout) may touch the allocations: leak them.
+            self.allocations.clear();
+            self.deferred.clear();
+            return;
+        }
+        self.free_ended();
+        // What a service still copies out of is left to the process's end.
+        self.deferred.clear();
     }
 }

@@ -114,8 +114,9 @@ impl InLaunch {
     fn ring(&self, r: usize) -> (&[AtomicU64], &RingControl) {
         assert!(r < self.rings);
         // SAFETY: `LaunchStreams::allocate` made `rings` rings of `ring_words` words
-        // and their controls, zeroed and page-aligned, for the launch, which outlives
-        // this (the module keeps its allocations); they are reached only by atomics.
+        // and their controls, zeroed and page-aligned, for the launch: the module keeps
+        // them until the launch has ended, after `Draining::finish` has joined the
+        // readers and dropped this; they are reached only by atomics.
         unsafe {
             (
                 std::slice::from_raw_parts(
