@@ -520,6 +520,9 @@ impl GpuModule for CudaModule {
             sys::CUresult::CUDA_ERROR_LAUNCH_FAILED => {
                 Some(LaunchEnd::Trapped(driver_message(&DriverError(r))))
             }
+            sys::CUresult::CUDA_ERROR_ILLEGAL_ADDRESS => {
+                Some(LaunchEnd::IllegalAddress(driver_message(&DriverError(r))))
+            }
             e => Some(LaunchEnd::Faulted(driver_message(&DriverError(e)))),
         })
     }

@@ -1108,7 +1108,9 @@ fn outcome_of(
     };
     match (asked, ended) {
         (_, LaunchEnd::Trapped(_)) if let Some(what) = &transport => Outcome::Faulted(what.clone()),
-        (_, LaunchEnd::Faulted(why)) if transport.is_some() => fault(why),
+        (_, LaunchEnd::Faulted(why) | LaunchEnd::IllegalAddress(why)) if transport.is_some() => {
+            fault(why)
+        }
         (Some(Termination::Exit(code)), LaunchEnd::Completed | LaunchEnd::Trapped(_)) => {
             Outcome::Exited(code)
         }
@@ -1116,7 +1118,7 @@ fn outcome_of(
             Some(Termination::Abort { gpu, block, thread }),
             LaunchEnd::Completed | LaunchEnd::Trapped(_),
         ) => Outcome::Aborted { gpu, block, thread },
-        (Some(t), LaunchEnd::Faulted(why)) => {
+        (Some(t), LaunchEnd::Faulted(why) | LaunchEnd::IllegalAddress(why)) => {
             let asked = match t {
                 Termination::Exit(code) => format!("exit({code})"),
                 Termination::Abort { gpu, block, thread } => {
@@ -1136,16 +1138,15 @@ fn outcome_of(
         },
         // An overflowing stack is also seen as an illegal address (a kernel recursing
         // past 16 KiB on the H200), which safe Rust does not otherwise make.
-        (None, LaunchEnd::Faulted(why)) => match stack {
-            Some((kernel, bytes)) if why.contains("CUDA_ERROR_ILLEGAL_ADDRESS") => {
-                Outcome::Faulted(format!(
-                    "kernel `{kernel}` ended with {why}: unless unsafe code went out of \
-                     bounds, a thread overflowed its stack of {bytes} bytes (stack_bytes; \
-                     raise it with CudaOptions::stack_bytes)"
-                ))
-            }
-            _ => fault(why),
+        (None, LaunchEnd::IllegalAddress(why)) => match stack {
+            Some((kernel, bytes)) => Outcome::Faulted(format!(
+                "kernel `{kernel}` ended with {why}: unless unsafe code went out of bounds, \
+                 a thread overflowed its stack of {bytes} bytes (stack_bytes; raise it with \
+                 CudaOptions::stack_bytes)"
+            )),
+            None => fault(why),
         },
+        (None, LaunchEnd::Faulted(why)) => fault(why),
     }
 }
 
@@ -1319,8 +1320,9 @@ mod tests {
             outcome_of(Some(Termination::Exit(3)), trap(), None, stack),
             Outcome::Exited(3)
         );
-        let illegal =
-            || LaunchEnd::Faulted("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access".into());
+        let illegal = || {
+            LaunchEnd::IllegalAddress("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access".into())
+        };
         let Outcome::Faulted(why) = outcome_of(None, illegal(), None, stack) else {
             panic!("a fault")
         };

@@ -59,7 +59,10 @@ pub enum LaunchEnd {
     /// A thread trapped (`exit` and `abort` end the launch that way, after telling the
     /// host).
     Trapped(String),
-    /// The launch stopped with another error (an illegal address, ...).
+    /// The launch touched memory that nothing holds (`CUDA_ERROR_ILLEGAL_ADDRESS`): a bad
+    /// pointer in unsafe code, or a thread's stack overflowing.
+    IllegalAddress(String),
+    /// The launch stopped with another error (a misaligned address, ...).
     Faulted(String),
 }
 

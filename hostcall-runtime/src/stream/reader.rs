@@ -85,10 +85,6 @@ impl RingReader {
                 let i = index + i as usize;
                 if i >= words.len() { i - words.len() } else { i }
             };
-            // The batch's lines, fetched together rather than as each record comes.
-            for i in (LINE_WORDS..=length + LINE_WORDS).step_by(LINE_WORDS as usize) {
-                prefetch(&words[wrap(i.min(length + 1))]);
-            }
             let mut i = 1;
             while i <= length {
                 let record = RecordHeader::decode(words[wrap(i)].load(Relaxed));
@@ -163,21 +159,4 @@ impl RingReader {
 unsafe fn settled(words: &[AtomicU64]) -> &[u64] {
     // SAFETY: `AtomicU64` has `u64`'s size and alignment; the caller rules out races.
     unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u64>(), words.len()) }
-}
-
-/// Words in a host cache line.
-const LINE_WORDS: u64 = 8;
-
-/// Asks the CPU to start fetching the line of `word`, which the GPU wrote across PCIe
-/// (so it is in no core's cache), before it is read.
-fn prefetch(word: &AtomicU64) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint that neither reads nor writes memory as Rust sees it;
-    // `word` is a valid address besides.
-    unsafe {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        _mm_prefetch::<_MM_HINT_T0>(word.as_ptr().cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = word;
 }
