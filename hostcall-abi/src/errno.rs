@@ -24,6 +24,7 @@ pub const ESPIPE: i32 = 29;
 pub const EROFS: i32 = 30;
 pub const EPIPE: i32 = 32;
 pub const ERANGE: i32 = 34;
+pub const EDEADLK: i32 = 35;
 pub const ENAMETOOLONG: i32 = 36;
 pub const ENOSYS: i32 = 38;
 pub const ENOTEMPTY: i32 = 39;

@@ -110,8 +110,14 @@ pub struct LaunchState {
     pub argv: AtomicU64,
     /// The address of the program's `environ` variable (device heap), as `argv`.
     pub environ: AtomicU64,
+    /// Threads `pthread_create` can start at once: the held-back GPU threads of a
+    /// [`START_KERNEL`] launch, set by its main thread before `main` runs (0: none, as in
+    /// a launch whose every thread runs the kernel).
+    pub workers: AtomicU32,
+    /// Held-back threads that have parked, ready to take a thread ([`crate::spawn`]).
+    pub workers_ready: AtomicU32,
     /// Room to grow without changing the allocation.
-    pub reserved: [u64; 2],
+    pub reserved: u64,
 }
 
 /// The kernel every module exports (from libc-hostcall) that runs a launch's
@@ -119,6 +125,11 @@ pub struct LaunchState {
 /// the kernel has ended, so each GPU thread's destructors run on that thread's
 /// coordinates, as on Linux when a thread ends.
 pub const THREAD_EXIT_KERNEL: &str = "__hostcall_thread_exit";
+
+/// The kernel that runs a binary crate's `fn main` as a process would (libc-hostcall's
+/// `start` feature, which `ptx_builder` turns on for a binary): `argv` from the host,
+/// rustc's C `main`, then `exit` with what it returns.
+pub const START_KERNEL: &str = "__hostcall_start";
 
 /// Why a GPU thread gave up on the transport (`FaultRecord::kind`).
 #[repr(u32)]
@@ -274,6 +285,17 @@ pub struct ThreadArea {
     /// Per small heap class, a block this thread freed and will allocate next (0: none),
     /// so that a thread's allocate/free pairs touch no shared free list.
     pub heap_cache: [u64; CACHED_CLASSES],
+    /// This thread's hand-off word when it is held back to run spawned threads
+    /// ([`crate::spawn`] states; 0 otherwise).
+    pub spawn_state: u32,
+    /// Pads `spawn_start` to 8 bytes.
+    pub reserved3: u32,
+    /// The spawned thread's start routine (`void *(*)(void *)`), set before `RUNNING`.
+    pub spawn_start: u64,
+    /// Its argument.
+    pub spawn_arg: u64,
+    /// Pads the area to a multiple of 16 bytes.
+    pub reserved4: u64,
 }
 
 const _: () = {
@@ -288,5 +310,5 @@ const _: () = {
     assert!(offset_of!(Port, lanes) == 64 + 8 * WARP_SIZE);
     assert!(offset_of!(Port, bulk) == 64 + 72 * WARP_SIZE);
     assert!(size_of::<Port>() == 64 + 72 * WARP_SIZE + BULK_PER_LANE * WARP_SIZE);
-    assert!(size_of::<ThreadArea>() == 448);
+    assert!(size_of::<ThreadArea>() == 480);
 };

@@ -109,6 +109,7 @@ pub mod dirent;
 pub mod errno;
 pub mod layout;
 pub mod service;
+pub mod spawn;
 pub mod stat;
 pub mod stream;
 pub mod typed;
@@ -116,14 +117,15 @@ pub mod typed;
 pub use layout::{
     BULK_PER_LANE, CACHED_CLASSES, CONFIG_SYMBOL, DeviceConfig, Doorbell, FLAG_SINGLE_LANE,
     FaultKind, FaultRecord, HEAP_RESERVED, LaneSlot, LaunchState, MAX_KEYS, PORT_BULK, PORT_HELD,
-    PORT_POSTED, PORT_SEQ_SHIFT, Port, PortHeader, PortState, THREAD_EXIT_KERNEL, ThreadArea,
-    VERSION_SYMBOL, WARP_SIZE,
+    PORT_POSTED, PORT_SEQ_SHIFT, Port, PortHeader, PortState, START_KERNEL, THREAD_EXIT_KERNEL,
+    ThreadArea, VERSION_SYMBOL, WARP_SIZE,
 };
 pub use service::{
     AT_FDCWD, AT_REMOVEDIR, DEVICE_WRITE_MAX, NAME_MAX, PATH_MAX, POSTED_WAITS, STARTUP_ARGS,
     STARTUP_ENV, STD_BASE, Service, Status,
 };
+pub use spawn::{FRAME_POP, FRAME_PUSH, FRAME_STACK_BYTES, FRAME_STACKS};
 
 /// The version both halves must agree on; bump it on any change to this crate's layouts,
 /// service ids or argument conventions. The host refuses a module built with another.
-pub const ABI_VERSION: u32 = 7;
+pub const ABI_VERSION: u32 = 8;

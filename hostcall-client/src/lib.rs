@@ -23,6 +23,7 @@ mod channel;
 mod copy;
 #[cfg(target_arch = "nvptx64")]
 pub mod nvptx;
+pub mod spawn;
 pub mod stages;
 pub mod std_services;
 pub mod stream;

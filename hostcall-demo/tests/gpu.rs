@@ -397,7 +397,78 @@ const GPU_CASES: &[Case] = &[
             )
         },
     },
+    Case {
+        name: "unmodified_programs_under_cargo_gpu_match_the_cpu",
+        check: cargo_gpu_programs,
+    },
 ];
+
+/// The `cargo gpu` programs (`examples/unmodified`, `examples/rayon-json`), packaged by
+/// `cargo gpu build` and built for the CPU, in `HOSTCALL_EXAMPLES` beside `text/`: each
+/// must print, write and exit exactly as on the CPU, and asking for more threads than a
+/// program may have must fail as Linux does at its limit.
+fn cargo_gpu_programs() -> Result<(), String> {
+    let Ok(dir) = std::env::var("HOSTCALL_EXAMPLES") else {
+        return Err(format!(
+            "{SKIPPED}: HOSTCALL_EXAMPLES does not name the packaged programs (see \
+             bench/device-runs/run-zo.sh)"
+        ));
+    };
+    let text = format!("{dir}/text");
+    let run_in_text = |bin: String, args: &[&str], env: &[(&str, &str)]| {
+        let mut c = Command::new(&bin);
+        c.args(args).current_dir(&text);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().map_err(|e| format!("{bin}: {e}"))
+    };
+    let programs: [(&str, &[&str], &str); 2] = [
+        ("unmodified", &["a.txt", "b.txt", "missing.txt"], "summary"),
+        ("rayon-json", &["1000000"], ""),
+    ];
+    for (name, args, summary) in programs {
+        let mut outs = Vec::new();
+        for side in ["cpu", "gpu"] {
+            let file = format!("{summary}-{side}.txt");
+            let env = [("WORKERS", "8"), ("SUMMARY", file.as_str())];
+            let bin = match side {
+                "cpu" => format!("{dir}/{name}-cpu"),
+                _ => format!("{dir}/{name}.gpu"),
+            };
+            let out = run_in_text(bin, args, &env)?;
+            let written = std::fs::read(format!("{text}/{file}")).unwrap_or_default();
+            outs.push((out.status.code(), out.stdout, out.stderr, written));
+        }
+        if outs[0] != outs[1] {
+            return Err(format!(
+                "{name}: the GPU's run differs from the CPU's: exit {:?} against {:?}, \
+                 stdout\n{}\nagainst\n{}\nstderr\n{}\nagainst\n{}",
+                outs[1].0,
+                outs[0].0,
+                tail(&String::from_utf8_lossy(&outs[1].1)),
+                tail(&String::from_utf8_lossy(&outs[0].1)),
+                tail(&String::from_utf8_lossy(&outs[1].2)),
+                tail(&String::from_utf8_lossy(&outs[0].2)),
+            ));
+        }
+        println!("  {name}: stdout, stderr, files and exit code as on the CPU");
+    }
+    let limited = run_in_text(
+        format!("{dir}/unmodified-4.gpu"),
+        &["a.txt"],
+        &[("WORKERS", "8")],
+    )?;
+    expect(
+        &limited,
+        134,
+        &[
+            "spawning a counter",
+            "code: 11",
+            "Resource temporarily unavailable",
+        ],
+    )
+}
 
 /// Runs `mode` on the whole device with a 10 s timeout: the process must end within
 /// 11 s of the launch, with the message naming the kernel and what was in flight.

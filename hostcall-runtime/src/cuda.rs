@@ -298,6 +298,19 @@ impl CudaModule {
         self.sm
     }
 
+    /// The device's streaming multiprocessors (132 on an H100 SXM), for sizing launches.
+    pub fn multiprocessors(&self) -> Result<u32> {
+        // SAFETY: `self.device` is a valid device handle.
+        unsafe {
+            cu::device::get_attribute(
+                self.device,
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+        }
+        .map(|n| n.max(0) as u32)
+        .map_err(|e| Error::cuda("cuDeviceGetAttribute", e))
+    }
+
     fn global(&self, name: &str) -> Result<(sys::CUdeviceptr, usize)> {
         let c = CString::new(name).map_err(|_| Error::MissingSymbol(name.into()))?;
         // SAFETY: `self.module` is loaded until drop.

@@ -192,3 +192,49 @@ pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, size: u
     let out = unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), size) };
     check(calls::readlink::<Nvptx>(&channel(), path, out)) as isize
 }
+
+/// Linux's `struct pollfd`.
+#[repr(C)]
+pub struct PollFd {
+    fd: c_int,
+    events: i16,
+    revents: i16,
+}
+
+const POLLIN: i16 = 0x1;
+const POLLOUT: i16 = 0x4;
+const POLLNVAL: i16 = 0x20;
+const POLLRDNORM: i16 = 0x40;
+const POLLWRNORM: i16 = 0x100;
+
+/// Every descriptor a GPU program holds is a file or the host's stdio, which Linux
+/// reports always ready (a read that must wait waits on the host): each open one gets
+/// the readiness it asked for at once, and a closed one `POLLNVAL`, so std's start-up
+/// check of fds 0 to 2 passes, as it does in a process. Sockets are not served.
+///
+/// # Safety
+/// `fds` must be valid for reading and writing `n` entries.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn poll(fds: *mut PollFd, n: u64, _timeout_ms: c_int) -> c_int {
+    if fds.is_null() && n > 0 {
+        set_errno(EFAULT);
+        return -1;
+    }
+    let mut ready = 0;
+    for i in 0..n as usize {
+        // SAFETY: `i < n` (the caller's contract).
+        let p = unsafe { &mut *fds.add(i) };
+        p.revents = 0;
+        if p.fd < 0 {
+            continue;
+        }
+        let mut stat = [0u8; STAT_SIZE];
+        p.revents = if calls::fstat::<Nvptx>(&channel(), p.fd, &mut stat) < 0 {
+            POLLNVAL
+        } else {
+            p.events & (POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM)
+        };
+        ready += c_int::from(p.revents != 0);
+    }
+    ready
+}

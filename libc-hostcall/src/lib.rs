@@ -5,7 +5,8 @@
 //! randomness, exit). Functions that make no sense on a GPU fail cleanly with `ENOSYS`.
 //! Types follow x86_64 Linux (LP64), the layout libc is compiled with for this target.
 //!
-//! A kernel crate links this in with `use libc_hostcall as _;`.
+//! A kernel crate links this in with `use libc_hostcall as _;`. With the `start` feature
+//! it also holds the kernel that runs a binary crate's `fn main` (`ptx_builder` adds it).
 
 #![no_std]
 #![cfg(target_arch = "nvptx64")]
@@ -13,11 +14,15 @@
 
 mod dir;
 mod env;
+#[cfg(feature = "start")]
+mod frames;
 mod fs;
 mod heap;
 mod io;
 mod misc;
 mod process;
+#[cfg(feature = "start")]
+mod start;
 mod thread;
 mod time;
 mod unsupported;

@@ -6,9 +6,10 @@
 use core::ffi::{c_int, c_long, c_uint, c_void};
 use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 
-use hostcall_abi::errno::{EAGAIN, EINVAL, ENOSYS, ERANGE, ESRCH, ETIMEDOUT};
-use hostcall_abi::{CACHED_CLASSES, MAX_KEYS, ThreadArea};
+use hostcall_abi::errno::{EAGAIN, EDEADLK, EINVAL, ENOSYS, ERANGE, ESRCH, ETIMEDOUT};
+use hostcall_abi::{CACHED_CLASSES, MAX_KEYS, ThreadArea, WARP_SIZE};
 use hostcall_client::Platform;
+use hostcall_client::spawn::Slot;
 
 use crate::{Nvptx, config, time};
 
@@ -313,7 +314,8 @@ pub extern "C" fn pthread_setname_np(_thread: u64, _name: *const u8) -> c_int {
     ENOSYS
 }
 
-/// Attributes are accepted and mean nothing: `pthread_create` cannot start a thread.
+/// Attributes are accepted and mean nothing: every GPU thread has the stack the launch
+/// set (`stack_bytes`), and threads are always joinable until detached.
 #[unsafe(no_mangle)]
 pub extern "C" fn pthread_attr_init(_attr: *mut c_void) -> c_int {
     0
@@ -329,34 +331,177 @@ pub extern "C" fn pthread_attr_setstacksize(_attr: *mut c_void, _size: usize) ->
     0
 }
 
-/// Every thread of a GPU program is started by the launch; none can be started from
-/// inside it (`std::thread::spawn` returns `ErrorKind::Unsupported`).
-#[unsafe(no_mangle)]
-pub extern "C" fn pthread_create(
-    _thread: *mut u64,
-    _attr: *const c_void,
-    _start: extern "C" fn(*mut c_void) -> *mut c_void,
-    _arg: *mut c_void,
-) -> c_int {
-    ENOSYS
+/// The processors a GPU program reports (`sched_getaffinity`, `sysconf`): the threads it
+/// can start at once, at least 1. std's `available_parallelism` reads it, so a thread
+/// pool such as rayon's asks for as many threads as `pthread_create` can start.
+pub(crate) fn processors() -> u32 {
+    crate::launch_state().workers.load(Ordering::Acquire).max(1)
 }
 
-/// No thread was ever created to join.
+/// The calling process's CPU set: [`processors`] bits, set from bit 0.
+///
+/// # Safety
+/// `set` must be valid for writing `size` bytes.
 #[unsafe(no_mangle)]
-pub extern "C" fn pthread_join(_thread: u64, _ret: *mut *mut c_void) -> c_int {
-    ESRCH
+pub unsafe extern "C" fn sched_getaffinity(_pid: c_int, size: usize, set: *mut u8) -> c_int {
+    let n = processors() as usize;
+    if set.is_null() || size < n.div_ceil(8) {
+        set_errno(EINVAL);
+        return -1;
+    }
+    for i in 0..size {
+        let bits = n.saturating_sub(i * 8).min(8);
+        // SAFETY: `i < size` (the caller's contract).
+        unsafe { set.add(i).write(((1u16 << bits) - 1) as u8) };
+    }
+    0
+}
+
+/// The hand-off word of the thread whose area is at `id` (`hostcall_abi::spawn`).
+fn slot_at(id: u64) -> Slot<'static> {
+    // SAFETY: callers pass `id < thread_capacity`; the fields are plain integers of the
+    // host-zeroed area, only ever accessed through these atomics.
+    unsafe {
+        let a = (config().thread_area as *mut ThreadArea).add(id as usize);
+        Slot {
+            state: AtomicU32::from_ptr(&raw mut (*a).spawn_state),
+            start: AtomicU64::from_ptr(&raw mut (*a).spawn_start),
+            arg: AtomicU64::from_ptr(&raw mut (*a).spawn_arg),
+        }
+    }
+}
+
+/// The slot of `pthread_t` `thread`, if it names a thread that can be held back (lane 0
+/// of a warp of this launch).
+fn slot_of(thread: u64) -> Option<Slot<'static>> {
+    let id = thread.checked_sub(1)?;
+    (id < config().thread_capacity && id % WARP_SIZE as u64 == 0).then(|| slot_at(id))
+}
+
+/// How long `pthread_create` waits for held-back threads that have not parked yet (the
+/// launch's first moments) before it reports none free.
+const WORKERS_START_NS: u64 = 200_000_000;
+
+/// Where the next search for an idle worker starts, so creators spread over the workers.
+static NEXT_WORKER: AtomicU32 = AtomicU32::new(0);
+
+/// Starts a thread on a GPU thread held back at launch (`cargo gpu run` holds back one
+/// warp's lane 0 for each thread it allows, `--threads`): the thread runs there, as a
+/// GPU thread of its own. With none idle it fails with `EAGAIN`, as Linux does at its
+/// thread limit; a launch whose every thread runs the kernel holds none back.
+///
+/// # Safety
+/// `thread` must be valid for writing; `start(arg)` must be sound to run on another
+/// thread.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_create(
+    thread: *mut u64,
+    _attr: *const c_void,
+    start: extern "C" fn(*mut c_void) -> *mut c_void,
+    arg: *mut c_void,
+) -> c_int {
+    let state = crate::launch_state();
+    let workers = state.workers.load(Ordering::Acquire);
+    if workers == 0 {
+        return EAGAIN;
+    }
+    let deadline = Nvptx::globaltimer_ns() + WORKERS_START_NS;
+    let mut pause = WAIT_FIRST_NS;
+    loop {
+        let first = NEXT_WORKER.fetch_add(1, Ordering::Relaxed);
+        for k in 0..workers {
+            // Workers are the warps after the main thread's: ids 32, 64, ...
+            let id = u64::from((first + k) % workers + 1) * WARP_SIZE as u64;
+            if slot_at(id).try_give(start as usize as u64, arg as u64) {
+                // SAFETY: the caller's contract.
+                unsafe { thread.write(id + 1) };
+                return 0;
+            }
+        }
+        let all_parked = state.workers_ready.load(Ordering::Acquire) >= workers;
+        if all_parked || Nvptx::globaltimer_ns() > deadline {
+            return EAGAIN;
+        }
+        Nvptx::nanosleep(pause);
+        pause = (pause * 2).min(WAIT_MAX_NS);
+    }
+}
+
+/// Waits for the thread to end. A thread never started, detached or already joined is
+/// `ESRCH`; joining oneself is `EDEADLK`.
+///
+/// # Safety
+/// `ret`, if not null, must be valid for writing.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pthread_join(thread: u64, ret: *mut *mut c_void) -> c_int {
+    if thread == pthread_self() {
+        return EDEADLK;
+    }
+    match slot_of(thread).map(|s| s.join::<Nvptx>()) {
+        Some(Ok(())) => {
+            if !ret.is_null() {
+                // SAFETY: the caller's contract. std's threads return nothing.
+                unsafe { ret.write(core::ptr::null_mut()) };
+            }
+            0
+        }
+        _ => ESRCH,
+    }
+}
+
+/// Nobody will join the thread: its GPU thread takes the next one when it ends.
+#[unsafe(no_mangle)]
+pub extern "C" fn pthread_detach(thread: u64) -> c_int {
+    match slot_of(thread).map(|s| s.detach()) {
+        Some(Ok(())) => 0,
+        _ => ESRCH,
+    }
+}
+
+/// The life of a held-back GPU thread (`START_KERNEL`'s lane 0 of each warp after the
+/// first): park, run each thread given to it, with its own thread-local values, which
+/// are destroyed and cleared when it ends, and park again. The run ends when the program
+/// does (`exit` stops every GPU thread).
+pub(crate) fn serve_spawned_threads() -> ! {
+    let slot = slot_at(Nvptx::global_thread());
+    slot.park();
+    crate::launch_state()
+        .workers_ready
+        .fetch_add(1, Ordering::Release);
+    loop {
+        let (start, arg) = slot.wait_for_thread::<Nvptx>();
+        // SAFETY: `pthread_create` stored a `extern "C" fn(*mut c_void) -> *mut c_void`.
+        let start: extern "C" fn(*mut c_void) -> *mut c_void =
+            unsafe { core::mem::transmute(start as usize) };
+        start(arg as *mut c_void);
+        run_key_destructors();
+        // The next thread on this GPU thread starts with no thread-local values.
+        // SAFETY: the calling thread's own area.
+        unsafe { (*area()).keys = [0; MAX_KEYS] };
+        slot.end_thread();
+    }
 }
 
 /// Rounds of destructors, as glibc's `PTHREAD_DESTRUCTOR_ITERATIONS`: a destructor may
 /// set values again, which the next round destroys.
 const DESTRUCTOR_ROUNDS: usize = 4;
 
-/// Runs the calling thread's key destructors, as Linux does when a thread ends: each
-/// non-null value of a key with a destructor is cleared and passed to it. The host
+/// Runs the calling thread's key destructors, as Linux does when a thread ends. The host
 /// launches this with the ended launch's geometry (`hostcall_abi::THREAD_EXIT_KERNEL`),
 /// so a thread's destructors run on its own coordinates, with its own key values.
 #[unsafe(no_mangle)]
 pub extern "ptx-kernel" fn __hostcall_thread_exit() {
+    // In a launch that holds threads back (`START_KERNEL`), only lane 0 of each warp ran
+    // a thread; the other lanes have no values, and no frame stack of their own.
+    let held_back = crate::launch_state().workers.load(Ordering::Relaxed) > 0;
+    if held_back && Nvptx::lane_id() != 0 {
+        return;
+    }
+    run_key_destructors();
+}
+
+/// Each non-null value of a key with a destructor is cleared and passed to it, in rounds.
+fn run_key_destructors() {
     if crate::launch_state()
         .tls_destructors
         .load(Ordering::Relaxed)

@@ -64,6 +64,7 @@ nosys! {
     setsid() -> c_int;
     chroot(*const c_char) -> c_int;
     pipe2(*mut c_int, c_int) -> c_int;
+    dup(c_int) -> c_int;
     dup2(c_int, c_int) -> c_int;
     // Zero-copy transfers: std falls back to read and write.
     copy_file_range(c_int, *mut i64, c_int, *mut i64, usize, c_uint) -> isize;
@@ -95,11 +96,52 @@ pub unsafe extern "C" fn ioctl(_fd: c_int, _request: c_ulong, _args: ...) -> c_i
     nosys()
 }
 
-/// `SIG_ERR`: no signal reaches a GPU thread.
+/// Accepts any disposition for a valid signal and returns the default one as the
+/// previous (std's start-up ignores `SIGPIPE` so): no signal ever reaches a GPU thread,
+/// so no handler runs. An invalid signal number is `SIG_ERR` with `EINVAL`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn signal(_sig: c_int, _handler: usize) -> usize {
-    set_errno(ENOSYS);
-    usize::MAX
+pub unsafe extern "C" fn signal(sig: c_int, _handler: usize) -> usize {
+    const SIG_DFL: usize = 0;
+    const SIG_ERR: usize = usize::MAX;
+    if !(1..=64).contains(&sig) {
+        set_errno(hostcall_abi::errno::EINVAL);
+        return SIG_ERR;
+    }
+    SIG_DFL
+}
+
+/// Size of x86_64 Linux's `struct sigaction`: the handler, a 128-byte mask, the flags
+/// and the restorer.
+const SIGACTION_SIZE: usize = 152;
+
+/// Every disposition reads as `SIG_IGN` and setting one succeeds: no signal ever reaches
+/// a GPU thread. So std installs no stack-overflow handler of its own (it does only over
+/// `SIG_DFL`); the host reports a GPU thread's stack overflow instead.
+///
+/// # Safety
+/// `old`, if not null, must be valid for writing a `struct sigaction`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn sigaction(sig: c_int, _new: CPtr, old: *mut u8) -> c_int {
+    const SIG_IGN: u64 = 1;
+    if !(1..=64).contains(&sig) {
+        set_errno(hostcall_abi::errno::EINVAL);
+        return -1;
+    }
+    if !old.is_null() {
+        // SAFETY: the caller's contract; the handler is the first field.
+        unsafe {
+            old.write_bytes(0, SIGACTION_SIZE);
+            old.cast::<u64>().write_unaligned(SIG_IGN);
+        }
+    }
+    0
+}
+
+/// A GPU thread's stack is not memory std could guard or inspect (it lives in the
+/// driver's local memory): attributes of a running thread are not served.
+#[unsafe(no_mangle)]
+pub extern "C" fn pthread_getattr_np(_thread: u64, _attr: Ptr) -> c_int {
+    ENOSYS
 }
 
 /// `EAI_SYSTEM`, with errno `ENOSYS`: there is no resolver.
@@ -164,15 +206,17 @@ pub unsafe extern "C" fn sigaddset(set: *mut [u64; 16], sig: c_int) -> c_int {
     0
 }
 
-/// The page size, and one processor (std cannot start threads of its own here); other
-/// names are not known (-1, errno untouched, as for an indeterminate limit).
+/// The page size, and as processors the threads the program can start at once
+/// (`crate::thread::processors`); other names are not known (-1, errno untouched, as
+/// for an indeterminate limit).
 #[unsafe(no_mangle)]
 pub extern "C" fn sysconf(name: c_int) -> c_long {
     const SC_PAGESIZE: c_int = 30;
+    const SC_NPROCESSORS_CONF: c_int = 83;
     const SC_NPROCESSORS_ONLN: c_int = 84;
     match name {
         SC_PAGESIZE => 4096,
-        SC_NPROCESSORS_ONLN => 1,
+        SC_NPROCESSORS_CONF | SC_NPROCESSORS_ONLN => crate::thread::processors() as c_long,
         _ => -1,
     }
 }

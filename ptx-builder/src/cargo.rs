@@ -5,6 +5,8 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use sha2::{Digest, Sha256};
+
 use crate::fixups::{TARGET_SPEC, libc_rustflags};
 use crate::tools::Toolchain;
 use crate::{BuildError, Result};
@@ -36,10 +38,10 @@ fn leaks(var: &str) -> bool {
 
 /// What the nested build produced.
 pub(crate) struct Built {
-    /// The kernel crate's name (as in its `[lib]`).
+    /// The crate's name (as in its `[lib]`), or the binary's.
     pub name: String,
-    /// The staticlib whose members are bitcode.
-    pub staticlib: PathBuf,
+    /// The bitcode to link, in link order: archives (a staticlib, rlibs) and objects.
+    pub inputs: Vec<PathBuf>,
     /// The kernel crate's source files, from cargo's dep-info.
     pub sources: Vec<PathBuf>,
 }
@@ -49,8 +51,8 @@ fn toml_list(items: &[&str]) -> String {
     format!("[{}]", quoted.join(","))
 }
 
-/// Whether the crate of `manifest` depends on libc-hostcall.
-fn depends_on_libc(tc: &Toolchain, manifest: &Path) -> Result<bool> {
+/// The package at `manifest`, from `cargo metadata --no-deps`.
+fn package(tc: &Toolchain, manifest: &Path) -> Result<serde_json::Value> {
     let out = crate::tools::run(
         Command::new(&tc.cargo)
             .env("RUSTC", &tc.rustc)
@@ -63,39 +65,53 @@ fn depends_on_libc(tc: &Toolchain, manifest: &Path) -> Result<bool> {
             ])
             .arg(manifest),
     )?;
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout)
+    let mut meta: serde_json::Value = serde_json::from_slice(&out.stdout)
         .map_err(|e| BuildError::Toolchain(format!("reading `cargo metadata`: {e}")))?;
     let canon = manifest.canonicalize().ok();
-    Ok(meta["packages"]
-        .as_array()
+    let packages = meta["packages"].as_array_mut().map(std::mem::take);
+    Ok(packages
         .into_iter()
         .flatten()
-        .filter(|p| {
+        .find(|p| {
             canon.is_none()
                 || p["manifest_path"]
                     .as_str()
                     .map(|m| Path::new(m).canonicalize().ok())
                     == Some(canon.clone())
         })
-        .flat_map(|p| p["dependencies"].as_array().into_iter().flatten())
+        .unwrap_or_default())
+}
+
+/// Whether the crate of `manifest` depends on libc-hostcall.
+fn depends_on_libc(tc: &Toolchain, manifest: &Path) -> Result<bool> {
+    Ok(package(tc, manifest)?["dependencies"]
+        .as_array()
+        .into_iter()
+        .flatten()
         .any(|d| d["name"] == "libc-hostcall"))
 }
 
-/// Builds the crate at `krate` into a staticlib for the GPU target.
-pub(crate) fn build(
-    tc: &Toolchain,
-    krate: &Path,
-    library: &Path,
-    target_dir: &Path,
-    out: &Path,
-    quiet: bool,
-) -> Result<Built> {
+/// Writes the target spec into `out` (once per content) and returns its path.
+fn target_spec(out: &Path) -> Result<PathBuf> {
     let spec = out.join("nvptx64-linux-gnu.json");
     if std::fs::read_to_string(&spec).ok().as_deref() != Some(TARGET_SPEC) {
         std::fs::write(&spec, TARGET_SPEC)
             .map_err(BuildError::io(format!("writing {}", spec.display())))?;
     }
-    let manifest = krate.join("Cargo.toml");
+    Ok(spec)
+}
+
+/// `cargo rustc` for the GPU target in a cleaned environment, with the flags every
+/// nested build shares (so that all of them use one build of std); the caller adds the
+/// target to build and the flags for rustc.
+fn nested_cargo(
+    tc: &Toolchain,
+    manifest: &Path,
+    library: &Path,
+    target_dir: &Path,
+    out: &Path,
+) -> Result<Command> {
+    let spec = target_spec(out)?;
     let mut cmd = Command::new(&tc.cargo);
     for (k, _) in std::env::vars_os() {
         if k.to_str().is_some_and(leaks) {
@@ -105,10 +121,9 @@ pub(crate) fn build(
     cmd.env("RUSTC", &tc.rustc)
         .env("__CARGO_TESTS_ONLY_SRC_ROOT", library)
         .arg("rustc")
-        .arg("--lib")
         .arg("--release")
         .arg("--manifest-path")
-        .arg(&manifest)
+        .arg(manifest)
         .arg("--target")
         .arg(&spec)
         .arg("--target-dir")
@@ -131,6 +146,93 @@ pub(crate) fn build(
             &format!("profile.release.package.{c}.rustflags={flags}"),
         ]);
     }
+    Ok(cmd)
+}
+
+/// One `compiler-artifact` message of a nested build.
+struct Artifact {
+    /// The target's crate name.
+    name: String,
+    /// Whether it is of the crate `manifest` names (not a dependency).
+    ours: bool,
+    kinds: Vec<String>,
+    filenames: Vec<PathBuf>,
+    executable: Option<PathBuf>,
+}
+
+/// Runs a nested build and returns its artifacts; a failed build is an error naming
+/// `manifest` (with cargo's diagnostics on stderr).
+fn run_nested(mut cmd: Command, manifest: &Path, quiet: bool) -> Result<Vec<Artifact>> {
+    cmd.stdout(Stdio::piped()).stderr(if quiet {
+        Stdio::piped()
+    } else {
+        Stdio::inherit()
+    });
+    let mut child = cmd
+        .spawn()
+        .map_err(BuildError::io(format!("running {:?}", cmd.get_program())))?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let manifest_canon = manifest.canonicalize().ok();
+    let mut artifacts = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.map_err(BuildError::io("reading cargo's output"))?;
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        if msg["reason"] != "compiler-artifact" {
+            continue;
+        }
+        let strings = |v: &serde_json::Value| -> Vec<String> {
+            v.as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        };
+        artifacts.push(Artifact {
+            name: msg["target"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .replace('-', "_"),
+            ours: msg["manifest_path"]
+                .as_str()
+                .and_then(|m| Path::new(m).canonicalize().ok())
+                .is_some_and(|m| Some(m) == manifest_canon),
+            kinds: strings(&msg["target"]["kind"]),
+            filenames: strings(&msg["filenames"])
+                .into_iter()
+                .map(PathBuf::from)
+                .collect(),
+            executable: msg["executable"].as_str().map(PathBuf::from),
+        });
+    }
+    let output = child
+        .wait_with_output()
+        .map_err(BuildError::io("waiting for cargo"))?;
+    if !output.status.success() {
+        if quiet {
+            eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+        }
+        return Err(BuildError::Cargo {
+            krate: manifest.to_path_buf(),
+            status: output.status.to_string(),
+        });
+    }
+    Ok(artifacts)
+}
+
+/// Builds the crate at `krate` into a staticlib for the GPU target.
+pub(crate) fn build(
+    tc: &Toolchain,
+    krate: &Path,
+    library: &Path,
+    target_dir: &Path,
+    out: &Path,
+    quiet: bool,
+) -> Result<Built> {
+    let manifest = krate.join("Cargo.toml");
+    let mut cmd = nested_cargo(tc, &manifest, library, target_dir, out)?;
+    cmd.arg("--lib");
     if depends_on_libc(tc, &manifest)? {
         // A kernel crate that never names libc-hostcall (nothing to import when it needs
         // no GPU coordinates) would be built without it, and std's libc calls would go
@@ -143,59 +245,16 @@ pub(crate) fn build(
             "force:libc_hostcall",
         ]);
     }
-    cmd.stdout(Stdio::piped()).stderr(if quiet {
-        Stdio::piped()
-    } else {
-        Stdio::inherit()
-    });
-
-    let mut child = cmd
-        .spawn()
-        .map_err(BuildError::io(format!("running {}", tc.cargo.display())))?;
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let manifest_canon = manifest.canonicalize().ok();
-    let mut staticlib = None;
-    let mut name = None;
-    for line in BufReader::new(stdout).lines() {
-        let line = line.map_err(BuildError::io("reading cargo's output"))?;
-        let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line) else {
-            continue;
-        };
-        if msg["reason"] != "compiler-artifact" {
-            continue;
-        }
-        let is_staticlib = msg["target"]["kind"]
-            .as_array()
-            .is_some_and(|k| k.iter().any(|x| x == "staticlib"));
-        let ours = msg["manifest_path"]
-            .as_str()
-            .and_then(|m| Path::new(m).canonicalize().ok())
-            .is_some_and(|m| Some(m) == manifest_canon);
-        if is_staticlib && ours {
-            name = msg["target"]["name"].as_str().map(|s| s.replace('-', "_"));
-            staticlib = msg["filenames"]
-                .as_array()
-                .and_then(|f| {
-                    f.iter()
-                        .filter_map(|x| x.as_str())
-                        .find(|x| x.ends_with(".a"))
-                })
-                .map(PathBuf::from);
-        }
-    }
-    let output = child
-        .wait_with_output()
-        .map_err(BuildError::io("waiting for cargo"))?;
-    if !output.status.success() {
-        if quiet {
-            eprintln!("{}", String::from_utf8_lossy(&output.stderr));
-        }
-        return Err(BuildError::Cargo {
-            krate: manifest,
-            status: output.status.to_string(),
-        });
-    }
-    let (Some(name), Some(staticlib)) = (name, staticlib) else {
+    let ours = run_nested(cmd, &manifest, quiet)?
+        .into_iter()
+        .find(|a| a.ours && a.kinds.iter().any(|k| k == "staticlib"));
+    let Some((name, staticlib)) = ours.and_then(|a| {
+        let lib = a
+            .filenames
+            .into_iter()
+            .find(|f| f.extension().is_some_and(|x| x == "a"))?;
+        Some((a.name, lib))
+    }) else {
         return Err(BuildError::Toolchain(format!(
             "{} produced no staticlib: its [lib] needs crate-type = [\"staticlib\"]",
             manifest.display()
@@ -204,9 +263,160 @@ pub(crate) fn build(
     let sources = dep_info(&staticlib.with_extension("d"), library);
     Ok(Built {
         name,
-        staticlib,
+        inputs: vec![staticlib],
         sources,
     })
+}
+
+/// The libc-hostcall this builder was built with, whose `start` feature holds the kernel
+/// that runs a binary's `main`.
+const LIBC_HOSTCALL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../libc-hostcall");
+
+/// The linker of a binary's nested build: rustc hands it every bitcode object and rlib
+/// the binary needs, in link order, and it writes that list, one argument a line, as the
+/// "executable", with the objects (rustc's temporary files) copied into `<output>.o/`.
+/// The builder links the bitcode itself.
+const LINK_LINE_SCRIPT: &str = r#"#!/bin/sh
+# ptx-builder: writes the link line, one argument a line, to the -o file.
+out=
+prev=
+for a in "$@"; do [ "$prev" = -o ] && out=$a; prev=$a; done
+rm -rf "$out.o" && mkdir -p "$out.o" || exit 1
+for a in "$@"; do
+  case $a in
+    *.o) cp "$a" "$out.o/" || exit 1; printf '%s\n' "$out.o/${a##*/}" ;;
+    *) printf '%s\n' "$a" ;;
+  esac
+done > "$out"
+"#;
+
+/// Builds binary `bin` of the crate at `krate` for the GPU target (its `fn main` run by
+/// the kernel `START_KERNEL`) and returns the bitcode its link would take.
+pub(crate) fn build_bin(
+    tc: &Toolchain,
+    krate: &Path,
+    bin: Option<&str>,
+    library: &Path,
+    target_dir: &Path,
+    out: &Path,
+    quiet: bool,
+) -> Result<Built> {
+    let manifest = krate.join("Cargo.toml");
+    let bin = match bin {
+        Some(b) => b.to_owned(),
+        None => only_bin(tc, &manifest)?,
+    };
+    // libc-hostcall with its start kernel, built against the same std (same flags), for
+    // rustc to link into the binary as though it were a dependency.
+    let libc_manifest = Path::new(LIBC_HOSTCALL).join("Cargo.toml");
+    let mut cmd = nested_cargo(tc, &libc_manifest, library, target_dir, out)?;
+    cmd.args(["--lib", "--features", "start"]);
+    let runtime = run_nested(cmd, &libc_manifest, quiet)?;
+    let rmeta = runtime
+        .iter()
+        .filter(|a| a.ours)
+        .flat_map(|a| &a.filenames)
+        .find(|f| f.extension().is_some_and(|x| x == "rmeta"))
+        .cloned()
+        .ok_or_else(|| BuildError::Toolchain("libc-hostcall built no rlib".into()))?;
+
+    // Named by its content, so that a change to it reaches cargo's fingerprint (its path
+    // is one of rustc's flags) and relinks every binary.
+    let script_hash = Sha256::digest(LINK_LINE_SCRIPT);
+    let linker = out.join(format!(
+        "ptx-link-line-{:02x}{:02x}{:02x}{:02x}",
+        script_hash[0], script_hash[1], script_hash[2], script_hash[3]
+    ));
+    if std::fs::read_to_string(&linker).ok().as_deref() != Some(LINK_LINE_SCRIPT) {
+        std::fs::write(&linker, LINK_LINE_SCRIPT)
+            .map_err(BuildError::io(format!("writing {}", linker.display())))?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&linker, std::fs::Permissions::from_mode(0o755)).map_err(
+            BuildError::io(format!("making {} executable", linker.display())),
+        )?;
+    }
+    let mut cmd = nested_cargo(tc, &manifest, library, target_dir, out)?;
+    cmd.args(["--bin", &bin, "--", "-C"])
+        .arg(format!("linker={}", linker.display()))
+        .args(["-Zunstable-options", "--extern"])
+        .arg(format!(
+            "force:libc_hostcall={}",
+            rmeta.with_extension("rlib").display()
+        ))
+        .arg("--extern")
+        .arg(format!("force:libc_hostcall={}", rmeta.display()));
+    let mut dirs: Vec<&Path> = runtime
+        .iter()
+        .flat_map(|a| &a.filenames)
+        .filter_map(|f| f.parent())
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    for d in dirs {
+        cmd.arg("-L").arg(format!("dependency={}", d.display()));
+    }
+    let ours = run_nested(cmd, &manifest, quiet)?
+        .into_iter()
+        .find(|a| a.ours && a.kinds.iter().any(|k| k == "bin"));
+    let Some(line) = ours.and_then(|a| a.executable) else {
+        return Err(BuildError::Toolchain(format!(
+            "{} built no binary `{bin}`",
+            manifest.display()
+        )));
+    };
+    let text = std::fs::read_to_string(&line)
+        .map_err(BuildError::io(format!("reading {}", line.display())))?;
+    let inputs = link_inputs(&text);
+    let sources = dep_info(&line.with_extension("d"), library);
+    Ok(Built {
+        name: bin,
+        inputs,
+        sources,
+    })
+}
+
+/// The bitcode a link line names: objects and archives, in order, up to the output.
+fn link_inputs(line: &str) -> Vec<PathBuf> {
+    let mut args = line.lines();
+    let mut inputs = Vec::new();
+    while let Some(a) = args.next() {
+        if a == "-o" {
+            args.next();
+            continue;
+        }
+        let p = Path::new(a);
+        if !a.starts_with('-') && p.extension().is_some_and(|x| x == "o" || x == "rlib") {
+            inputs.push(p.to_path_buf());
+        }
+    }
+    inputs
+}
+
+/// The name of the crate's only binary; an error listing them when there are several.
+fn only_bin(tc: &Toolchain, manifest: &Path) -> Result<String> {
+    let bins: Vec<String> = package(tc, manifest)?["targets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| {
+            t["kind"]
+                .as_array()
+                .is_some_and(|k| k.iter().any(|k| k == "bin"))
+        })
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect();
+    match bins.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(BuildError::Toolchain(format!(
+            "{} has no binary target (no src/main.rs or [[bin]])",
+            manifest.display()
+        ))),
+        many => Err(BuildError::Toolchain(format!(
+            "{} has several binaries ({}): name one",
+            manifest.display(),
+            many.join(", ")
+        ))),
+    }
 }
 
 /// Source files listed in a cargo dep-info file, outside the rust-src copy.

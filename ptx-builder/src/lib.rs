@@ -25,6 +25,7 @@ mod cargo;
 mod cubin;
 mod error;
 mod fixups;
+mod frames;
 mod link;
 mod ptxas;
 pub mod stage;
@@ -74,6 +75,7 @@ pub struct PtxBuilder {
     max_threads_per_block: u32,
     target_dir: Option<PathBuf>,
     quiet: bool,
+    binary: Option<Option<String>>,
 }
 
 /// What a build produced.
@@ -189,6 +191,7 @@ impl PtxBuilder {
             max_threads_per_block: DEFAULT_MAX_THREADS_PER_BLOCK,
             target_dir: None,
             quiet: false,
+            binary: None,
         }
     }
 
@@ -239,6 +242,16 @@ impl PtxBuilder {
     /// [`cache::root`], shared by every kernel crate, so std for the GPU is built once).
     pub fn target_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.target_dir = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// Builds the crate's binary `bin` (its only one when `None`) instead of its library:
+    /// its `fn main`, unmodified, becomes the kernel `__hostcall_start`
+    /// (`hostcall_abi::START_KERNEL`), which runs it as a process runs its main thread,
+    /// with the host's arguments, ending the run with its exit code. The crate needs no
+    /// change: libc-hostcall is linked in by the builder.
+    pub fn binary(mut self, bin: Option<&str>) -> Self {
+        self.binary = Some(bin.map(str::to_owned));
         self
     }
 
@@ -302,9 +315,20 @@ impl PtxBuilder {
         let library = fixups::patched_library(&toolchain)?;
 
         self.stage(
-            "building the kernel crate and std for nvptx64 (the first build compiles std: minutes)",
+            "building the crate and std for nvptx64 (the first build compiles std: minutes)",
         );
-        let built = cargo::build(&toolchain, &krate, &library, &target, &out, self.quiet)?;
+        let built = match &self.binary {
+            None => cargo::build(&toolchain, &krate, &library, &target, &out, self.quiet)?,
+            Some(bin) => cargo::build_bin(
+                &toolchain,
+                &krate,
+                bin.as_deref(),
+                &library,
+                &target,
+                &out,
+                self.quiet,
+            )?,
+        };
         let name = built.name.clone();
         let out = out.join(crate_dir_name(&name, &krate));
         std::fs::create_dir_all(&out)
@@ -313,10 +337,28 @@ impl PtxBuilder {
         self.stage("linking bitcode, optimizing, emitting PTX");
         let members = out.join(format!("bitcode-{name}"));
         let linked = out.join(format!("{name}.linked.bc"));
-        link::link(&toolchain, &built.staticlib, &members, &linked)?;
-        let optimized = out.join(format!("{name}.opt.bc"));
-        let kernels =
-            link::optimize_kernels(&toolchain, &linked, self.kernels.as_deref(), &optimized)?;
+        link::link(&toolchain, &built.inputs, &members, &linked)?;
+        let mut optimized = out.join(format!("{name}.opt.bc"));
+        let keep: &[&str] = match self.binary {
+            Some(_) => &[hostcall_abi::FRAME_PUSH, hostcall_abi::FRAME_POP],
+            None => &[],
+        };
+        let kernels = link::optimize_kernels(
+            &toolchain,
+            &linked,
+            self.kernels.as_deref(),
+            keep,
+            &optimized,
+        )?;
+        if self.binary.is_some() {
+            // A binary's threads run on other GPU threads, which cannot see its stack.
+            let framed = out.join(format!("{name}.framed.bc"));
+            let n = link::move_frames(&toolchain, &optimized, &framed)?;
+            self.stage(&format!(
+                "moved the locals of {n} functions to global-memory frames (threads share them)"
+            ));
+            optimized = framed;
+        }
         let ptx = out.join(format!("{name}.ptx"));
         link::emit_ptx(
             &toolchain,

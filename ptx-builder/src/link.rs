@@ -5,15 +5,32 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use hostcall_abi::{FRAME_POP, FRAME_PUSH, START_KERNEL, THREAD_EXIT_KERNEL};
+
 use crate::tools::{Toolchain, run};
 use crate::{BuildError, Result, Unresolved};
 
-/// Extracts the archive's members into `members` and links them into `linked`.
-pub(crate) fn link(tc: &Toolchain, staticlib: &Path, members: &Path, linked: &Path) -> Result<()> {
+/// Puts the bitcode of `inputs` (archives' members, and objects) into `members` and
+/// links it into `linked`.
+pub(crate) fn link(
+    tc: &Toolchain,
+    inputs: &[PathBuf],
+    members: &Path,
+    linked: &Path,
+) -> Result<()> {
     let _ = std::fs::remove_dir_all(members);
     std::fs::create_dir_all(members)
         .map_err(BuildError::io(format!("creating {}", members.display())))?;
-    extract(tc, staticlib, members)?;
+    for input in inputs {
+        if input.extension().is_some_and(|x| x == "o") {
+            // rustc names objects after their crate, as it names archive members.
+            let to = members.join(input.file_name().unwrap_or_default());
+            std::fs::copy(input, &to)
+                .map_err(BuildError::io(format!("copying {}", input.display())))?;
+        } else {
+            extract(tc, input, members)?;
+        }
+    }
     let mut objects: Vec<PathBuf> = std::fs::read_dir(members)
         .map_err(BuildError::io(format!("reading {}", members.display())))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -27,7 +44,8 @@ pub(crate) fn link(tc: &Toolchain, staticlib: &Path, members: &Path, linked: &Pa
     Ok(())
 }
 
-/// Extracts the members of `staticlib` (bitcode objects) into the existing `dir`.
+/// Extracts the members of the archive `staticlib` (bitcode objects) into the existing
+/// `dir`.
 pub(crate) fn extract(tc: &Toolchain, staticlib: &Path, dir: &Path) -> Result<()> {
     let staticlib = staticlib
         .canonicalize()
@@ -60,12 +78,13 @@ fn find_kernels(tc: &Toolchain, linked: &Path) -> Result<Vec<String>> {
 const HOST_VISIBLE: [&str; 2] = ["__hostcall_config", "__hostcall_abi_version"];
 
 /// Optimizes `linked` into `optimized` with everything internalized but the host-visible
-/// symbols and the kernels: `chosen`, or else every `ptx_kernel` function. Returns the
-/// kernels.
+/// symbols, `keep`, and the kernels: `chosen`, or else every `ptx_kernel` function.
+/// Returns the kernels.
 pub(crate) fn optimize_kernels(
     tc: &Toolchain,
     linked: &Path,
     chosen: Option<&[String]>,
+    keep: &[&str],
     optimized: &Path,
 ) -> Result<Vec<String>> {
     let kernels = match chosen {
@@ -79,6 +98,7 @@ pub(crate) fn optimize_kernels(
         .iter()
         .map(String::as_str)
         .chain(HOST_VISIBLE)
+        .chain(keep.iter().copied())
         .collect();
     let slots = used_service_slots(tc, linked, &public, optimized)?;
     public.extend(slots.iter().map(String::as_str));
@@ -337,6 +357,25 @@ pub(crate) fn attribute(tc: &Toolchain, members: &Path, missing: &[String]) -> V
         u.needed_by.sort();
     }
     list
+}
+
+/// Moves the in-memory locals of `optimized`'s functions to global-memory frames
+/// ([`crate::frames`]), writing `framed`; returns how many functions were rewritten.
+pub(crate) fn move_frames(tc: &Toolchain, optimized: &Path, framed: &Path) -> Result<usize> {
+    let out = run(Command::new(tc.llvm("llvm-dis"))
+        .arg(optimized)
+        .args(["-o", "-"]))?;
+    let ir = String::from_utf8(out.stdout)
+        .map_err(|_| BuildError::Toolchain("llvm-dis wrote IR that is not UTF-8".into()))?;
+    let exclude = [FRAME_PUSH, FRAME_POP, START_KERNEL, THREAD_EXIT_KERNEL];
+    let (ir, rewritten) = crate::frames::move_to_global(&ir, &exclude)?;
+    let text = framed.with_extension("ll");
+    std::fs::write(&text, ir).map_err(BuildError::io(format!("writing {}", text.display())))?;
+    run(Command::new(tc.llvm("llvm-as"))
+        .arg(&text)
+        .arg("-o")
+        .arg(framed))?;
+    Ok(rewritten)
 }
 
 #[cfg(test)]

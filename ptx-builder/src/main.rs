@@ -43,6 +43,10 @@ struct Whole {
     /// build).
     #[arg(long)]
     target_dir: Option<PathBuf>,
+    /// Build the crate's binary (its only one, or NAME) instead of its library: its `fn
+    /// main` becomes the kernel `__hostcall_start`.
+    #[arg(long, value_name = "NAME", num_args = 0..=1)]
+    bin: Option<Option<String>>,
 }
 
 /// What the PTX is lowered for.
@@ -290,6 +294,9 @@ fn run_whole(a: &Whole) -> ptx_builder::Result<()> {
         .cubins(cubins);
     if let Some(dir) = &a.target_dir {
         b = b.target_dir(dir);
+    }
+    if let Some(bin) = &a.bin {
+        b = b.binary(bin.as_deref());
     }
     let mut m = b.build()?;
     if let Some(dir) = &a.out_dir {

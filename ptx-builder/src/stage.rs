@@ -26,14 +26,19 @@ pub fn bitcode(krate: &Path, target_dir: Option<&Path>, staticlib: &Path) -> Res
     let out = target_dir.join("ptx-builder");
     std::fs::create_dir_all(&out).map_err(io("creating", &out))?;
     let built = cargo::build(&tc, &krate, &library, &target_dir, &out, false)?;
-    std::fs::copy(&built.staticlib, staticlib).map_err(io("writing", staticlib))?;
+    std::fs::copy(&built.inputs[0], staticlib).map_err(io("writing", staticlib))?;
     Ok(())
 }
 
 /// Links the archive's bitcode members into one module, `linked`.
 pub fn link(staticlib: &Path, linked: &Path) -> Result<()> {
     let members = scratch(linked, "members");
-    let result = link::link(&Toolchain::detect()?, staticlib, &members, linked);
+    let result = link::link(
+        &Toolchain::detect()?,
+        &[staticlib.to_path_buf()],
+        &members,
+        linked,
+    );
     let _ = std::fs::remove_dir_all(&members);
     result
 }
@@ -45,7 +50,7 @@ pub fn optimize(
     kernels: Option<&[String]>,
     optimized: &Path,
 ) -> Result<Vec<String>> {
-    link::optimize_kernels(&Toolchain::detect()?, linked, kernels, optimized)
+    link::optimize_kernels(&Toolchain::detect()?, linked, kernels, &[], optimized)
 }
 
 /// Lowers `optimized` to PTX at `ptx`, for `sm` and PTX ISA `ptx_version`, every kernel

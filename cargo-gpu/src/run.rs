@@ -1,0 +1,103 @@
+//! Running a program: its module loaded on GPU 0, the host built from the options, and
+//! `main` launched on one GPU thread (`hostcall_abi::START_KERNEL`).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use hostcall_abi::{FRAME_STACKS, START_KERNEL, WARP_SIZE};
+use hostcall_runtime::cuda::{CudaModule, CudaOptions, ModuleImage};
+use hostcall_runtime::{Host, Launch};
+
+use crate::options::RunOptions;
+use crate::package::Program;
+
+/// Default threads per multiprocessor: one per warp scheduler (four on Hopper).
+const THREADS_PER_MULTIPROCESSOR: u32 = 4;
+
+/// Exit code when the program could not run at all (no GPU, a refused option): the
+/// "internal software error" of sysexits, as the runtime uses for a fault.
+const NOT_RUN: u8 = 70;
+
+/// Runs `program` with `options`, its arguments `args` (after its name), and returns
+/// the program's exit code.
+pub fn run(program: &Program, options: &RunOptions, args: &[String]) -> ExitCode {
+    match launch(program, options, args) {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(NOT_RUN)
+        }
+    }
+}
+
+/// Runs a packaged program with this process's arguments and the options it recorded.
+pub fn packaged(program: &Program) -> ExitCode {
+    #[derive(Parser)]
+    struct Recorded {
+        #[command(flatten)]
+        options: RunOptions,
+    }
+    let recorded = std::iter::once(program.name.clone()).chain(program.options.iter().cloned());
+    let options = match Recorded::try_parse_from(recorded) {
+        Ok(r) => r.options,
+        Err(e) => {
+            eprintln!("error: the program's recorded options: {e}");
+            return ExitCode::from(NOT_RUN);
+        }
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    run(program, &options, &args)
+}
+
+fn launch(
+    program: &Program,
+    options: &RunOptions,
+    args: &[String],
+) -> Result<i32, Box<dyn std::error::Error>> {
+    let cubins: Vec<(u32, &[u8])> = program
+        .cubins
+        .iter()
+        .map(|(sm, c)| (*sm, c.as_slice()))
+        .collect();
+    let image = ModuleImage {
+        ptx: &program.ptx,
+        cubins: &cubins,
+        sha256: &program.sha256,
+    };
+    let mut cuda = CudaOptions::default();
+    if let Some(kib) = options.stack_kib {
+        cuda = cuda.stack_bytes(kib << 10);
+    }
+    let mut module = CudaModule::load(&image, &cuda)?;
+    let argv: Vec<String> = std::iter::once(program.name.clone())
+        .chain(args.iter().cloned())
+        .collect();
+    // A process has no time limit, and a program granted stdin may wait on it for ever.
+    let mut host = options.apply(Host::builder(), &argv)?;
+    host = match std::env::var_os("HOSTCALL_TIMEOUT_S") {
+        Some(_) => host,
+        None => host.no_timeout(),
+    };
+    if options.stdin {
+        host = host.wait_limit(Duration::ZERO);
+    }
+    // One warp per block: warp 0 runs `main`, each other warp's lane 0 is held back for a
+    // thread (libc-hostcall's start kernel), and blocks of one warp spread over the SMs.
+    let threads = match options.threads {
+        Some(t) => t,
+        None => {
+            (module.multiprocessors()? * THREADS_PER_MULTIPROCESSOR).min(FRAME_STACKS as u32 - 1)
+        }
+    };
+    let most = FRAME_STACKS as u32 - 1;
+    if threads > most {
+        return Err(format!("--threads {threads}: a program can have at most {most}").into());
+    }
+    let launch = Launch::linear(START_KERNEL, threads + 1, WARP_SIZE as u32, Vec::new());
+    let report = host.build()?.run(&mut module, &launch)?;
+    if let Some(why) = report.outcome.failure() {
+        eprintln!("{}: {why}", program.name);
+    }
+    Ok(report.outcome.exit_code())
+}

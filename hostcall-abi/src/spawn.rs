@@ -1,0 +1,51 @@
+//! Threads on the GPU: `pthread_create` hands a thread to a GPU thread held back at
+//! launch, one per warp (lane 0; the warp's other lanes end at once). Each held-back
+//! thread owns a hand-off word, `ThreadArea::spawn_state`, that moves through these
+//! states; `hostcall_client::spawn` implements the moves. All memory is device memory:
+//! nothing crosses PCIe.
+//!
+//! ```text
+//!            park            claim (creator)        start, arg; Release
+//!   NOT_A_WORKER ──▶ IDLE ──────────────────▶ CLAIMED ─────────────────▶ RUNNING
+//!                     ▲ ▲                                                  │   │ detach
+//!                     │ └── join: Acquire DONE, then Release IDLE ── DONE ◀┘   ▼
+//!                     └────────────── the thread ends, detached ──── RUNNING_DETACHED
+//! ```
+//!
+//! Ordering: the creator writes the start routine and argument, then stores `RUNNING`
+//! with Release; the worker loads it with Acquire before reading them. The worker runs
+//! the thread and its thread-local destructors, then stores `DONE` with Release (a
+//! compare-exchange from `RUNNING`, which fails only if the thread was detached); the
+//! joiner loads `DONE` with Acquire, so all the thread did happens before `join`
+//! returns. A slot becomes `IDLE` again only after its last use (join, or the end of
+//! a detached thread), so a `pthread_t` is never reused while it can still be joined.
+
+/// Not a held-back thread (the zeroed value).
+pub const NOT_A_WORKER: u32 = 0;
+/// Parked, waiting for a thread to run.
+pub const IDLE: u32 = 1;
+/// Taken by a creator that is writing the thread's start routine.
+pub const CLAIMED: u32 = 2;
+/// Running a thread that someone may join.
+pub const RUNNING: u32 = 3;
+/// Running a detached thread: nobody joins it, and it parks again when it ends.
+pub const RUNNING_DETACHED: u32 = 4;
+/// The thread ended; its joiner has not yet returned.
+pub const DONE: u32 = 5;
+
+/// libc-hostcall's function that takes a stack frame in global memory for the calling
+/// thread: `ptr (i64 size, i64 align)`. In a binary, every function whose locals live in
+/// memory calls it on entry (ptx-builder rewrites them so): a GPU thread's own stack is
+/// private to it, but Rust threads hand pointers to their locals to one another.
+pub const FRAME_PUSH: &str = "__hostcall_frame_push";
+/// Gives back the frame [`FRAME_PUSH`] returned: `void (ptr frame)`, before each return.
+pub const FRAME_POP: &str = "__hostcall_frame_pop";
+/// Frame stacks, one per warp of a `START_KERNEL` launch (the main thread and the
+/// held-back threads): the most threads a program can have is one less. Four per SM of
+/// the largest Hopper and Blackwell parts (132, 148 SMs) fit.
+pub const FRAME_STACKS: usize = 640;
+/// Bytes of each thread's frame stack: its locals that live in memory, nested calls
+/// included (what is left in registers or spilled stays on the GPU stack). rayon's
+/// `par_sort` of 10^6 items overflowed 64 KiB: a worker waiting in `join` runs stolen
+/// jobs on top of its own frames. All stacks together: 640 MiB of module memory.
+pub const FRAME_STACK_BYTES: usize = 1 << 20;

@@ -1,0 +1,129 @@
+//! The moves of a held-back GPU thread's hand-off word (`hostcall_abi::spawn`, where the
+//! states and their ordering are stated): the worker parks, takes a thread, ends it; a
+//! creator claims an idle worker; a joiner waits for the end; a detacher lets go.
+//! libc-hostcall's `pthread_*` functions are these, on the `ThreadArea` fields.
+
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use hostcall_abi::spawn::{CLAIMED, DONE, IDLE, RUNNING, RUNNING_DETACHED};
+
+use crate::Platform;
+
+/// First and longest pause between two looks at a hand-off word: a parked worker or a
+/// joiner polls (device memory, no PCIe), as the futex does.
+const PAUSE_FIRST_NS: u32 = 200;
+const PAUSE_MAX_NS: u32 = 20_000;
+
+/// One held-back thread's hand-off word and the thread it is given.
+#[derive(Clone, Copy)]
+pub struct Slot<'a> {
+    /// `ThreadArea::spawn_state`.
+    pub state: &'a AtomicU32,
+    /// `ThreadArea::spawn_start`.
+    pub start: &'a AtomicU64,
+    /// `ThreadArea::spawn_arg`.
+    pub arg: &'a AtomicU64,
+}
+
+/// Why `join` or `detach` cannot act on a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotJoinable {
+    /// The slot runs no thread that can be joined (never started, already joined, or
+    /// detached): `ESRCH` or `EINVAL` in pthread terms.
+    NoThread,
+}
+
+/// Waits with growing pauses until `ready` holds.
+fn wait_until<P: Platform>(mut ready: impl FnMut() -> bool) {
+    let mut pause = PAUSE_FIRST_NS;
+    while !ready() {
+        P::nanosleep(pause);
+        pause = (pause * 2).min(PAUSE_MAX_NS);
+    }
+}
+
+impl Slot<'_> {
+    /// The worker: parks, ready for [`Slot::try_give`].
+    pub fn park(&self) {
+        self.state.store(IDLE, Ordering::Release);
+    }
+
+    /// The creator: gives the parked worker the thread `start(arg)`; false if the worker
+    /// is not idle (another creator took it, or it is not a worker).
+    pub fn try_give(&self, start: u64, arg: u64) -> bool {
+        if self.state.load(Ordering::Relaxed) != IDLE
+            || self
+                .state
+                .compare_exchange(IDLE, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
+            return false;
+        }
+        self.start.store(start, Ordering::Relaxed);
+        self.arg.store(arg, Ordering::Relaxed);
+        self.state.store(RUNNING, Ordering::Release);
+        true
+    }
+
+    /// The worker: waits for a thread and returns its start routine and argument.
+    pub fn wait_for_thread<P: Platform>(&self) -> (u64, u64) {
+        wait_until::<P>(|| {
+            matches!(
+                self.state.load(Ordering::Acquire),
+                RUNNING | RUNNING_DETACHED
+            )
+        });
+        (
+            self.start.load(Ordering::Relaxed),
+            self.arg.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The worker, once the thread and its thread-local destructors are done: `DONE` for
+    /// the joiner, or idle again at once if it was detached.
+    pub fn end_thread(&self) {
+        if self
+            .state
+            .compare_exchange(RUNNING, DONE, Ordering::Release, Ordering::Relaxed)
+            .is_err()
+        {
+            self.park();
+        }
+    }
+
+    /// The joiner: waits until the thread has ended, then frees the slot.
+    pub fn join<P: Platform>(&self) -> Result<(), NotJoinable> {
+        let mut ended = false;
+        wait_until::<P>(|| match self.state.load(Ordering::Acquire) {
+            DONE => {
+                ended = true;
+                true
+            }
+            RUNNING => false,
+            _ => true,
+        });
+        if !ended {
+            return Err(NotJoinable::NoThread);
+        }
+        self.park();
+        Ok(())
+    }
+
+    /// Lets the thread go: nobody will join it, and its worker parks when it ends.
+    pub fn detach(&self) -> Result<(), NotJoinable> {
+        match self.state.compare_exchange(
+            RUNNING,
+            RUNNING_DETACHED,
+            Ordering::Relaxed,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => Ok(()),
+            // Already ended: nobody will join, so the slot is free now.
+            Err(DONE) => {
+                self.park();
+                Ok(())
+            }
+            Err(_) => Err(NotJoinable::NoThread),
+        }
+    }
+}

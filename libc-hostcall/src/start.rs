@@ -1,0 +1,44 @@
+//! A binary crate's `fn main` as the kernel `START_KERNEL` (feature `start`): what a C
+//! runtime's `_start` does on Linux. rustc's `main(argc, argv)` runs std's start-up and
+//! the program's `main`, and returns the exit code a process would end with.
+//!
+//! The launch is whole warps: global thread 0 runs `main`; lane 0 of every other warp is
+//! held back for `pthread_create` (one thread per warp, so a spawned thread never shares
+//! its warp's issue slots with another); the other lanes end at once.
+
+use core::ffi::{c_char, c_int};
+use core::sync::atomic::Ordering;
+
+use hostcall_abi::WARP_SIZE;
+
+use crate::Nvptx;
+
+unsafe extern "C" {
+    /// rustc's entry shim of the binary crate (`std::rt::lang_start` around the
+    /// program's `main`).
+    fn main(argc: c_int, argv: *const *const c_char) -> c_int;
+}
+
+/// Runs the program's `main` with the host's `argv` on thread 0 and holds the other
+/// warps back for its threads, then ends the run with `main`'s exit code.
+/// `hostcall_abi::START_KERNEL` names this kernel.
+#[unsafe(no_mangle)]
+pub extern "ptx-kernel" fn __hostcall_start() {
+    let me = Nvptx::global_thread();
+    if me % WARP_SIZE as u64 != 0 {
+        return;
+    }
+    if me != 0 {
+        crate::thread::serve_spawned_threads();
+    }
+    let warps = crate::config().thread_capacity / WARP_SIZE as u64;
+    crate::launch_state()
+        .workers
+        .store(warps.saturating_sub(1) as u32, Ordering::Release);
+    let mut argc = 0;
+    // SAFETY: `argc` is a local to write.
+    let argv = unsafe { crate::env::__hostcall_argv(&mut argc) };
+    // SAFETY: rustc's shim takes the process's argc and its NULL-ended argv.
+    let code = unsafe { main(argc as c_int, argv) };
+    crate::process::exit(code)
+}

@@ -1,0 +1,52 @@
+//! A binary crate built as it is (`PtxBuilder::binary`, what `cargo gpu` runs): its
+//! `main` becomes the start kernel, libc-hostcall comes in though the crate never names
+//! it, and its locals move to global-memory frames that other GPU threads can reach.
+
+use std::path::Path;
+
+use hostcall_abi::{FRAME_PUSH, START_KERNEL, THREAD_EXIT_KERNEL};
+use ptx_builder::{Cubins, PtxBuilder};
+
+#[test]
+fn an_unmodified_binary_builds_with_main_as_the_start_kernel_and_frames_in_global_memory() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let m = PtxBuilder::new(root.join("examples/unmodified"))
+        .binary(None)
+        .cubins(Cubins::Off)
+        .quiet(true)
+        .build()
+        .expect("the example program builds for the GPU");
+    let mut kernels = m.kernels.clone();
+    kernels.sort();
+    assert_eq!(kernels, [START_KERNEL, THREAD_EXIT_KERNEL]);
+    assert_eq!(m.ptx.file_stem().unwrap(), "unmodified");
+    let ptx = std::fs::read_to_string(&m.ptx).unwrap();
+    let calls = ptx.matches(&format!("{FRAME_PUSH},")).count()
+        + ptx.matches(&format!("{FRAME_PUSH}, ")).count();
+    assert!(
+        ptx.contains(&format!(".visible .func  (.param .b64 func_retval0) {FRAME_PUSH}"))
+            && calls > 10,
+        "the program's functions take their frames from {FRAME_PUSH} ({calls} calls)"
+    );
+    assert!(
+        m.sources.iter().any(|s| s.ends_with("examples/unmodified/src/main.rs")),
+        "{:?}",
+        m.sources
+    );
+}
+
+#[test]
+fn a_crate_without_a_binary_is_refused_naming_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let err = PtxBuilder::new(root.join("hostcall-abi"))
+        .binary(None)
+        .cubins(Cubins::Off)
+        .quiet(true)
+        .build()
+        .expect_err("a library has no main to run");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("hostcall-abi/Cargo.toml has no binary target"),
+        "{msg}"
+    );
+}
