@@ -1,5 +1,7 @@
-//! What a GPU cannot do fails with Linux's error, without a trap: spawning a thread,
-//! running a command, opening a socket.
+//! What a GPU cannot do fails with Linux's error, without a trap: spawning a thread in a
+//! launch whose every thread runs the kernel (none is held back to take it: `EAGAIN`, as
+//! at Linux's thread limit; `cargo gpu run` holds threads back), running a command,
+//! opening a socket.
 
 use std::net::{TcpListener, UdpSocket};
 use std::process::Command;

@@ -24,12 +24,15 @@ fn an_unmodified_binary_builds_with_main_as_the_start_kernel_and_frames_in_globa
     let calls = ptx.matches(&format!("{FRAME_PUSH},")).count()
         + ptx.matches(&format!("{FRAME_PUSH}, ")).count();
     assert!(
-        ptx.contains(&format!(".visible .func  (.param .b64 func_retval0) {FRAME_PUSH}"))
-            && calls > 10,
+        ptx.contains(&format!(
+            ".visible .func  (.param .b64 func_retval0) {FRAME_PUSH}"
+        )) && calls > 10,
         "the program's functions take their frames from {FRAME_PUSH} ({calls} calls)"
     );
     assert!(
-        m.sources.iter().any(|s| s.ends_with("examples/unmodified/src/main.rs")),
+        m.sources
+            .iter()
+            .any(|s| s.ends_with("examples/unmodified/src/main.rs")),
         "{:?}",
         m.sources
     );
