@@ -115,3 +115,50 @@ gpu_module = rule(
 the module folder (module.ptx, module.sm_NN.cubin, module.sha256, module.kernels);
 [embed] adds the Rust source a host crate includes; [ptx] is the checked PTX alone.""",
 )
+
+def _gpu_program_impl(ctx: AnalysisContext) -> list[Provider]:
+    exe = ctx.actions.declare_output(ctx.label.name)
+    options = []
+    for g in ctx.attrs.grants:
+        options += ["--grant", g]
+    for e in ctx.attrs.env_vars:
+        options += ["--env", e]
+    if ctx.attrs.threads:
+        options += ["--threads", str(ctx.attrs.threads)]
+    if ctx.attrs.fast_compile:
+        options.append("--fast-compile")
+    ctx.actions.run(
+        cmd_args(
+            ctx.attrs._runner[RunInfo],
+            "build",
+            ctx.attrs.krate,
+            options,
+            "-o",
+            exe.as_output(),
+            hidden = ctx.attrs.srcs,
+        ),
+        # The builder runs from a copy of its sources in buck-out: name libc-hostcall's
+        # folder, from the project root, where local actions run.
+        env = ctx.attrs._toolchain[GpuToolchainInfo].env | {"HOSTCALL_LIBC_DIR": "libc-hostcall"},
+        category = "gpu_program",
+        # As the stages above: the nested cargo and ptxas are this machine's.
+        local_only = True,
+    )
+    return [DefaultInfo(default_output = exe), RunInfo(args = cmd_args(exe))]
+
+gpu_program = rule(
+    impl = _gpu_program_impl,
+    attrs = {
+        "_runner": attrs.exec_dep(default = "root//cargo-gpu:cargo-gpu"),
+        "_toolchain": attrs.exec_dep(default = "toolchains//:gpu", providers = [GpuToolchainInfo]),
+        "env_vars": attrs.list(attrs.string(), default = [], doc = "--env NAME[=VALUE] for each"),
+        "fast_compile": attrs.bool(default = False, doc = "ptxas --Ofast-compile=max"),
+        "grants": attrs.list(attrs.string(), default = [], doc = "--grant DIR[:GUEST] for each (a relative DIR is taken where the program runs)"),
+        "krate": attrs.string(doc = "the binary crate's folder, from the repo root"),
+        "srcs": attrs.list(attrs.source(), default = [], doc = "every file the build reads (the crate, and libc-hostcall's and its dependencies' sources)"),
+        "threads": attrs.int(default = 0, doc = "--threads (0: the runner's default)"),
+    },
+    doc = """An unmodified binary crate's `fn main`, built for the GPU by `cargo gpu build` into
+one executable (the runner, the module and these options): `buck2 run` runs it on the
+GPU with the arguments after `--`, as `cargo gpu run` does.""",
+)

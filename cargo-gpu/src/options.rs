@@ -31,7 +31,8 @@ pub struct RunOptions {
     /// Each GPU thread's stack in KiB (std's deep paths need more than CUDA's default).
     #[arg(long, value_name = "KIB")]
     pub stack_kib: Option<usize>,
-    /// The device heap in MiB.
+    /// The device heap in MiB (default: half the GPU memory free at start, as a process's
+    /// heap is bounded by memory alone, up to the allocator's 64 GiB).
     #[arg(long, value_name = "MIB")]
     pub heap_mib: Option<u64>,
     /// Threads the program can have started at once (`available_parallelism`; past it,
@@ -168,9 +169,6 @@ impl RunOptions {
                 None if std::env::var_os(e).is_some() => host.inherit_env(e),
                 None => return Err(OptionsError::NoVariable(e.clone())),
             };
-        }
-        if let Some(mib) = self.heap_mib {
-            host = host.heap_bytes(mib << 20);
         }
         Ok(host.stdin(self.stdin).args(args))
     }

@@ -5,12 +5,16 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use hostcall_abi::{FRAME_STACKS, START_KERNEL, WARP_SIZE};
+use hostcall_abi::{FRAME_STACKS, HEAP_MAX_BYTES, START_KERNEL, WARP_SIZE};
 use hostcall_runtime::cuda::{CudaModule, CudaOptions, ModuleImage};
 use hostcall_runtime::{Host, Launch};
 
 use crate::options::RunOptions;
 use crate::package::Program;
+
+/// The default heap is the free GPU memory over this: half, leaving the rest to the
+/// driver, other programs and the module's frame stacks.
+const HEAP_SHARE_OF_FREE: u64 = 2;
 
 /// Default threads per multiprocessor: one per warp scheduler (four on Hopper).
 const THREADS_PER_MULTIPROCESSOR: u32 = 4;
@@ -75,6 +79,11 @@ fn launch(
         .collect();
     // A process has no time limit, and a program granted stdin may wait on it for ever.
     let mut host = options.apply(Host::builder(), &argv)?;
+    let heap = match options.heap_mib {
+        Some(mib) => mib << 20,
+        None => (module.memory_free()? / HEAP_SHARE_OF_FREE).min(HEAP_MAX_BYTES),
+    };
+    host = host.heap_bytes(heap);
     host = match std::env::var_os("HOSTCALL_TIMEOUT_S") {
         Some(_) => host,
         None => host.no_timeout(),

@@ -25,6 +25,11 @@ pub const VERSION_SYMBOL: &str = "__hostcall_abi_version";
 /// zeroes them before a launch.
 pub const HEAP_RESERVED: usize = 64 << 10;
 
+/// The largest device heap (just under 64 GiB): libc-hostcall's allocator names a block by
+/// its index in 16-byte units, in the 32 bits of a free-list word beside its ABA tag, and
+/// the index plus one must fit.
+pub const HEAP_MAX_BYTES: u64 = HEAP_RESERVED as u64 + ((1 << 32) - 1) * 16;
+
 /// pthread keys available to each GPU thread (std needs a handful).
 pub const MAX_KEYS: usize = 31;
 

@@ -116,9 +116,9 @@ pub mod typed;
 
 pub use layout::{
     BULK_PER_LANE, CACHED_CLASSES, CONFIG_SYMBOL, DeviceConfig, Doorbell, FLAG_SINGLE_LANE,
-    FaultKind, FaultRecord, HEAP_RESERVED, LaneSlot, LaunchState, MAX_KEYS, PORT_BULK, PORT_HELD,
-    PORT_POSTED, PORT_SEQ_SHIFT, Port, PortHeader, PortState, START_KERNEL, THREAD_EXIT_KERNEL,
-    ThreadArea, VERSION_SYMBOL, WARP_SIZE,
+    FaultKind, FaultRecord, HEAP_MAX_BYTES, HEAP_RESERVED, LaneSlot, LaunchState, MAX_KEYS,
+    PORT_BULK, PORT_HELD, PORT_POSTED, PORT_SEQ_SHIFT, Port, PortHeader, PortState, START_KERNEL,
+    THREAD_EXIT_KERNEL, ThreadArea, VERSION_SYMBOL, WARP_SIZE,
 };
 pub use service::{
     AT_FDCWD, AT_REMOVEDIR, DEVICE_WRITE_MAX, NAME_MAX, PATH_MAX, POSTED_WAITS, STARTUP_ARGS,

@@ -298,6 +298,15 @@ impl CudaModule {
         self.sm
     }
 
+    /// Bytes of device memory free now, for sizing a heap.
+    pub fn memory_free(&self) -> Result<u64> {
+        // SAFETY: the module owns a reference to its primary context until drop.
+        unsafe { cu::ctx::set_current(self.ctx) }.map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
+        cu::mem_get_info()
+            .map(|(free, _)| free as u64)
+            .map_err(|e| Error::cuda("cuMemGetInfo", e))
+    }
+
     /// The device's streaming multiprocessors (132 on an H100 SXM), for sizing launches.
     pub fn multiprocessors(&self) -> Result<u32> {
         // SAFETY: `self.device` is a valid device handle.

@@ -222,7 +222,8 @@ impl HostBuilder {
         self
     }
 
-    /// Bytes of device memory for the GPU's `malloc`.
+    /// Bytes of device memory for the GPU's `malloc`, at most
+    /// [`hostcall_abi::HEAP_MAX_BYTES`] (just under 64 GiB).
     pub fn heap_bytes(mut self, n: u64) -> Self {
         self.heap_bytes = n;
         self
@@ -478,6 +479,14 @@ impl HostBuilder {
             return Err(Error::InvalidLaunch(format!(
                 "a {}-byte heap is too small",
                 self.heap_bytes
+            )));
+        }
+        if self.heap_bytes > hostcall_abi::HEAP_MAX_BYTES {
+            return Err(Error::InvalidLaunch(format!(
+                "a {}-byte heap is more than the device allocator addresses \
+                 (hostcall_abi::HEAP_MAX_BYTES, {} bytes)",
+                self.heap_bytes,
+                hostcall_abi::HEAP_MAX_BYTES
             )));
         }
         let files_allowed = open_files_allowed(self.max_open_files, nofile_limit());
@@ -1233,6 +1242,22 @@ mod tests {
             Host::builder().heap_bytes(100).build(),
             Err(Error::InvalidLaunch(_))
         ));
+        // The device allocator names blocks in 32 bits of 16-byte units: a larger heap
+        // would wrap its free lists onto the wrong blocks.
+        assert!(
+            Host::builder()
+                .heap_bytes(hostcall_abi::HEAP_MAX_BYTES)
+                .build()
+                .is_ok()
+        );
+        let over = Host::builder()
+            .heap_bytes(hostcall_abi::HEAP_MAX_BYTES + 16)
+            .build();
+        assert!(
+            matches!(&over, Err(Error::InvalidLaunch(m)) if m.contains("HEAP_MAX_BYTES")),
+            "{:?}",
+            over.err()
+        );
         let missing = Host::builder()
             .preopen_dir("/no/such/dir/anywhere", "/x")
             .build();

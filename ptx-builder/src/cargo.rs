@@ -268,9 +268,18 @@ pub(crate) fn build(
     })
 }
 
-/// The libc-hostcall this builder was built with, whose `start` feature holds the kernel
-/// that runs a binary's `main`.
-const LIBC_HOSTCALL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../libc-hostcall");
+/// The variable that names the libc-hostcall folder a binary is built with, when not the
+/// one beside this builder's sources (Buck2 builds the builder from a copy of them).
+pub(crate) const LIBC_DIR_VAR: &str = "HOSTCALL_LIBC_DIR";
+
+/// The libc-hostcall a binary is built with (its `start` feature holds the kernel that
+/// runs `main`): `$HOSTCALL_LIBC_DIR`, else the one beside this builder's sources.
+fn libc_hostcall() -> PathBuf {
+    std::env::var_os(LIBC_DIR_VAR).map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../libc-hostcall"),
+        PathBuf::from,
+    )
+}
 
 /// The linker of a binary's nested build: rustc hands it every bitcode object and rlib
 /// the binary needs, in link order, and it writes that list, one argument a line, as the
@@ -308,7 +317,7 @@ pub(crate) fn build_bin(
     };
     // libc-hostcall with its start kernel, built against the same std (same flags), for
     // rustc to link into the binary as though it were a dependency.
-    let libc_manifest = Path::new(LIBC_HOSTCALL).join("Cargo.toml");
+    let libc_manifest = libc_hostcall().join("Cargo.toml");
     let mut cmd = nested_cargo(tc, &libc_manifest, library, target_dir, out)?;
     cmd.args(["--lib", "--features", "start"]);
     let runtime = run_nested(cmd, &libc_manifest, quiet)?;
