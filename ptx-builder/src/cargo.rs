@@ -101,17 +101,22 @@ fn target_spec(out: &Path) -> Result<PathBuf> {
     Ok(spec)
 }
 
+/// Where and how nested builds run: the toolchain, the patched rust-src, the shared
+/// target dir, the builder's output folder, and whether cargo's progress is hidden.
+pub(crate) struct Nested<'a> {
+    pub tc: &'a Toolchain,
+    pub library: &'a Path,
+    pub target_dir: &'a Path,
+    pub out: &'a Path,
+    pub quiet: bool,
+}
+
 /// `cargo rustc` for the GPU target in a cleaned environment, with the flags every
 /// nested build shares (so that all of them use one build of std); the caller adds the
 /// target to build and the flags for rustc.
-fn nested_cargo(
-    tc: &Toolchain,
-    manifest: &Path,
-    library: &Path,
-    target_dir: &Path,
-    out: &Path,
-) -> Result<Command> {
-    let spec = target_spec(out)?;
+fn nested_cargo(n: &Nested<'_>, manifest: &Path) -> Result<Command> {
+    let (tc, library, target_dir) = (n.tc, n.library, n.target_dir);
+    let spec = target_spec(n.out)?;
     let mut cmd = Command::new(&tc.cargo);
     for (k, _) in std::env::vars_os() {
         if k.to_str().is_some_and(leaks) {
@@ -222,16 +227,10 @@ fn run_nested(mut cmd: Command, manifest: &Path, quiet: bool) -> Result<Vec<Arti
 }
 
 /// Builds the crate at `krate` into a staticlib for the GPU target.
-pub(crate) fn build(
-    tc: &Toolchain,
-    krate: &Path,
-    library: &Path,
-    target_dir: &Path,
-    out: &Path,
-    quiet: bool,
-) -> Result<Built> {
+pub(crate) fn build(n: &Nested<'_>, krate: &Path) -> Result<Built> {
+    let (tc, library) = (n.tc, n.library);
     let manifest = krate.join("Cargo.toml");
-    let mut cmd = nested_cargo(tc, &manifest, library, target_dir, out)?;
+    let mut cmd = nested_cargo(n, &manifest)?;
     cmd.arg("--lib");
     if depends_on_libc(tc, &manifest)? {
         // A kernel crate that never names libc-hostcall (nothing to import when it needs
@@ -245,7 +244,7 @@ pub(crate) fn build(
             "force:libc_hostcall",
         ]);
     }
-    let ours = run_nested(cmd, &manifest, quiet)?
+    let ours = run_nested(cmd, &manifest, n.quiet)?
         .into_iter()
         .find(|a| a.ours && a.kinds.iter().any(|k| k == "staticlib"));
     let Some((name, staticlib)) = ours.and_then(|a| {
@@ -301,15 +300,8 @@ done > "$out"
 
 /// Builds binary `bin` of the crate at `krate` for the GPU target (its `fn main` run by
 /// the kernel `START_KERNEL`) and returns the bitcode its link would take.
-pub(crate) fn build_bin(
-    tc: &Toolchain,
-    krate: &Path,
-    bin: Option<&str>,
-    library: &Path,
-    target_dir: &Path,
-    out: &Path,
-    quiet: bool,
-) -> Result<Built> {
+pub(crate) fn build_bin(n: &Nested<'_>, krate: &Path, bin: Option<&str>) -> Result<Built> {
+    let (tc, library, out) = (n.tc, n.library, n.out);
     let manifest = krate.join("Cargo.toml");
     let bin = match bin {
         Some(b) => b.to_owned(),
@@ -318,9 +310,9 @@ pub(crate) fn build_bin(
     // libc-hostcall with its start kernel, built against the same std (same flags), for
     // rustc to link into the binary as though it were a dependency.
     let libc_manifest = libc_hostcall().join("Cargo.toml");
-    let mut cmd = nested_cargo(tc, &libc_manifest, library, target_dir, out)?;
+    let mut cmd = nested_cargo(n, &libc_manifest)?;
     cmd.args(["--lib", "--features", "start"]);
-    let runtime = run_nested(cmd, &libc_manifest, quiet)?;
+    let runtime = run_nested(cmd, &libc_manifest, n.quiet)?;
     let rmeta = runtime
         .iter()
         .filter(|a| a.ours)
@@ -344,7 +336,7 @@ pub(crate) fn build_bin(
             BuildError::io(format!("making {} executable", linker.display())),
         )?;
     }
-    let mut cmd = nested_cargo(tc, &manifest, library, target_dir, out)?;
+    let mut cmd = nested_cargo(n, &manifest)?;
     cmd.args(["--bin", &bin, "--", "-C"])
         .arg(format!("linker={}", linker.display()))
         .args(["-Zunstable-options", "--extern"])
@@ -364,7 +356,7 @@ pub(crate) fn build_bin(
     for d in dirs {
         cmd.arg("-L").arg(format!("dependency={}", d.display()));
     }
-    let ours = run_nested(cmd, &manifest, quiet)?
+    let ours = run_nested(cmd, &manifest, n.quiet)?
         .into_iter()
         .find(|a| a.ours && a.kinds.iter().any(|k| k == "bin"));
     let Some(line) = ours.and_then(|a| a.executable) else {

@@ -317,17 +317,16 @@ impl PtxBuilder {
         self.stage(
             "building the crate and std for nvptx64 (the first build compiles std: minutes)",
         );
+        let nested = cargo::Nested {
+            tc: &toolchain,
+            library: &library,
+            target_dir: &target,
+            out: &out,
+            quiet: self.quiet,
+        };
         let built = match &self.binary {
-            None => cargo::build(&toolchain, &krate, &library, &target, &out, self.quiet)?,
-            Some(bin) => cargo::build_bin(
-                &toolchain,
-                &krate,
-                bin.as_deref(),
-                &library,
-                &target,
-                &out,
-                self.quiet,
-            )?,
+            None => cargo::build(&nested, &krate)?,
+            Some(bin) => cargo::build_bin(&nested, &krate, bin.as_deref())?,
         };
         let name = built.name.clone();
         let out = out.join(crate_dir_name(&name, &krate));

@@ -25,7 +25,14 @@ pub fn bitcode(krate: &Path, target_dir: Option<&Path>, staticlib: &Path) -> Res
     let library = fixups::patched_library(&tc)?;
     let out = target_dir.join("ptx-builder");
     std::fs::create_dir_all(&out).map_err(io("creating", &out))?;
-    let built = cargo::build(&tc, &krate, &library, &target_dir, &out, false)?;
+    let nested = cargo::Nested {
+        tc: &tc,
+        library: &library,
+        target_dir: &target_dir,
+        out: &out,
+        quiet: false,
+    };
+    let built = cargo::build(&nested, &krate)?;
     std::fs::copy(&built.inputs[0], staticlib).map_err(io("writing", staticlib))?;
     Ok(())
 }
