@@ -11,7 +11,6 @@
 use core::ffi::c_void;
 
 use hostcall_abi::{FRAME_STACK_BYTES, FRAME_STACKS, WARP_SIZE};
-use hostcall_client::Platform;
 
 use crate::Nvptx;
 
