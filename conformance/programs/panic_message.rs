@@ -1,4 +1,4 @@
-//! A panic: its message and location on stderr, the process ending as an abort.
+//! A panic: its message and location on stderr, the process ending with 101.
 
 pub fn main() {
     println!("before the panic");

@@ -96,12 +96,13 @@ fn gpu_thread_name(i: usize, per_block: usize) -> String {
 }
 
 /// Runs the program on OS threads named as the GPU names its threads. A panic prints
-/// its message and aborts, as `panic = "abort"` (the GPU's only strategy) does.
+/// its message and ends the process with 101, as a panic ends a Rust program, and as the
+/// GPU's run ends, whose panics abort (`panic = "abort"`, its only strategy) and say so.
 fn on_cpu(r: &Request) -> ExitCode {
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         hook(info);
-        std::process::abort();
+        std::process::exit(101);
     }));
     let (blocks, per_block) = (r.geometry.0 as usize, r.geometry.1 as usize);
     let count = blocks * per_block;
@@ -135,7 +136,7 @@ fn on_cpu(r: &Request) -> ExitCode {
         }
     }
     for t in threads {
-        // A panic has aborted the process already: join only waits.
+        // A panic has ended the process already: join only waits.
         let _ = t.join();
     }
     ExitCode::SUCCESS

@@ -428,6 +428,11 @@ pub fn abort<P: Platform + 'static>(ch: &Channel) {
     client::<P, dyn Lifecycle>(ch).abort()
 }
 
+/// Tells the host this thread aborts because it panicked; the caller must then trap.
+pub fn panic_abort<P: Platform + 'static>(ch: &Channel) {
+    client::<P, dyn Lifecycle>(ch).panic_abort()
+}
+
 /// The host's `CLOCK_REALTIME`, in nanoseconds since the Unix epoch.
 pub fn clock_realtime<P: Platform + 'static>(ch: &Channel) -> i64 {
     client::<P, dyn Time>(ch).realtime()

@@ -31,8 +31,12 @@ service! {
         /// The program exits with `code` (the host keeps `code & 0xff`, as Linux does);
         /// the caller then stops the kernel.
         fn exit(&self, code: i32) -> () = 0x8000_0012;
-        /// The calling GPU thread aborts (every panic ends here); the caller then traps.
+        /// The calling GPU thread aborts; the caller then traps.
         fn abort(&self) -> () = 0x8000_0013;
+        /// The calling GPU thread aborts because it panicked (std's `panic = "abort"`, through
+        /// fixup 0009): the run ends with 101, as a Rust program's panic does; the caller
+        /// then traps.
+        fn panic_abort(&self) -> () = 0x8000_0033;
     }
 }
 

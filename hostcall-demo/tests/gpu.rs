@@ -107,7 +107,7 @@ const GPU_CASES: &[Case] = &[
             );
             expect(
                 &out,
-                134,
+                101,
                 &[
                     "thread 'GPU 1 block 1 thread 3' (",
                     "GPU 1: GPU thread (GPU 1, block 1, thread 3) panicked",
@@ -261,7 +261,7 @@ const GPU_CASES: &[Case] = &[
             );
             expect(
                 &out,
-                134,
+                101,
                 &[
                     "thread 'block 1 thread 3' (",
                     "deliberate panic",
@@ -461,7 +461,7 @@ fn cargo_gpu_programs() -> Result<(), String> {
     )?;
     expect(
         &limited,
-        134,
+        101,
         &[
             "spawning a counter",
             "code: 11",

@@ -581,7 +581,8 @@ pub enum Outcome {
     Completed,
     /// The program called `exit(code)`; this is `code & 0xff`, as a Linux parent sees it.
     Exited(u8),
-    /// A thread aborted (a panic ends that way); its message went to stderr.
+    /// A thread aborted, or panicked (std ends a panic in an abort on the GPU); its
+    /// message went to stderr.
     Aborted {
         /// The aborting thread's GPU, by its place in a run over several
         /// ([`Host::run_all`]); `None` in a run on one.
@@ -590,6 +591,9 @@ pub enum Outcome {
         block: u32,
         /// Thread index within the block.
         thread: u32,
+        /// Whether it panicked: the run then ends with 101, as a Rust program's panic
+        /// does, and with 134 (SIGABRT's status) for a plain `abort`.
+        panicked: bool,
     },
     /// The launch failed without the program asking to end (illegal address, ...).
     Faulted(String),
@@ -601,9 +605,16 @@ impl Outcome {
     pub fn failure(&self) -> Option<String> {
         match self {
             Outcome::Completed | Outcome::Exited(_) => None,
-            &Outcome::Aborted { gpu, block, thread } => Some(format!(
-                "GPU thread ({}) panicked or aborted; the run ends with 134",
-                Who { gpu, block, thread }
+            &Outcome::Aborted {
+                gpu,
+                block,
+                thread,
+                panicked,
+            } => Some(format!(
+                "GPU thread ({}) {}; the run ends with {}",
+                Who { gpu, block, thread },
+                if panicked { "panicked" } else { "aborted" },
+                self.exit_code()
             )),
             Outcome::Faulted(why) => Some(format!("the GPU program faulted: {why}")),
         }
@@ -614,6 +625,7 @@ impl Outcome {
         match self {
             Outcome::Completed => 0,
             Outcome::Exited(c) => *c as i32,
+            Outcome::Aborted { panicked: true, .. } => 101,
             Outcome::Aborted { .. } => 134,
             Outcome::Faulted(_) => 70,
         }
@@ -1124,15 +1136,25 @@ fn outcome_of(
             Outcome::Exited(code)
         }
         (
-            Some(Termination::Abort { gpu, block, thread }),
+            Some(Termination::Abort {
+                gpu,
+                block,
+                thread,
+                panicked,
+            }),
             LaunchEnd::Completed | LaunchEnd::Trapped(_),
-        ) => Outcome::Aborted { gpu, block, thread },
+        ) => Outcome::Aborted {
+            gpu,
+            block,
+            thread,
+            panicked,
+        },
         (Some(t), LaunchEnd::Faulted(why) | LaunchEnd::IllegalAddress(why)) => {
             let asked = match t {
                 Termination::Exit(code) => format!("exit({code})"),
-                Termination::Abort { gpu, block, thread } => {
-                    format!("an abort by {:#}", Who { gpu, block, thread })
-                }
+                Termination::Abort {
+                    gpu, block, thread, ..
+                } => format!("an abort by {:#}", Who { gpu, block, thread }),
             };
             fault(format!("{why}, after {asked}"))
         }
@@ -1295,6 +1317,7 @@ mod tests {
             gpu: None,
             block: 1,
             thread: 2,
+            panicked: true,
         });
         assert!(matches!(
             outcome_of(abort, illegal(), None, None),

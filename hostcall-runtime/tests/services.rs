@@ -345,11 +345,43 @@ fn abort_reports_the_thread_and_its_message() {
         Outcome::Aborted {
             gpu: None,
             block: 1,
-            thread: 2
+            thread: 2,
+            panicked: false,
         }
     );
-    assert_ne!(r.outcome.exit_code(), 0);
+    assert_eq!(r.outcome.exit_code(), 134);
     assert_eq!(r.stderr, b"thread panicked: boom\n");
+}
+
+#[test]
+fn a_panic_ends_the_run_with_101_as_a_rust_program_does() {
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", |t: &EmuThread| {
+        if t.block == 0 && t.thread == 3 {
+            calls::write::<Emu>(t.channel(), 2, b"thread 'main' panicked at boom\n");
+            calls::panic_abort::<Emu>(t.channel());
+            t.trap();
+        }
+    });
+    let r = quiet()
+        .build()
+        .unwrap()
+        .run(&mut m, &Launch::linear("k", 1, 4, vec![]))
+        .unwrap();
+    assert_eq!(
+        r.outcome,
+        Outcome::Aborted {
+            gpu: None,
+            block: 0,
+            thread: 3,
+            panicked: true,
+        }
+    );
+    assert_eq!(r.outcome.exit_code(), 101);
+    let why = r.outcome.failure().unwrap();
+    assert!(
+        why.contains("(block 0, thread 3) panicked") && why.ends_with("101"),
+        "{why}"
+    );
 }
 
 #[test]

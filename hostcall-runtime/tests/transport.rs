@@ -291,7 +291,8 @@ fn a_line_posted_just_before_a_trap_still_arrives() {
         Outcome::Aborted {
             gpu: None,
             block: 0,
-            thread: 0
+            thread: 0,
+            panicked: false,
         }
     );
     assert_eq!(r.stderr, b"panicked: last words\n");

@@ -14,6 +14,14 @@ pub extern "C" fn abort() -> ! {
     Nvptx::trap()
 }
 
+/// `abort` for a panic (std's panic runtime calls it, fixup 0009): the host ends the run
+/// with 101, as a Rust program's panic does, after the message std has written.
+#[unsafe(no_mangle)]
+pub extern "C" fn __hostcall_panic_abort() -> ! {
+    calls::panic_abort::<Nvptx>(&channel());
+    Nvptx::trap()
+}
+
 /// Records the exit code with the host, then stops the kernel: the host ends the process
 /// with `code` once the launch has stopped.
 #[unsafe(no_mangle)]

@@ -47,6 +47,10 @@ pub const PATCHES: &[(&str, &str)] = &[
         "0008-gpu-thread-handle-name.patch",
         include_str!("../../fixups/0008-gpu-thread-handle-name.patch"),
     ),
+    (
+        "0009-gpu-panic-exit-code.patch",
+        include_str!("../../fixups/0009-gpu-panic-exit-code.patch"),
+    ),
 ];
 
 /// Extra rustc flags for the crates that need them (libc and unwind), one per line.

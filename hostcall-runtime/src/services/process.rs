@@ -16,7 +16,7 @@ pub enum Termination {
     /// `std::process::exit(code)` (or libc `exit`), with the status a Linux parent
     /// would see: `code & 0xff`.
     Exit(u8),
-    /// A thread called `abort` (every panic ends there).
+    /// A thread called `abort`, or panicked (std ends a panic in an abort on the GPU).
     Abort {
         /// The aborting thread's GPU, in a run over several.
         gpu: Option<u32>,
@@ -24,6 +24,8 @@ pub enum Termination {
         block: u32,
         /// The aborting thread's index within its block.
         thread: u32,
+        /// Whether the abort ends a panic.
+        panicked: bool,
     },
 }
 
@@ -51,6 +53,26 @@ impl Process {
         }
     }
 
+    /// The calling GPU thread aborts, after a panic or not.
+    fn aborted(&self, panicked: bool) {
+        let (block, thread) = super::typed::caller();
+        let who = crate::server::Who {
+            gpu: self.gpu,
+            block,
+            thread,
+        };
+        log::error!(
+            "GPU thread ({who}) {}",
+            if panicked { "panicked" } else { "aborted" }
+        );
+        self.terminate(Termination::Abort {
+            gpu: self.gpu,
+            block,
+            thread,
+            panicked,
+        });
+    }
+
     /// The first termination request of the run.
     pub fn termination(&self) -> Option<Termination> {
         *self.termination.lock().unwrap_or_else(|p| p.into_inner())
@@ -70,18 +92,11 @@ impl Lifecycle for Process {
     }
 
     fn abort(&self) {
-        let (block, thread) = super::typed::caller();
-        let who = crate::server::Who {
-            gpu: self.gpu,
-            block,
-            thread,
-        };
-        log::error!("GPU thread ({who}) aborted");
-        self.terminate(Termination::Abort {
-            gpu: self.gpu,
-            block,
-            thread,
-        });
+        self.aborted(false);
+    }
+
+    fn panic_abort(&self) {
+        self.aborted(true);
     }
 }
 
