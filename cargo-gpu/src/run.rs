@@ -77,13 +77,13 @@ fn launch(
     let argv: Vec<String> = std::iter::once(program.name.clone())
         .chain(args.iter().cloned())
         .collect();
-    // A process has no time limit, and a program granted stdin may wait on it for ever.
     let mut host = options.apply(Host::builder(), &argv)?;
     let heap = match options.heap_mib {
         Some(mib) => mib << 20,
         None => (module.memory_free()? / HEAP_SHARE_OF_FREE).min(HEAP_MAX_BYTES),
     };
     host = host.heap_bytes(heap);
+    // A process has no time limit, and a program granted stdin may wait on it for ever.
     host = match std::env::var_os("HOSTCALL_TIMEOUT_S") {
         Some(_) => host,
         None => host.no_timeout(),
@@ -93,13 +93,11 @@ fn launch(
     }
     // One warp per block: warp 0 runs `main`, each other warp's lane 0 is held back for a
     // thread (libc-hostcall's start kernel), and blocks of one warp spread over the SMs.
+    let most = FRAME_STACKS as u32 - 1;
     let threads = match options.threads {
         Some(t) => t,
-        None => {
-            (module.multiprocessors()? * THREADS_PER_MULTIPROCESSOR).min(FRAME_STACKS as u32 - 1)
-        }
+        None => (module.multiprocessors()? * THREADS_PER_MULTIPROCESSOR).min(most),
     };
-    let most = FRAME_STACKS as u32 - 1;
     if threads > most {
         return Err(format!("--threads {threads}: a program can have at most {most}").into());
     }

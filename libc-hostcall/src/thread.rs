@@ -411,7 +411,7 @@ pub unsafe extern "C" fn pthread_create(
         let first = NEXT_WORKER.fetch_add(1, Ordering::Relaxed);
         for k in 0..workers {
             // Workers are the warps after the main thread's: ids 32, 64, ...
-            let id = u64::from((first + k) % workers + 1) * WARP_SIZE as u64;
+            let id = u64::from(first.wrapping_add(k) % workers + 1) * WARP_SIZE as u64;
             if slot_at(id).try_give(start as usize as u64, arg as u64) {
                 // SAFETY: the caller's contract.
                 unsafe { thread.write(id + 1) };
