@@ -53,13 +53,18 @@
 //! A third, [`check_streams`], takes issue 16's tagged streams before they are built:
 //! writers reserving records in a ring in host memory, their stores reaching it in any
 //! order a fence allows, and the host taking complete records in order.
+//!
+//! A fourth, [`check_spawn`], takes the hand-off of threads to GPU threads held back at
+//! launch (`std::thread` on the GPU): creators, parked workers, join and detach.
 
 mod explore;
 mod model;
+mod spawn;
 mod streams;
 mod tickets;
 
 pub use explore::{Report, Trace, check};
 pub use model::{CallKind, Config, HostModel, LaneRef, Op, Protocol, Token, Violation};
+pub use spawn::{SpawnConfig, Then, check_spawn};
 pub use streams::{HeaderCheck, StreamConfig, WhenFull, check_streams};
 pub use tickets::{TicketConfig, TicketHost, check_tickets};

@@ -268,6 +268,31 @@ pub enum Violation {
         /// Its first message that did not arrive.
         message: u8,
     },
+    /// A thread ran twice, or on a worker that read no start routine.
+    RunTwice {
+        /// The thread.
+        thread: u8,
+    },
+    /// `join` returned before its thread ended.
+    JoinedEarly {
+        /// The thread.
+        thread: u8,
+    },
+    /// `join` or `detach` found no thread where its creator's was.
+    JoinFailed {
+        /// The thread.
+        thread: u8,
+    },
+    /// A slot was given again while a creator could still join its thread.
+    HandleReused {
+        /// The slot.
+        slot: u8,
+    },
+    /// A thread given never ran (`u8::MAX`: a worker found no start routine).
+    ThreadLost {
+        /// The thread.
+        thread: u8,
+    },
 }
 
 impl Violation {
@@ -287,6 +312,11 @@ impl Violation {
             Violation::Stalled => "stalled output",
             Violation::TornMessage { .. } => "torn message",
             Violation::MessageLost { .. } => "lost message",
+            Violation::RunTwice { .. } => "thread run twice",
+            Violation::JoinedEarly { .. } => "joined early",
+            Violation::JoinFailed { .. } => "join failed",
+            Violation::HandleReused { .. } => "handle reused",
+            Violation::ThreadLost { .. } => "thread lost",
         }
     }
 }
@@ -349,6 +379,23 @@ impl fmt::Display for Violation {
                 f,
                 "writer {writer}'s message {message} neither arrived nor was counted as dropped"
             ),
+            Violation::RunTwice { thread } => write!(f, "thread {thread} ran twice"),
+            Violation::JoinedEarly { thread } => {
+                write!(f, "joining thread {thread} returned before it ended")
+            }
+            Violation::JoinFailed { thread } => {
+                write!(
+                    f,
+                    "thread {thread}'s creator found no thread to join or detach"
+                )
+            }
+            Violation::HandleReused { slot } => {
+                write!(
+                    f,
+                    "slot {slot} was given again while its thread could be joined"
+                )
+            }
+            Violation::ThreadLost { thread } => write!(f, "thread {thread} never ran"),
         }
     }
 }

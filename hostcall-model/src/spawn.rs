@@ -1,0 +1,303 @@
+//! The hand-off of threads to GPU threads held back at launch (`hostcall_abi::spawn`,
+//! `hostcall_client::spawn::Slot`): creators give threads to parked workers and join or
+//! detach them, workers run them and end them. Every interleaving of the steps is
+//! explored; each load, store and compare-exchange of a hand-off word is a step (but a
+//! join's load of `DONE` and its store of `IDLE`, between which nobody else may act on
+//! the slot), and memory is sequentially consistent (the acquire/release pairs are
+//! stated in `hostcall_abi::spawn`).
+//!
+//! Invariants: each thread given runs once, reading the start routine its creator wrote;
+//! `join` returns only after its thread ended, and never fails for a thread it may join;
+//! no slot is given again while a creator can still join its thread; every run ends with
+//! every thread run and every worker parked.
+
+use std::fmt;
+
+use crate::explore::{Next, Space, explore};
+use crate::{Report, Violation};
+
+/// The states of a hand-off word (as `hostcall_abi::spawn`).
+const IDLE: u8 = 1;
+const CLAIMED: u8 = 2;
+const RUNNING: u8 = 3;
+const DETACHED: u8 = 4;
+const DONE: u8 = 5;
+
+/// What a creator does with each thread it starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Then {
+    /// Joins it.
+    Join,
+    /// Detaches it.
+    Detach,
+}
+
+/// Workers and creators: each creator starts its threads in turn, each followed by
+/// what it does with it.
+#[derive(Clone, Debug)]
+pub struct SpawnConfig {
+    /// Held-back GPU threads.
+    pub workers: u8,
+    /// Per creator, its threads in order.
+    pub creators: Vec<Vec<Then>>,
+    /// Whether `join` waits for `DONE` (`Slot::join`); `false` is a join that frees the
+    /// slot once the thread has started, for the model to show what that breaks.
+    pub join_waits: bool,
+}
+
+/// Explores every interleaving of `config` (see the module's documentation).
+pub fn check_spawn(config: &SpawnConfig) -> Report {
+    explore(&Spawn(config.clone()))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Worker {
+    /// Parked, waiting for a thread.
+    Waiting,
+    /// Running thread `task`.
+    Running(u8),
+    /// Its thread (and the destructors) done, about to end it.
+    Ending(u8),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Creator {
+    /// About to start its next thread: looks for an idle slot.
+    Looking,
+    /// Saw slot `s` idle; its compare-exchange comes next.
+    SawIdle(u8),
+    /// Claimed slot `s`: writes the start routine, then publishes `RUNNING`.
+    Claimed(u8),
+    /// Its current thread runs on slot `s`: joins or detaches it next.
+    Holding(u8),
+    /// Every thread started and joined or detached.
+    Done,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct State {
+    words: Vec<u8>,
+    /// The thread written into each slot (its start routine and argument).
+    given: Vec<Option<u8>>,
+    workers: Vec<Worker>,
+    creators: Vec<(Creator, u8)>,
+    /// Per thread: runs, and whether it ended.
+    runs: Vec<u8>,
+    ended: Vec<bool>,
+}
+
+/// A step, for traces.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Action {
+    Look(u8, u8),
+    Claim(u8, u8),
+    Publish(u8, u8),
+    Join(u8, u8),
+    Detach(u8, u8),
+    Take(u8),
+    Run(u8),
+    End(u8),
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::Look(c, s) => write!(f, "creator {c} sees slot {s} idle"),
+            Action::Claim(c, s) => write!(f, "creator {c} claims slot {s}"),
+            Action::Publish(c, s) => {
+                write!(f, "creator {c} writes its thread, RUNNING on slot {s}")
+            }
+            Action::Join(c, s) => write!(f, "creator {c} joins slot {s}"),
+            Action::Detach(c, s) => write!(f, "creator {c} detaches slot {s}"),
+            Action::Take(w) => write!(f, "worker {w} takes its thread"),
+            Action::Run(w) => write!(f, "worker {w} runs it"),
+            Action::End(w) => write!(f, "worker {w} ends it"),
+        }
+    }
+}
+
+struct Spawn(SpawnConfig);
+
+impl Spawn {
+    /// The thread id of creator `c`'s `k`-th thread.
+    fn task(&self, c: usize, k: u8) -> u8 {
+        (self.0.creators[..c].iter().map(Vec::len).sum::<usize>() + k as usize) as u8
+    }
+
+    fn tasks(&self) -> usize {
+        self.0.creators.iter().map(Vec::len).sum()
+    }
+}
+
+impl Space for Spawn {
+    type State = State;
+    type Action = Action;
+
+    fn initial(&self) -> State {
+        let w = self.0.workers as usize;
+        State {
+            // Workers start parked: the model begins after each has parked once.
+            words: vec![IDLE; w],
+            given: vec![None; w],
+            workers: vec![Worker::Waiting; w],
+            creators: self
+                .0
+                .creators
+                .iter()
+                .map(|_| (Creator::Looking, 0))
+                .collect(),
+            runs: vec![0; self.tasks()],
+            ended: vec![false; self.tasks()],
+        }
+    }
+
+    fn successors(&self, s: &State) -> Vec<(Action, Next<State>)> {
+        let mut out = Vec::new();
+        for (c, &(phase, k)) in s.creators.iter().enumerate() {
+            let ci = c as u8;
+            match phase {
+                Creator::Done => {}
+                Creator::Looking => {
+                    for slot in 0..s.words.len() {
+                        if s.words[slot] == IDLE {
+                            let mut n = s.clone();
+                            n.creators[c].0 = Creator::SawIdle(slot as u8);
+                            out.push((Action::Look(ci, slot as u8), Next::State(n)));
+                        }
+                    }
+                }
+                Creator::SawIdle(slot) => {
+                    let mut n = s.clone();
+                    if n.words[slot as usize] == IDLE {
+                        n.words[slot as usize] = CLAIMED;
+                        n.creators[c].0 = Creator::Claimed(slot);
+                        // A creator holding a joinable thread on this slot must not lose it.
+                        let held = s.creators.iter().enumerate().any(|(o, &(p, _))| {
+                            o != c
+                                && p == Creator::Holding(slot)
+                                && self.0.creators[o][s.creators[o].1 as usize] == Then::Join
+                        });
+                        let next = if held {
+                            Next::Broken(Violation::HandleReused { slot })
+                        } else {
+                            Next::State(n)
+                        };
+                        out.push((Action::Claim(ci, slot), next));
+                    } else {
+                        n.creators[c].0 = Creator::Looking;
+                        out.push((Action::Claim(ci, slot), Next::State(n)));
+                    }
+                }
+                Creator::Claimed(slot) => {
+                    let mut n = s.clone();
+                    n.given[slot as usize] = Some(self.task(c, k));
+                    n.words[slot as usize] = RUNNING;
+                    n.creators[c].0 = Creator::Holding(slot);
+                    out.push((Action::Publish(ci, slot), Next::State(n)));
+                }
+                Creator::Holding(slot) => {
+                    let task = self.task(c, k);
+                    let word = s.words[slot as usize];
+                    let then = self.0.creators[c][k as usize];
+                    let mut n = s.clone();
+                    let advance = |n: &mut State| {
+                        n.creators[c] = if k as usize + 1 == self.0.creators[c].len() {
+                            (Creator::Done, k + 1)
+                        } else {
+                            (Creator::Looking, k + 1)
+                        };
+                    };
+                    match then {
+                        Then::Join => {
+                            let ready = if self.0.join_waits {
+                                word == DONE
+                            } else {
+                                word == RUNNING || word == DONE
+                            };
+                            if !ready && word == RUNNING {
+                                continue;
+                            }
+                            let next = if !ready {
+                                Next::Broken(Violation::JoinFailed { thread: task })
+                            } else if !s.ended[task as usize] {
+                                Next::Broken(Violation::JoinedEarly { thread: task })
+                            } else {
+                                n.words[slot as usize] = IDLE;
+                                advance(&mut n);
+                                Next::State(n)
+                            };
+                            out.push((Action::Join(ci, slot), next));
+                        }
+                        Then::Detach => {
+                            match word {
+                                RUNNING => n.words[slot as usize] = DETACHED,
+                                DONE => n.words[slot as usize] = IDLE,
+                                _ => {
+                                    out.push((
+                                        Action::Detach(ci, slot),
+                                        Next::Broken(Violation::JoinFailed { thread: task }),
+                                    ));
+                                    continue;
+                                }
+                            }
+                            advance(&mut n);
+                            out.push((Action::Detach(ci, slot), Next::State(n)));
+                        }
+                    }
+                }
+            }
+        }
+        for (w, &phase) in s.workers.iter().enumerate() {
+            let wi = w as u8;
+            let mut n = s.clone();
+            match phase {
+                Worker::Waiting => {
+                    if !matches!(s.words[w], RUNNING | DETACHED) {
+                        continue;
+                    }
+                    let Some(task) = s.given[w] else {
+                        out.push((
+                            Action::Take(wi),
+                            Next::Broken(Violation::ThreadLost { thread: u8::MAX }),
+                        ));
+                        continue;
+                    };
+                    n.workers[w] = Worker::Running(task);
+                    out.push((Action::Take(wi), Next::State(n)));
+                }
+                Worker::Running(task) => {
+                    n.runs[task as usize] += 1;
+                    n.ended[task as usize] = true;
+                    n.workers[w] = Worker::Ending(task);
+                    let next = if n.runs[task as usize] > 1 {
+                        Next::Broken(Violation::RunTwice { thread: task })
+                    } else {
+                        Next::State(n)
+                    };
+                    out.push((Action::Run(wi), next));
+                }
+                Worker::Ending(_) => {
+                    n.words[w] = if s.words[w] == RUNNING { DONE } else { IDLE };
+                    n.given[w] = None;
+                    n.workers[w] = Worker::Waiting;
+                    out.push((Action::End(wi), Next::State(n)));
+                }
+            }
+        }
+        out
+    }
+
+    fn finished(&self, s: &State) -> Result<bool, Violation> {
+        if let Some(t) = s.runs.iter().position(|&r| r == 0) {
+            let done = s.creators.iter().all(|&(p, _)| p == Creator::Done);
+            return if done {
+                Err(Violation::ThreadLost { thread: t as u8 })
+            } else {
+                Ok(false)
+            };
+        }
+        Ok(s.creators.iter().all(|&(p, _)| p == Creator::Done)
+            && s.workers.iter().all(|&w| w == Worker::Waiting)
+            && s.words.iter().all(|&w| w == IDLE))
+    }
+}

@@ -1,0 +1,37 @@
+//! The hand-off of threads to held-back GPU threads (`hostcall_client::spawn::Slot`).
+
+use hostcall_model::{SpawnConfig, Then, check_spawn};
+
+/// Two creators racing for two workers, joining and detaching: every thread runs once,
+/// every join waits for its thread, no slot is given again while it can be joined, and
+/// every run ends with the workers parked.
+#[test]
+fn threads_handed_to_parked_workers_run_once_and_join_after_they_end() {
+    let r = check_spawn(&SpawnConfig {
+        workers: 2,
+        creators: vec![
+            vec![Then::Join, Then::Detach, Then::Join],
+            vec![Then::Detach, Then::Join],
+        ],
+        join_waits: true,
+    });
+    for t in &r.violations {
+        println!("{}:\n{t}", t.violation.kind());
+    }
+    println!("{} states, {} correct ends", r.states, r.ends);
+    assert!(r.violations.is_empty());
+    assert!(r.ends > 0);
+}
+
+/// A join that freed the slot as soon as its thread started would return before the
+/// thread ended, and let another creator take the slot: the model finds both.
+#[test]
+fn a_join_that_does_not_wait_for_done_is_caught() {
+    let r = check_spawn(&SpawnConfig {
+        workers: 1,
+        creators: vec![vec![Then::Join], vec![Then::Join]],
+        join_waits: false,
+    });
+    let t = r.find("joined early").expect("an early join is found");
+    println!("{} states; joined early:\n{t}", r.states);
+}
