@@ -326,20 +326,32 @@ fn exit_ends_the_run_with_its_code() {
     assert_eq!(r.outcome.exit_code(), 3);
 }
 
-#[test]
-fn abort_reports_the_thread_and_its_message() {
-    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", |t: &EmuThread| {
-        if t.block == 1 && t.thread == 2 {
-            calls::write::<Emu>(t.channel(), 2, b"thread panicked: boom\n");
-            calls::abort::<Emu>(t.channel());
+/// Runs a launch of `blocks` x 4 threads in which thread (`block`, `thread`) writes
+/// `message` to stderr, then ends through `end` (`calls::abort` or `calls::panic_abort`)
+/// and traps, as libc-hostcall's `abort` and std's panic do.
+fn aborting_run(
+    blocks: u32,
+    (block, thread): (u32, u32),
+    message: &'static [u8],
+    end: fn(&hostcall_client::Channel),
+) -> hostcall_runtime::RunReport {
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
+        if t.block == block && t.thread == thread {
+            calls::write::<Emu>(t.channel(), 2, message);
+            end(t.channel());
             t.trap();
         }
     });
-    let r = quiet()
+    quiet()
         .build()
         .unwrap()
-        .run(&mut m, &Launch::linear("k", 2, 4, vec![]))
-        .unwrap();
+        .run(&mut m, &Launch::linear("k", blocks, 4, vec![]))
+        .unwrap()
+}
+
+#[test]
+fn abort_reports_the_thread_and_its_message() {
+    let r = aborting_run(2, (1, 2), b"thread panicked: boom\n", calls::abort::<Emu>);
     assert_eq!(
         r.outcome,
         Outcome::Aborted {
@@ -355,18 +367,12 @@ fn abort_reports_the_thread_and_its_message() {
 
 #[test]
 fn a_panic_ends_the_run_with_101_as_a_rust_program_does() {
-    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", |t: &EmuThread| {
-        if t.block == 0 && t.thread == 3 {
-            calls::write::<Emu>(t.channel(), 2, b"thread 'main' panicked at boom\n");
-            calls::panic_abort::<Emu>(t.channel());
-            t.trap();
-        }
-    });
-    let r = quiet()
-        .build()
-        .unwrap()
-        .run(&mut m, &Launch::linear("k", 1, 4, vec![]))
-        .unwrap();
+    let r = aborting_run(
+        1,
+        (0, 3),
+        b"thread 'main' panicked at boom\n",
+        calls::panic_abort::<Emu>,
+    );
     assert_eq!(
         r.outcome,
         Outcome::Aborted {

@@ -70,14 +70,16 @@ pub extern "C" fn __hostcall_frame_push(size: u64, align: u64) -> *mut c_void {
     }
 }
 
-/// Gives back the frame [`__hostcall_frame_push`] returned, and every frame above it.
+/// Gives back the frame [`__hostcall_frame_push`] returned, and every frame above it. The
+/// frame's address says whose stack it is on: no need to find the thread again.
 ///
 /// # Safety
 /// `frame` must be the calling thread's newest frame.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn __hostcall_frame_pop(frame: *mut c_void) {
-    let s = stack();
-    // SAFETY: the caller's contract: the 8 bytes before the frame hold the previous top.
+    let s = (frame as usize - (&raw const STACKS) as usize) / FRAME_STACK_BYTES;
+    // SAFETY: the caller's contract: `frame` lies in stack `s`, and the 8 bytes before
+    // it hold the previous top.
     unsafe {
         let top = frame.cast::<u64>().sub(1).read();
         (&raw mut TOPS[s]).write(top as u32);

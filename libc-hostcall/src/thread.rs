@@ -15,8 +15,12 @@ use crate::{Nvptx, config, time};
 
 /// This thread's area. Traps if the host sized the area for fewer threads (a runtime bug).
 fn area() -> *mut ThreadArea {
+    area_of(Nvptx::global_thread())
+}
+
+/// The area of the thread at global index `id`; traps past the launch's threads.
+fn area_of(id: u64) -> *mut ThreadArea {
     let c = config();
-    let id = Nvptx::global_thread();
     if id >= c.thread_capacity {
         Nvptx::trap();
     }
@@ -359,10 +363,10 @@ pub unsafe extern "C" fn sched_getaffinity(_pid: c_int, size: usize, set: *mut u
 
 /// The hand-off word of the thread whose area is at `id` (`hostcall_abi::spawn`).
 fn slot_at(id: u64) -> Slot<'static> {
-    // SAFETY: callers pass `id < thread_capacity`; the fields are plain integers of the
+    let a = area_of(id);
+    // SAFETY: `a` is an area of this launch; the fields are plain integers of the
     // host-zeroed area, only ever accessed through these atomics.
     unsafe {
-        let a = (config().thread_area as *mut ThreadArea).add(id as usize);
         Slot {
             state: AtomicU32::from_ptr(&raw mut (*a).spawn_state),
             start: AtomicU64::from_ptr(&raw mut (*a).spawn_start),

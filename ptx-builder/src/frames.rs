@@ -101,9 +101,10 @@ pub(crate) fn move_to_global(ir: &str, exclude: &[&str]) -> Result<(String, usiz
             }
         } else {
             // Lay the locals out in one frame.
-            let mut offsets: HashMap<usize, u64> = HashMap::new();
+            // Per line of an alloca: its value's name and its offset in the frame.
+            let mut offsets: HashMap<usize, (&str, u64)> = HashMap::new();
             let (mut size, mut frame_align) = (0u64, 8u64);
-            for (k, (_, ty, align)) in &allocas {
+            for (k, (value, ty, align)) in &allocas {
                 let (bytes, natural) = size_align(ty).ok_or_else(|| {
                     BuildError::Toolchain(format!(
                         "moving the locals of `{name}` to global memory: unknown type `{ty}`"
@@ -111,7 +112,7 @@ pub(crate) fn move_to_global(ir: &str, exclude: &[&str]) -> Result<(String, usiz
                 })?;
                 let align = (*align).max(natural).max(1);
                 size = size.div_ceil(align) * align;
-                offsets.insert(*k, size);
+                offsets.insert(*k, (value, size));
                 size += bytes.max(1);
                 frame_align = frame_align.max(align);
             }
@@ -129,8 +130,7 @@ pub(crate) fn move_to_global(ir: &str, exclude: &[&str]) -> Result<(String, usiz
                 if labelled && k == 1 {
                     out.push_str(&push);
                 }
-                if let Some(off) = offsets.get(&k) {
-                    let (value, _, _) = allocas.iter().find(|(j, _)| *j == k).expect("listed").1;
+                if let Some((value, off)) = offsets.get(&k) {
                     out.push_str(&format!(
                         "  {value} = getelementptr inbounds i8, ptr %__frame, i64 {off}\n"
                     ));
