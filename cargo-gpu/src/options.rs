@@ -35,6 +35,14 @@ pub struct RunOptions {
     /// heap is bounded by memory alone, up to the allocator's 64 GiB).
     #[arg(long, value_name = "MIB")]
     pub heap_mib: Option<u64>,
+    /// Let the program connect (TCP) and send (UDP) to HOST:PORTS: an address, `[v6]`
+    /// or a name, then a port, a range A-B, or `*`. Repeatable; no socket opens
+    /// without a grant.
+    #[arg(long = "connect", value_name = "HOST:PORTS")]
+    pub connect: Vec<String>,
+    /// Let the program listen (TCP) and bind (UDP) on HOST:PORTS. Repeatable.
+    #[arg(long = "listen", value_name = "HOST:PORTS")]
+    pub listen: Vec<String>,
     /// Threads the program can have started at once (`available_parallelism`; past it,
     /// spawning fails with EAGAIN). Each is a GPU thread of its own warp, held back at
     /// launch. Default: four per multiprocessor, one per warp scheduler.
@@ -99,6 +107,12 @@ impl RunOptions {
         }
         for e in &self.env {
             push("--env", e);
+        }
+        for c in &self.connect {
+            push("--connect", c);
+        }
+        for l in &self.listen {
+            push("--listen", l);
         }
         if let Some(c) = &self.cwd {
             push("--cwd", c);
@@ -170,6 +184,12 @@ impl RunOptions {
                 None => return Err(OptionsError::NoVariable(e.clone())),
             };
         }
+        for c in &self.connect {
+            host = host.allow_connect(c);
+        }
+        for l in &self.listen {
+            host = host.allow_listen(l);
+        }
         Ok(host.stdin(self.stdin).args(args))
     }
 }
@@ -192,6 +212,8 @@ mod tests {
             grants: vec!["a".into(), "b:/data".into()],
             grants_ro: vec!["c".into()],
             env: vec!["X=1".into(), "HOME".into()],
+            connect: vec!["localhost:8080".into()],
+            listen: vec!["127.0.0.1:*".into()],
             stdin: true,
             cwd: Some("/data".into()),
             stack_kib: Some(64),

@@ -1,7 +1,8 @@
 //! What a GPU cannot do fails with Linux's error, without a trap: spawning a thread in a
 //! launch whose every thread runs the kernel (none is held back to take it: `EAGAIN`, as
 //! at Linux's thread limit; `cargo gpu run` holds threads back), running a command,
-//! opening a socket.
+//! and opening a socket the host granted no address for (`EACCES`, as a firewall's
+//! refusal).
 
 use std::net::{TcpListener, UdpSocket};
 use std::process::Command;

@@ -108,6 +108,7 @@ pub mod answer;
 pub mod dirent;
 pub mod errno;
 pub mod layout;
+pub mod net;
 pub mod service;
 pub mod spawn;
 pub mod stat;
@@ -121,8 +122,8 @@ pub use layout::{
     THREAD_EXIT_KERNEL, ThreadArea, VERSION_SYMBOL, WARP_SIZE,
 };
 pub use service::{
-    AT_FDCWD, AT_REMOVEDIR, DEVICE_WRITE_MAX, NAME_MAX, PATH_MAX, POSTED_WAITS, STARTUP_ARGS,
-    STARTUP_ENV, STD_BASE, Service, Status,
+    AT_FDCWD, AT_REMOVEDIR, DEVICE_READ_MAX, DEVICE_WRITE_MAX, NAME_MAX, PATH_MAX, POSTED_WAITS,
+    STARTUP_ARGS, STARTUP_ENV, STD_BASE, Service, Status,
 };
 pub use spawn::{FRAME_POP, FRAME_PUSH, FRAME_STACK_BYTES, FRAME_STACKS};
 

@@ -1,11 +1,11 @@
 //! The stream services, their ids and conventions, and the transport's status codes.
 //!
 //! std's other services are declared with `service!` (`hostcall_client::std_services`),
-//! whose declarations are their conventions. These five keep conventions of their own
+//! whose declarations are their conventions. These six keep conventions of their own
 //! because each needs something of the transport that a declared call does not have: a
 //! posted request nobody waits for, tickets that order one thread's output, a partial
-//! send of a large buffer, a copy out of GPU memory in a ticket's turn, or (`Ping`)
-//! nothing at all, as the null call every benchmark measures against.
+//! send of a large buffer, a copy out of (or into) GPU memory in a ticket's turn, or
+//! (`Ping`) nothing at all, as the null call every benchmark measures against.
 //!
 //! Arguments `a0..a5` are `LaneSlot::args`; "bulk" is the lane's bulk buffer. Out: `a0`
 //! is the result, and `a5` the number of bulk bytes the host wrote back (0 for services
@@ -18,6 +18,7 @@
 //! | `Read` | fd, len | out: data | bytes read |
 //! | `WriteFromDevice` | fd, device address, len; for fd 1 or 2 optionally a ticket and [`POSTED_WAITS`] | – | bytes written (the host copies the bytes out of GPU global memory by DMA; at most [`DEVICE_WRITE_MAX`] per call). With a ticket, the bytes are written in ticket order with the posted writes, and the answer is `-EAGAIN` until the ticket's turn has come (send it again later) |
 //! | `WritePosted` | fd (1 or 2), len, ticket, 0 or [`POSTED_WAITS`] | in: data | posted: none, nobody waits; with [`POSTED_WAITS`]: len, or `-EAGAIN` when the host holds too much output waiting for earlier tickets (send the same ticket again later) |
+//! | `ReadToDevice` | fd, device address, len | – | bytes read: the host reads once from fd, at most len (at most [`DEVICE_READ_MAX`]), and copies what it read into GPU global memory at the address by DMA before it answers. The copy completes before the answer's system-scope release, and the lane reads the buffer only after its system-scope acquire of the answer, which orders those loads after the copy |
 
 /// The first id of std's services: they take [`crate::typed::STD_IDS`], which no user
 /// service can, so that a user's id 0 is the default handler (as in AMD's hostcall API)
@@ -34,6 +35,7 @@ pub enum Service {
     Read = STD_BASE + 2,
     WriteFromDevice = STD_BASE + 3,
     WritePosted = STD_BASE + 4,
+    ReadToDevice = STD_BASE + 5,
 }
 
 /// Linux's `AT_FDCWD`: a `dirfd` meaning the working directory.
@@ -56,6 +58,10 @@ pub const POSTED_WAITS: u64 = 1;
 /// Most bytes one `WriteFromDevice` call moves; the client loops over larger writes.
 pub const DEVICE_WRITE_MAX: u64 = 64 << 20;
 
+/// Most bytes one `ReadToDevice` call reads (a larger read is short, as POSIX allows):
+/// the host holds them while it copies, so this bounds its memory per call.
+pub const DEVICE_READ_MAX: u64 = 4 << 20;
+
 /// Bytes in a path, its terminating NUL included, as on Linux: the host answers
 /// `ENAMETOOLONG` for a longer one.
 pub const PATH_MAX: usize = 4096;
@@ -65,12 +71,13 @@ pub const NAME_MAX: usize = 255;
 
 impl Service {
     /// Every service, in id order.
-    pub const ALL: [Service; 5] = [
+    pub const ALL: [Service; 6] = [
         Service::Ping,
         Service::Write,
         Service::Read,
         Service::WriteFromDevice,
         Service::WritePosted,
+        Service::ReadToDevice,
     ];
 
     /// The service with this id, if any.
@@ -103,6 +110,7 @@ impl Service {
             Service::Read => "read",
             Service::WriteFromDevice => "write_from_device",
             Service::WritePosted => "write_posted",
+            Service::ReadToDevice => "read_to_device",
         }
     }
 }
@@ -162,6 +170,7 @@ mod tests {
             "read's bulk is output only"
         );
         assert_eq!(Service::WriteFromDevice.input_len_arg(), None);
+        assert_eq!(Service::ReadToDevice.input_len_arg(), None);
     }
 
     #[test]

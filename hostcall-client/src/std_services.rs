@@ -109,5 +109,60 @@ service! {
         /// The next entries of the directory open as `fd`, as `hostcall_abi::dirent`
         /// records in `out`; returns the bytes written, 0 at the end.
         fn getdents(&self, fd: i32, out: &mut [u8]) -> Result<usize, Errno> = 0x8000_0032;
+        /// A second fd for what `fd` has open (file or socket; its offset shared), as
+        /// `dup` and std's `try_clone` make (stdio is not served: `ENOSYS`).
+        fn dup(&self, fd: i32) -> Result<i32, Errno> = 0x8000_0034;
+    }
+}
+
+service! {
+    /// Sockets, as the host's own, to and on only the addresses the host granted.
+    /// Addresses are Linux `sockaddr` bytes (`hostcall_abi::net`); an address answer
+    /// fills `SOCKADDR_MAX` bytes. A socket's fd is one of the `Fs` fds: `close`,
+    /// `fstat` and the stream services' `Read` and `Write` serve it too.
+    pub trait Net {
+        /// A socket of Linux `domain` (IPv4, IPv6) and `ty` (stream or datagram, with
+        /// `SOCK_NONBLOCK` if wanted); returns its fd.
+        fn socket(&self, domain: i32, ty: i32, protocol: i32) -> Result<i32, Errno> = 0x8000_0040;
+        /// Connects to `addr` (`EACCES` unless granted).
+        fn connect(&self, fd: i32, addr: &[u8]) -> Result<(), Errno> = 0x8000_0041;
+        /// Binds to `addr` (`EACCES` unless granted).
+        fn bind(&self, fd: i32, addr: &[u8]) -> Result<(), Errno> = 0x8000_0042;
+        /// Listens, with a backlog of at most `BACKLOG_MAX`.
+        fn listen(&self, fd: i32, backlog: i32) -> Result<(), Errno> = 0x8000_0043;
+        /// The next connection, as a new fd (`flags`: `SOCK_NONBLOCK`), its peer's
+        /// address in `peer`.
+        fn accept(&self, fd: i32, flags: i32, peer: &mut [u8]) -> Result<i32, Errno> = 0x8000_0044;
+        /// Sends what it can of `data` with Linux `flags`, to `to` unless it is empty;
+        /// returns the bytes sent.
+        fn sendto(&self, fd: i32, data: &[u8], flags: i32, to: &[u8]) -> Result<usize, Errno> =
+            0x8000_0045;
+        /// Receives into `out` after its first `SOCKADDR_MAX` bytes, which take the
+        /// sender's address; returns the bytes received.
+        fn recvfrom(&self, fd: i32, flags: i32, out: &mut [u8]) -> Result<usize, Errno> =
+            0x8000_0046;
+        /// Shuts down reading, writing or both (`SHUT_*`).
+        fn shutdown(&self, fd: i32, how: i32) -> Result<(), Errno> = 0x8000_0047;
+        /// Sets one of the options `hostcall_abi::net` names, from its C value's bytes
+        /// (`ENOPROTOOPT` for others).
+        fn setsockopt(&self, fd: i32, level: i32, name: i32, value: &[u8]) -> Result<(), Errno> =
+            0x8000_0048;
+        /// An option's C value, into `out`; returns its length.
+        fn getsockopt(&self, fd: i32, level: i32, name: i32, out: &mut [u8]) -> Result<usize, Errno> =
+            0x8000_0049;
+        /// The socket's own address, or with `peer` not 0 its peer's, into `out`.
+        fn name(&self, fd: i32, peer: u32, out: &mut [u8]) -> Result<(), Errno> = 0x8000_004A;
+        /// Sets non-blocking mode (`FIONBIO`, `O_NONBLOCK`) when `on` is not 0, else
+        /// clears it.
+        fn set_nonblocking(&self, fd: i32, on: u32) -> Result<(), Errno> = 0x8000_004B;
+        /// Whether the fd is in non-blocking mode (1) or not (0).
+        fn nonblocking(&self, fd: i32) -> Result<u32, Errno> = 0x8000_004C;
+        /// `poll(2)` over `fds` (`struct pollfd`s): each one's `revents` into `revents`,
+        /// two bytes each; returns how many have any. A file is always ready.
+        fn poll(&self, fds: &[u8], timeout_ms: i32, revents: &mut [u8]) -> Result<usize, Errno> =
+            0x8000_004D;
+        /// The addresses of a granted host name, as `SOCKADDR_MAX`-byte records with
+        /// port 0, into `out`; returns their bytes (`ENOENT` for a name not granted).
+        fn resolve(&self, name: &[u8], out: &mut [u8]) -> Result<usize, Errno> = 0x8000_004E;
     }
 }

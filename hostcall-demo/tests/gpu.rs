@@ -423,9 +423,10 @@ fn cargo_gpu_programs() -> Result<(), String> {
         }
         c.output().map_err(|e| format!("{bin}: {e}"))
     };
-    let programs: [(&str, &[&str], &str); 2] = [
+    let programs: [(&str, &[&str], &str); 3] = [
         ("unmodified", &["a.txt", "b.txt", "missing.txt"], "summary"),
         ("rayon-json", &["1000000"], ""),
+        ("net", &[], ""),
     ];
     for (name, args, summary) in programs {
         let mut outs = Vec::new();
@@ -454,6 +455,7 @@ fn cargo_gpu_programs() -> Result<(), String> {
         }
         println!("  {name}: stdout, stderr, files and exit code as on the CPU");
     }
+    net_across_the_host(&dir)?;
     let limited = run_in_text(
         format!("{dir}/unmodified-4.gpu"),
         &["a.txt"],
@@ -468,6 +470,86 @@ fn cargo_gpu_programs() -> Result<(), String> {
             "Resource temporarily unavailable",
         ],
     )
+}
+
+/// `examples/net` on the GPU against host peers over loopback: it serves HTTP/1.1 to a
+/// client in this process, then fetches from a server in this process.
+fn net_across_the_host(dir: &str) -> Result<(), String> {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    let gpu = format!("{dir}/net.gpu");
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    let server = Command::new(&gpu)
+        .args(["serve", &format!("127.0.0.1:{port}"), "2"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{gpu}: {e}"))?;
+    let started = std::time::Instant::now();
+    let mut answers = Vec::new();
+    for path in ["/first", "/second"] {
+        let mut s = loop {
+            match TcpStream::connect(("127.0.0.1", port)) {
+                Ok(s) => break s,
+                Err(_) if started.elapsed().as_secs() < 60 => {
+                    std::thread::sleep(std::time::Duration::from_millis(50))
+                }
+                Err(e) => return Err(format!("the GPU's server never listened: {e}")),
+            }
+        };
+        write!(s, "GET {path} HTTP/1.1\r\nHost: gpu\r\n\r\n").map_err(|e| e.to_string())?;
+        let mut text = String::new();
+        s.read_to_string(&mut text).map_err(|e| e.to_string())?;
+        answers.push(text);
+    }
+    let out = server.wait_with_output().map_err(|e| e.to_string())?;
+    let served = String::from_utf8_lossy(&out.stdout);
+    if !answers[1].ends_with("\r\n\r\nrequest 2 for /second\n")
+        || served != "served [\"/first\", \"/second\"]\n"
+    {
+        return Err(format!(
+            "GPU server: answered {answers:?}, printed {served:?}"
+        ));
+    }
+    println!("  net: the GPU served HTTP/1.1 to a host client");
+
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let host_server = std::thread::spawn(move || -> std::io::Result<String> {
+        let (mut s, _) = listener.accept()?;
+        let mut req = Vec::new();
+        while !req.ends_with(b"\r\n\r\n") {
+            let mut b = [0u8; 512];
+            let n = s.read(&mut b)?;
+            if n == 0 {
+                break;
+            }
+            req.extend_from_slice(&b[..n]);
+        }
+        s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 14\r\n\r\nfrom the host\n")?;
+        Ok(String::from_utf8_lossy(&req).into_owned())
+    });
+    let out = Command::new(&gpu)
+        .args(["get", &addr.to_string(), "/data"])
+        .output()
+        .map_err(|e| format!("{gpu}: {e}"))?;
+    let req = host_server
+        .join()
+        .map_err(|_| "the host server panicked".to_owned())?
+        .map_err(|e| e.to_string())?;
+    expect(&out, 0, &[])?;
+    if String::from_utf8_lossy(&out.stdout) != "HTTP/1.1 200 OK\nfrom the host\n"
+        || !req.starts_with("GET /data HTTP/1.1\r\n")
+    {
+        return Err(format!(
+            "GPU client: printed {:?}, sent {req:?}",
+            String::from_utf8_lossy(&out.stdout)
+        ));
+    }
+    println!("  net: the GPU fetched from a host server");
+    Ok(())
 }
 
 /// Runs `mode` on the whole device with a 10 s timeout: the process must end within

@@ -725,6 +725,41 @@ impl DeviceMemory for CudaReader {
         }
         (done, None)
     }
+
+    fn fill(&self, addr: u64, data: &[u8]) -> Result<(), String> {
+        let fail = |e: DriverError| driver_message(&e);
+        let mut guard = self.staging.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: the context outlives the launch (the module owns it).
+        unsafe { cu::ctx::set_current(self.ctx) }.map_err(fail)?;
+        let staging = match &mut *guard {
+            Some(s) => s,
+            // SAFETY: the context was made current just above.
+            None => guard.insert(unsafe { Staging::new() }.map_err(fail)?),
+        };
+        for (k, piece) in data.chunks(STAGING_BYTES).enumerate() {
+            let Some(_copying) = self.memory.enter() else {
+                return Err("the launch ended and its memory was freed".into());
+            };
+            let at = addr + (k * STAGING_BYTES) as u64;
+            // SAFETY: the pinned buffer holds STAGING_BYTES bytes and is used by one copy
+            // at a time (the staging lock), awaited before it is reused; the copy goes on
+            // the reader's non-blocking stream, so it never waits for the running kernel
+            // (a copy on the default stream would), and the driver fails it unless the
+            // destination is device memory.
+            unsafe {
+                let buf = staging.bufs[0].cast::<u8>();
+                std::ptr::copy_nonoverlapping(piece.as_ptr(), buf, piece.len());
+                cu::memcpy_htod_async(
+                    at,
+                    std::slice::from_raw_parts(buf, piece.len()),
+                    staging.stream,
+                )
+                .and_then(|()| cu::stream::synchronize(staging.stream))
+                .map_err(fail)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Drop for CudaReader {

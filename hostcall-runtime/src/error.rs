@@ -71,6 +71,9 @@ pub enum Error {
         /// Device memory free when it was asked.
         free: usize,
     },
+    /// A network grant did not parse, or its name did not resolve.
+    #[error("network grant {0}")]
+    NetGrant(String),
     /// The launch would not fit what the runtime or device allows.
     #[error("invalid launch: {0}")]
     InvalidLaunch(String),

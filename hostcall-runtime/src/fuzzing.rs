@@ -25,7 +25,16 @@ pub const DEVICE_BYTES: usize = 1 << 16;
 /// Device memory for `WriteFromDevice`: [`DEVICE_BYTES`] bytes at [`DEVICE_BASE`]; any
 /// other address fails to copy, as an unmapped GPU address does.
 struct FakeDevice {
-    bytes: Vec<u8>,
+    bytes: std::sync::Mutex<Vec<u8>>,
+}
+
+impl FakeDevice {
+    /// The range `addr..addr + len`, if it lies in the bench's device memory.
+    fn range(addr: u64, len: usize) -> Option<std::ops::Range<usize>> {
+        let start = usize::try_from(addr.wrapping_sub(DEVICE_BASE)).ok()?;
+        let end = start.checked_add(len)?;
+        (end <= DEVICE_BYTES).then_some(start..end)
+    }
 }
 
 impl DeviceMemory for FakeDevice {
@@ -35,18 +44,23 @@ impl DeviceMemory for FakeDevice {
         len: u64,
         sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
     ) -> (u64, Option<StreamStop>) {
-        let start = addr.wrapping_sub(DEVICE_BASE);
-        let range = usize::try_from(start)
+        let range = usize::try_from(len)
             .ok()
-            .zip(usize::try_from(len).ok())
-            .and_then(|(s, n)| self.bytes.get(s..s.checked_add(n)?));
-        match range {
-            None => (0, Some(StreamStop::Copy("not device memory".into()))),
-            Some(b) => match sink(b) {
-                Ok(()) => (len, None),
-                Err(e) => (0, Some(StreamStop::Sink(e))),
-            },
+            .and_then(|n| FakeDevice::range(addr, n));
+        let Some(range) = range else {
+            return (0, Some(StreamStop::Copy("not device memory".into())));
+        };
+        let bytes = self.bytes.lock().unwrap_or_else(|p| p.into_inner())[range].to_vec();
+        match sink(&bytes) {
+            Ok(()) => (len, None),
+            Err(e) => (0, Some(StreamStop::Sink(e))),
         }
+    }
+
+    fn fill(&self, addr: u64, data: &[u8]) -> Result<(), String> {
+        let range = FakeDevice::range(addr, data.len()).ok_or("not device memory")?;
+        self.bytes.lock().unwrap_or_else(|p| p.into_inner())[range].copy_from_slice(data);
+        Ok(())
     }
 }
 
@@ -83,7 +97,7 @@ impl PortBench {
         assert!(!port.is_null(), "allocating a port");
         let doorbell = Box::new(Doorbell::new(0));
         let (files, services) = host.services(Arc::new(FakeDevice {
-            bytes: (0..DEVICE_BYTES).map(|i| i as u8).collect(),
+            bytes: std::sync::Mutex::new((0..DEVICE_BYTES).map(|i| i as u8).collect()),
         }));
         let ports = crate::server::Ports {
             base: port,

@@ -24,8 +24,8 @@ use crate::services::typed::{
     Closure, Declared, DefaultHandler, DeviceAccess, UnservedCall, methods,
 };
 use crate::services::{
-    Capture, EnvPolicy, FdTable, Files, Handler, MODES_DEFAULT, MountSpec, Process, Sandbox,
-    ServiceTable, Stdio, Termination, Unserved,
+    Capture, EnvPolicy, FdTable, Files, Handler, MODES_DEFAULT, MountSpec, NetPolicy, Process,
+    Sandbox, ServiceTable, Stdio, Termination, Unserved,
 };
 use crate::stream::{Callbacks, LaunchStreams, Registered, StreamHandle, StreamReport, StreamSpec};
 use crate::{Error, Result};
@@ -176,6 +176,10 @@ pub struct HostBuilder {
     /// Streams kernels write to ([`Host::stream`]).
     streams: Vec<Registered>,
     unserved: Unserved,
+    /// What the GPU's sockets may reach, and the grants that did not parse.
+    net: Arc<NetPolicy>,
+    net_errors: Vec<String>,
+    max_sockets: usize,
 }
 
 impl Default for HostBuilder {
@@ -204,6 +208,9 @@ impl Default for HostBuilder {
             streams: Vec::new(),
             declared: Declared::default(),
             unserved: Unserved::default(),
+            net: Arc::default(),
+            net_errors: Vec::new(),
+            max_sockets: hostcall_abi::net::DEFAULT_MAX_SOCKETS,
         }
     }
 }
@@ -276,6 +283,36 @@ impl HostBuilder {
             guest: guest.to_owned(),
             access,
         });
+        self
+    }
+
+    /// Lets the GPU connect (TCP) and send (UDP) to `spec`, `HOST:PORTS`: an IPv4
+    /// address, an IPv6 one in brackets, or a name (resolved now, on the host; the GPU
+    /// resolves only granted names), then a port, a range `A-B`, or `*`. With no grant
+    /// at all, no socket opens (`EACCES`).
+    pub fn allow_connect(mut self, spec: &str) -> Self {
+        self.grant_net(spec, false);
+        self
+    }
+
+    /// Lets the GPU listen (TCP) and bind (UDP) on `spec`, written as for
+    /// [`HostBuilder::allow_connect`]. Binding port 0 (the system picks one) needs only
+    /// some grant of the address.
+    pub fn allow_listen(mut self, spec: &str) -> Self {
+        self.grant_net(spec, true);
+        self
+    }
+
+    fn grant_net(&mut self, spec: &str, listen: bool) {
+        if let Err(e) = Arc::make_mut(&mut self.net).grant(spec, listen) {
+            self.net_errors.push(format!("`{spec}`: {e}"));
+        }
+    }
+
+    /// Sockets the GPU may hold open at once (default
+    /// [`hostcall_abi::net::DEFAULT_MAX_SOCKETS`]); each also counts as an open file.
+    pub fn max_sockets(mut self, n: usize) -> Self {
+        self.max_sockets = n;
         self
     }
 
@@ -488,6 +525,9 @@ impl HostBuilder {
                 self.heap_bytes,
                 hostcall_abi::HEAP_MAX_BYTES
             )));
+        }
+        if !self.net_errors.is_empty() {
+            return Err(Error::NetGrant(self.net_errors.join("; ")));
         }
         let files_allowed = open_files_allowed(self.max_open_files, nofile_limit());
         if files_allowed < self.max_open_files {
@@ -775,9 +815,13 @@ impl Host {
 
     /// What the launches of one run share.
     pub(crate) fn process_state(&self) -> ProcessState {
+        let table = Arc::new(Mutex::new(FdTable::new(
+            self.files_allowed,
+            self.b.max_sockets,
+        )));
         ProcessState {
-            table: Arc::new(Mutex::new(FdTable::new(self.files_allowed))),
-            process: Arc::default(),
+            process: Arc::new(Process::new(table.clone())),
+            table,
             log: Arc::default(),
         }
     }
@@ -985,6 +1029,7 @@ impl Host {
             files.clone(),
             self.env.clone(),
             Arc::new(process.process.on_gpu(channel.and_then(|c| c.gpu))),
+            self.b.net.clone(),
         );
         for e in self
             .b

@@ -98,6 +98,11 @@ pub trait DeviceMemory: Send + Sync {
         len: u64,
         sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
     ) -> (u64, Option<StreamStop>);
+
+    /// Copies `data` into device memory at `addr` (what `ReadToDevice` read), returning
+    /// once the bytes are there; fails, naming why, when the range is not the launch's
+    /// memory or the launch has ended.
+    fn fill(&self, addr: u64, data: &[u8]) -> Result<(), String>;
 }
 
 /// One declared service's slot in a module (`hostcall_abi::typed::ServiceSlot`).

@@ -46,13 +46,23 @@ fn stdout_and_stderr_reach_the_host_and_stdin_is_denied_by_default() {
 }
 
 #[test]
-fn large_writes_are_chunked_and_arrive_whole() {
-    // 200 kB from a lone lane: under the DMA threshold, 2 round trips through the port's
-    // whole 128 KiB bulk area (from an unaligned source).
+fn writes_go_through_the_bulk_buffer_below_the_dma_threshold_and_arrive_whole() {
+    use hostcall_client::calls::DEVICE_WRITE_MIN;
+    // Just under the threshold: one round trip through the bulk area (from an unaligned
+    // source); 200 kB: one copy by DMA.
     let data: Vec<u8> = (0..200_001u32).map(|i| (i % 251) as u8).collect();
     let d = data.clone();
-    let (r, rep) = run_one(quiet(), move |ch, _| calls::write::<Emu>(ch, 1, &d[1..]));
-    assert_eq!(r, data.len() as i64 - 1);
+    let (r, rep) = run_one(quiet(), move |ch, _| {
+        let small = calls::write::<Emu>(ch, 1, &d[1..DEVICE_WRITE_MIN]);
+        (small, calls::write::<Emu>(ch, 1, &d[DEVICE_WRITE_MIN..]))
+    });
+    assert_eq!(
+        r,
+        (
+            DEVICE_WRITE_MIN as i64 - 1,
+            (data.len() - DEVICE_WRITE_MIN) as i64
+        )
+    );
     assert_eq!(rep.stdout, data[1..]);
     assert_eq!(rep.calls, 2);
 }
@@ -122,6 +132,54 @@ fn large_reads_are_short_reads_of_one_round_trip() {
     });
     assert_eq!(r.1, 0, "reads end at EOF");
     assert_eq!(r.0, data);
+}
+
+/// A read into a large buffer in global memory is one `ReadToDevice` call: the host
+/// reads, then copies the bytes into the buffer itself (by DMA on a GPU), instead of the
+/// lane loading them out of the bulk buffer a word at a time.
+#[test]
+fn large_reads_into_global_memory_are_copied_in_by_the_host() {
+    use hostcall_abi::{DEVICE_READ_MAX, Service, Status};
+    let dir = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..(5u32 << 20)).map(|i| (i % 251) as u8).collect();
+    std::fs::write(dir.path().join("big"), &data).unwrap();
+    let (r, rep) = run_one(quiet().preopen_dir(dir.path(), "/data"), move |ch, _| {
+        let fd = calls::open::<Emu>(ch, b"/data/big", O_RDONLY, 0) as i32;
+        let mut buf = vec![0u8; 8 << 20];
+        let first = calls::read::<Emu>(ch, fd, &mut buf);
+        let head = buf[..first.max(0) as usize].to_vec();
+        let call = |args: [u64; 6]| {
+            let reply = ch.call::<Emu>(Service::ReadToDevice as u32, args, &[], &mut [], None);
+            (reply.status, reply.result)
+        };
+        let errors = (
+            call([fd as u64, 0, 64, 0, 0, 0]),
+            call([1, buf.as_mut_ptr() as u64, 64, 0, 0, 0]),
+            call([
+                fd as u64,
+                buf.as_mut_ptr() as u64,
+                DEVICE_READ_MAX + 1,
+                0,
+                0,
+                0,
+            ]),
+        );
+        (first, head, errors)
+    });
+    let (first, head, errors) = r;
+    assert_eq!(
+        first, DEVICE_READ_MAX as i64,
+        "a short read of the per-call limit"
+    );
+    assert_eq!(head, data[..DEVICE_READ_MAX as usize]);
+    assert_eq!(rep.calls, 5, "open, one ReadToDevice, and the three below");
+    assert_eq!(
+        errors.0,
+        (Status::Ok, neg(EFAULT)),
+        "an address the host cannot copy to"
+    );
+    assert_eq!(errors.1, (Status::Ok, neg(EBADF)), "stdout is not readable");
+    assert_eq!(errors.2.0, Status::Malformed, "over the per-call limit");
 }
 
 #[test]

@@ -209,18 +209,45 @@ pub extern "C" fn chdir(_path: *const c_char) -> c_int {
     -1
 }
 
-/// Only `F_GETFD`/`F_SETFD` (close-on-exec, which means nothing without `exec`) are
-/// served; the rest fail with `EINVAL` as for an unknown command.
+/// A second fd for what `fd` has open (std's `try_clone`).
+#[unsafe(no_mangle)]
+pub extern "C" fn dup(fd: c_int) -> c_int {
+    check(calls::dup::<Nvptx>(&channel(), fd)) as c_int
+}
+
+/// `F_GETFD`/`F_SETFD` (close-on-exec, which means nothing without `exec`),
+/// `F_DUPFD`/`F_DUPFD_CLOEXEC` (`dup`: the host's fds start at 3 and the lowest free
+/// one is not promised), and on a socket `F_GETFL`/`F_SETFL` (its non-blocking mode);
+/// the rest fail with `EINVAL` as for an unknown command.
 ///
 /// # Safety
-/// As `fcntl(2)`.
+/// As `fcntl(2)`: `F_SETFL` passes an `int`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn fcntl(_fd: c_int, cmd: c_int, _args: ...) -> c_int {
+pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, mut args: ...) -> c_int {
     const F_GETFD: c_int = 1;
     const F_SETFD: c_int = 2;
+    const F_GETFL: c_int = 3;
+    const F_SETFL: c_int = 4;
+    const F_DUPFD: c_int = 0;
+    const F_DUPFD_CLOEXEC: c_int = 1030;
+    let socket = || {
+        (cmd == F_GETFL || cmd == F_SETFL)
+            .then(|| crate::net::socket_flags(fd))
+            .flatten()
+    };
     match cmd {
         F_GETFD => 1,
         F_SETFD => 0,
+        F_DUPFD | F_DUPFD_CLOEXEC => dup(fd),
+        F_GETFL | F_SETFL => match socket() {
+            Some(flags) if cmd == F_GETFL => flags,
+            // SAFETY: F_SETFL passes an int (the caller's contract).
+            Some(_) => crate::net::set_socket_flags(fd, unsafe { args.next_arg::<c_int>() }),
+            None => {
+                set_errno(EINVAL);
+                -1
+            }
+        },
         _ => {
             set_errno(EINVAL);
             -1

@@ -2,7 +2,7 @@
 //!
 //! Local on the GPU where the GPU can do it (heap, `errno`, pthread keys, futex, clocks,
 //! thread ids); by hostcall where only the OS can (files, stdio, cwd, environment,
-//! randomness, exit). Functions that make no sense on a GPU fail cleanly with `ENOSYS`.
+//! sockets, randomness, exit). Functions that make no sense on a GPU fail cleanly with `ENOSYS`.
 //! Types follow x86_64 Linux (LP64), the layout libc is compiled with for this target.
 //!
 //! A kernel crate links this in with `use libc_hostcall as _;`. With the `start` feature
@@ -20,6 +20,7 @@ mod fs;
 mod heap;
 mod io;
 mod misc;
+mod net;
 mod process;
 #[cfg(feature = "start")]
 mod start;

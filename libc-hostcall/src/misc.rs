@@ -52,13 +52,44 @@ const MESSAGES: [&str; 41] = [
     "Too many levels of symbolic links",
 ];
 
-/// glibc's message for `e`, if it has one here; `ETIMEDOUT` and `EOPNOTSUPP` are the
-/// others a GPU program meets.
+/// glibc's messages for the socket errors, 88 to 115, by number (`None`: one a GPU
+/// program's sockets never answer).
+const NET_MESSAGES: [Option<&str>; 28] = [
+    Some("Socket operation on non-socket"),
+    Some("Destination address required"),
+    Some("Message too long"),
+    None,
+    Some("Protocol not available"),
+    Some("Protocol not supported"),
+    None,
+    Some("Operation not supported"),
+    None,
+    Some("Address family not supported by protocol"),
+    Some("Address already in use"),
+    Some("Cannot assign requested address"),
+    Some("Network is down"),
+    Some("Network is unreachable"),
+    None,
+    Some("Software caused connection abort"),
+    Some("Connection reset by peer"),
+    Some("No buffer space available"),
+    Some("Transport endpoint is already connected"),
+    Some("Transport endpoint is not connected"),
+    None,
+    None,
+    Some("Connection timed out"),
+    Some("Connection refused"),
+    None,
+    Some("No route to host"),
+    Some("Operation already in progress"),
+    Some("Operation now in progress"),
+];
+
+/// glibc's message for `e`, if it has one here.
 fn message(e: c_int) -> Option<&'static str> {
-    match e {
-        95 => Some("Operation not supported"),
-        110 => Some("Connection timed out"),
-        _ => MESSAGES.get(usize::try_from(e).ok()?).copied(),
+    match usize::try_from(e).ok()? {
+        e @ 88..=115 => NET_MESSAGES[e - 88],
+        e => MESSAGES.get(e).copied(),
     }
 }
 

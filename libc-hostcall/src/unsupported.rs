@@ -1,4 +1,4 @@
-//! What a GPU program cannot do: processes, signals, sockets, name resolution, dynamic
+//! What a GPU program cannot do: processes, signals, Unix-domain socket pairs, dynamic
 //! loading. Each call fails as Linux reports an operation the system does not provide
 //! (`ENOSYS`), so std returns `io::ErrorKind::Unsupported` and never traps. A few
 //! queries that cannot fail answer what is true on the GPU.
@@ -41,13 +41,8 @@ type Ptr = *mut c_void;
 type CPtr = *const c_void;
 
 nosys! {
-    // Sockets.
-    socket(c_int, c_int, c_int) -> c_int;
+    // Sockets: pairs, and messages with ancillary data (std uses them for Unix sockets).
     socketpair(c_int, c_int, c_int, *mut c_int) -> c_int;
-    bind(c_int, CPtr, c_uint) -> c_int;
-    listen(c_int, c_int) -> c_int;
-    setsockopt(c_int, c_int, c_int, CPtr, c_uint) -> c_int;
-    recv(c_int, Ptr, usize, c_int) -> isize;
     recvmsg(c_int, Ptr, c_int) -> isize;
     sendmsg(c_int, CPtr, c_int) -> isize;
     __res_init() -> c_int;
@@ -64,7 +59,6 @@ nosys! {
     setsid() -> c_int;
     chroot(*const c_char) -> c_int;
     pipe2(*mut c_int, c_int) -> c_int;
-    dup(c_int) -> c_int;
     dup2(c_int, c_int) -> c_int;
     // Zero-copy transfers: std falls back to read and write.
     copy_file_range(c_int, *mut i64, c_int, *mut i64, usize, c_uint) -> isize;
@@ -87,13 +81,6 @@ returns_enosys! {
     posix_spawnattr_setflags(Ptr, c_short);
     posix_spawnattr_setpgroup(Ptr, c_int);
     posix_spawnattr_setsigdefault(Ptr, CPtr);
-}
-
-/// # Safety
-/// As `ioctl(2)`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ioctl(_fd: c_int, _request: c_ulong, _args: ...) -> c_int {
-    nosys()
 }
 
 /// Accepts any disposition for a valid signal and returns the default one as the
@@ -142,28 +129,6 @@ pub unsafe extern "C" fn sigaction(sig: c_int, _new: CPtr, old: *mut u8) -> c_in
 #[unsafe(no_mangle)]
 pub extern "C" fn pthread_getattr_np(_thread: u64, _attr: Ptr) -> c_int {
     ENOSYS
-}
-
-/// `EAI_SYSTEM`, with errno `ENOSYS`: there is no resolver.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn getaddrinfo(
-    _node: *const c_char,
-    _service: *const c_char,
-    _hints: CPtr,
-    _res: *mut Ptr,
-) -> c_int {
-    const EAI_SYSTEM: c_int = -11;
-    set_errno(ENOSYS);
-    EAI_SYSTEM
-}
-
-/// Nothing to free: `getaddrinfo` never succeeds.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn freeaddrinfo(_res: Ptr) {}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn gai_strerror(_code: c_int) -> *const c_char {
-    c"System error".as_ptr()
 }
 
 /// No shared objects: every lookup misses.

@@ -304,6 +304,20 @@ impl DeviceMemory for HostMemoryReader {
         }
         (len, None)
     }
+
+    fn fill(&self, addr: u64, data: &[u8]) -> Result<(), String> {
+        if addr == 0 {
+            return Err("null device address".into());
+        }
+        let Some(_copying) = self.memory.enter() else {
+            return Err("the launch ended and its memory was freed".into());
+        };
+        // SAFETY: as in `stream`: the emulator trusts its kernels' pointers as a GPU does,
+        // and an emulated kernel passes its own live buffer, which it does not touch until
+        // the answer comes.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), addr as *mut u8, data.len()) };
+        Ok(())
+    }
 }
 
 /// A launch's memory: each block and the layout it was allocated with.

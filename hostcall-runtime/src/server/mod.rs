@@ -713,6 +713,11 @@ fn hand_to_pool(
         port: p,
     };
     let taken = requests.len() as u64;
+    let waits = requests.iter().any(|(_, slot, _)| {
+        ctx.services
+            .serving(slot.service)
+            .is_some_and(|e| e.handler.waits_on_peer(slot.service, &slot.args))
+    });
     let job = Box::new(move || {
         let ctx = &hold.ctx;
         let mut out = vec![0u8; if alone { PORT_BULK } else { BULK_PER_LANE }];
@@ -758,7 +763,7 @@ fn hand_to_pool(
             );
         }
     });
-    match ctx.pool.submit(job) {
+    match ctx.pool.submit(job, waits) {
         Ok(()) => taken,
         Err(job) if !ctx.pool.is_closed() => {
             // No thread to run it on: serve it here rather than never.

@@ -94,23 +94,32 @@ impl BlockingPool {
 
     /// Queues `job`, starting the workers on first use; hands it back if the pool is
     /// closed, its queue full, or no worker could be started (the caller then runs it
-    /// itself, or drops it once closed).
-    pub fn submit(&self, job: Job) -> Result<(), Job> {
-        {
-            let mut workers = self.lock_workers();
-            while workers.len() < self.size {
-                let shared = self.shared.clone();
-                let spawned = std::thread::Builder::new()
-                    .name(format!("hostcall-blocking-{}", workers.len()))
-                    .spawn(move || worker(&shared));
-                match spawned {
-                    Ok(t) => workers.push(t),
-                    Err(e) if workers.is_empty() => {
-                        log::warn!("starting a thread for blocking hostcalls: {e}");
-                        return Err(job);
-                    }
-                    Err(_) => break,
+    /// itself, or drops it once closed). A job that may wait on another party
+    /// (`waits`: a socket's peer, perhaps another GPU thread whose own call is queued
+    /// behind it) gets a worker started for it when none is idle, up to one per job the
+    /// queue may hold, so such jobs never wait for each other.
+    pub fn submit(&self, job: Job, waits: bool) -> Result<(), Job> {
+        // Held until the job is queued: two waiting jobs submitted at once both count
+        // the other as busy.
+        let mut workers = self.lock_workers();
+        let idle = workers.len().saturating_sub(self.busy());
+        let want = if waits && idle == 0 {
+            (workers.len() + 1).clamp(self.size, self.size.max(self.capacity))
+        } else {
+            self.size
+        };
+        while workers.len() < want {
+            let shared = self.shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("hostcall-blocking-{}", workers.len()))
+                .spawn(move || worker(&shared));
+            match spawned {
+                Ok(t) => workers.push(t),
+                Err(e) if workers.is_empty() => {
+                    log::warn!("starting a thread for blocking hostcalls: {e}");
+                    return Err(job);
                 }
+                Err(_) => break,
             }
         }
         let mut q = self.shared.lock();
@@ -120,6 +129,7 @@ impl BlockingPool {
         self.shared.busy.fetch_add(1, Relaxed);
         q.jobs.push_back(job);
         drop(q);
+        drop(workers);
         self.shared.ready.notify_one();
         Ok(())
     }

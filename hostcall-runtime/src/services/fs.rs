@@ -9,10 +9,12 @@ use std::sync::{Arc, Mutex};
 
 use cap_fs_ext::OpenOptionsFollowExt;
 use cap_std::fs::{Metadata, MetadataExt, OpenOptions, OpenOptionsExt};
-use hostcall_abi::errno::{EACCES, EAGAIN, EBADF, EFAULT, EINVAL, EMFILE, ENOTDIR, EROFS, ESPIPE};
+use hostcall_abi::errno::{
+    EACCES, EAGAIN, EBADF, EFAULT, EINVAL, EMFILE, ENOSYS, ENOTDIR, ENOTSOCK, EROFS, ESPIPE,
+};
 use hostcall_abi::stat::{FileStat, STAT_SIZE};
 use hostcall_abi::typed::Errno;
-use hostcall_abi::{DEVICE_WRITE_MAX, POSTED_WAITS, Service};
+use hostcall_abi::{DEVICE_READ_MAX, DEVICE_WRITE_MAX, POSTED_WAITS, Service};
 use hostcall_client::std_services::Fs;
 
 use super::sandbox::{Access, Sandbox};
@@ -56,6 +58,9 @@ pub(crate) struct OpenFile {
     pub access: Access,
     /// For a directory being listed (`Fs.getdents`): where the listing stands.
     pub listing: Option<Arc<Mutex<Listing>>>,
+    /// A socket (`services::net`): counted against the socket limit, written with
+    /// `MSG_NOSIGNAL`, and shut down when the run ends.
+    pub socket: bool,
 }
 
 /// A directory being listed: read from the file system as the GPU asks for entries, so
@@ -67,24 +72,75 @@ pub(crate) struct Listing {
     pub pending: Option<(u64, u8, Vec<u8>)>,
 }
 
-/// The GPU's open files. Descriptors start at 3; 0–2 are stdio.
+/// The GPU's open files and sockets. Descriptors start at 3; 0–2 are stdio.
 pub(crate) struct FdTable {
     open: HashMap<i32, OpenFile>,
     next: i32,
     limit: usize,
+    /// Sockets open now, and how many may be.
+    sockets: usize,
+    socket_limit: usize,
+    /// The run has ended or exited: nothing waits any longer.
+    ended: bool,
 }
 
 impl FdTable {
-    /// An empty table allowing `limit` open files.
-    pub fn new(limit: usize) -> FdTable {
+    /// An empty table allowing `limit` open files, of which `socket_limit` sockets.
+    pub fn new(limit: usize, socket_limit: usize) -> FdTable {
         FdTable {
             open: HashMap::new(),
             next: 3,
             limit,
+            sockets: 0,
+            socket_limit,
+            ended: false,
         }
     }
 
     pub(crate) fn insert(&mut self, f: File, access: Access) -> Result<i32, i32> {
+        self.insert_kind(f, access, false)
+    }
+
+    /// Enters a socket: `EMFILE` past the socket limit, as past the open-file one.
+    pub(crate) fn insert_socket(&mut self, f: File) -> Result<i32, i32> {
+        if self.sockets >= self.socket_limit {
+            return Err(EMFILE);
+        }
+        let fd = self.insert_kind(f, Access::ReadWrite, true)?;
+        self.sockets += 1;
+        Ok(fd)
+    }
+
+    /// A second fd for the open file `fd`: the same host file (and offset), the same
+    /// listing of a directory; a socket's counts as a socket.
+    pub(crate) fn dup(&mut self, fd: i32) -> Result<i32, i32> {
+        let o = self.open.get(&fd).ok_or(EBADF)?;
+        let (file, access, listing, socket) =
+            (o.file.clone(), o.access, o.listing.clone(), o.socket);
+        if socket && self.sockets >= self.socket_limit {
+            return Err(EMFILE);
+        }
+        let new = self.insert_shared(file, access, socket)?;
+        self.sockets += usize::from(socket);
+        if let Some(entry) = self.open.get_mut(&new) {
+            entry.listing = listing;
+        }
+        Ok(new)
+    }
+
+    /// Whether one more socket may open now (asked before the host makes one).
+    pub(crate) fn socket_room(&self) -> Result<(), i32> {
+        if self.sockets >= self.socket_limit || self.open.len() >= self.limit {
+            return Err(EMFILE);
+        }
+        Ok(())
+    }
+
+    fn insert_kind(&mut self, f: File, access: Access, socket: bool) -> Result<i32, i32> {
+        self.insert_shared(Arc::new(f), access, socket)
+    }
+
+    fn insert_shared(&mut self, file: Arc<File>, access: Access, socket: bool) -> Result<i32, i32> {
         if self.open.len() >= self.limit {
             return Err(EMFILE);
         }
@@ -95,9 +151,10 @@ impl FdTable {
         self.open.insert(
             fd,
             OpenFile {
-                file: Arc::new(f),
+                file,
                 access,
                 listing: None,
+                socket,
             },
         );
         self.next = fd.checked_add(1).unwrap_or(3);
@@ -108,24 +165,104 @@ impl FdTable {
         self.open.get(&fd).map(|o| o.file.clone()).ok_or(EBADF)
     }
 
+    /// The open file `fd` as a place to write to.
+    fn sink(&self, fd: i32) -> Result<Sink, i32> {
+        let o = self.open.get(&fd).ok_or(EBADF)?;
+        Ok(Sink {
+            file: o.file.clone(),
+            socket: o.socket,
+        })
+    }
+
     /// The open file `fd`, to change its state.
     pub(crate) fn entry(&mut self, fd: i32) -> Result<&mut OpenFile, i32> {
         self.open.get_mut(&fd).ok_or(EBADF)
     }
 
-    /// Closes every file the GPU has open (its run ended).
+    /// The open socket `fd`: `EBADF` when nothing is open there, `ENOTSOCK` for a file.
+    pub(crate) fn socket(&self, fd: i32) -> Result<Arc<File>, i32> {
+        match self.open.get(&fd) {
+            Some(o) if o.socket => Ok(o.file.clone()),
+            Some(_) => Err(ENOTSOCK),
+            None if is_stdio(fd) => Err(ENOTSOCK),
+            None => Err(EBADF),
+        }
+    }
+
+    /// Whether a file or socket is open as `fd` (stdio aside).
+    pub(crate) fn is_open(&self, fd: i32) -> bool {
+        self.open.contains_key(&fd)
+    }
+
+    /// The run is over: every socket is shut down for reading and writing (they stay
+    /// open), which wakes a call blocked on one, and a `poll` stops waiting.
+    pub(crate) fn end_waits(&mut self) {
+        self.ended = true;
+        for o in self.open.values().filter(|o| o.socket) {
+            // A socket never connected answers ENOTCONN, which changes nothing.
+            let _ = rustix::net::shutdown(&*o.file, rustix::net::Shutdown::Both);
+        }
+    }
+
+    /// Whether the run has ended or exited ([`FdTable::end_waits`]).
+    pub(crate) fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Whether `fd` is an open socket.
+    pub(crate) fn is_socket(&self, fd: i32) -> bool {
+        self.open.get(&fd).is_some_and(|o| o.socket)
+    }
+
+    /// Closes every file the GPU has open (its run ended). Sockets are shut down first:
+    /// that wakes a pool worker blocked in `accept`, `recv` or `poll` on one, which
+    /// holds its own handle and would otherwise keep the socket open past the run.
     pub(crate) fn close_all(&mut self) {
+        self.end_waits();
         self.open.clear();
+        self.sockets = 0;
     }
 
     fn remove(&mut self, fd: i32) -> Result<(), i32> {
-        self.open.remove(&fd).map(drop).ok_or(EBADF)
+        let o = self.open.remove(&fd).ok_or(EBADF)?;
+        self.sockets -= usize::from(o.socket);
+        Ok(())
     }
 
     /// The host files open now (for checks that every one lies under a mount).
     #[cfg(feature = "fuzzing")]
     pub fn files(&self) -> Vec<Arc<File>> {
         self.open.values().map(|o| o.file.clone()).collect()
+    }
+}
+
+/// A GPU fd being written to.
+struct Sink {
+    file: Arc<File>,
+    socket: bool,
+}
+
+impl Sink {
+    /// Writes what it takes of `data`; a socket with `MSG_NOSIGNAL`, so a peer that has
+    /// gone answers `EPIPE` rather than ending the host process with `SIGPIPE`.
+    fn write(&self, data: &[u8]) -> std::io::Result<usize> {
+        if self.socket {
+            let flags = rustix::net::SendFlags::NOSIGNAL;
+            return Ok(rustix::net::send(&*self.file, data, flags)?);
+        }
+        (&*self.file).write(data)
+    }
+
+    fn write_all(&self, mut data: &[u8]) -> std::io::Result<()> {
+        while !data.is_empty() {
+            match self.write(data) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => data = &data[n..],
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 }
 
@@ -259,7 +396,11 @@ impl Files {
         let w = match call.fd_arg(0)? {
             fd @ (1 | 2) => self.stdio.write(fd, data).map_err(|e| errno_of(&e))?,
             0 => return Err(EBADF),
-            fd => (&*self.file(fd)?).write(data).map_err(|e| errno_of(&e))?,
+            fd => self
+                .table()
+                .sink(fd)?
+                .write(data)
+                .map_err(|e| errno_of(&e))?,
         };
         Ok(Reply::value(w as i64))
     }
@@ -285,7 +426,7 @@ impl Files {
         let file = if is_stdio(fd) {
             None
         } else {
-            match self.file(fd) {
+            match self.table().sink(fd) {
                 Ok(f) => Some(f),
                 Err(e) => return Ok(Reply::errno(e)),
             }
@@ -305,7 +446,7 @@ impl Files {
         } else {
             self.device.stream(addr, len, &mut |piece| match &file {
                 None => self.stdio.write(fd, piece).map(drop),
-                Some(f) => (&**f).write_all(piece),
+                Some(f) => f.write_all(piece),
             })
         };
         Ok(match stop {
@@ -323,6 +464,43 @@ impl Files {
             Some(StreamStop::Sink(e)) if done == 0 => Reply::errno(errno_of(&e)),
             _ => Reply::value(done as i64),
         })
+    }
+
+    /// `ReadToDevice`: one read from the fd into host memory, then a DMA copy of what it
+    /// read into the lane's buffer in GPU memory.
+    fn read_to_device(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
+        let (addr, len) = (call.args[1], call.args[2]);
+        if len > DEVICE_READ_MAX {
+            return Err(Malformed(format!(
+                "{len} bytes, over the {DEVICE_READ_MAX}-byte limit"
+            )));
+        }
+        if addr.checked_add(len).is_none() {
+            return Err(Malformed(format!(
+                "{len} bytes at {addr:#x} run past the end of the address space"
+            )));
+        }
+        let mut buf = vec![0u8; len as usize];
+        let read = match call.fd_arg(0) {
+            Ok(0) => self.stdio.read(&mut buf),
+            Ok(1 | 2) | Err(_) => return Ok(Reply::errno(EBADF)),
+            Ok(fd) => match self.file(fd) {
+                Ok(f) => (&*f).read(&mut buf),
+                Err(e) => return Ok(Reply::errno(e)),
+            },
+        };
+        let n = match read {
+            Ok(n) => n,
+            Err(e) => return Ok(Reply::errno(errno_of(&e))),
+        };
+        if let Err(e) = self.device.fill(addr, &buf[..n]) {
+            self.log.warn(
+                Kind::Io,
+                format_args!("ReadToDevice: copying {n} bytes to {addr:#x}: {e}"),
+            );
+            return Ok(Reply::errno(EFAULT));
+        }
+        Ok(Reply::value(n as i64))
     }
 
     fn read(&self, call: &mut Call<'_>) -> Result<Result<Reply, i32>, Malformed> {
@@ -439,6 +617,7 @@ impl Handler for Files {
                 }
             }
             Service::Read => to_reply(self.read(call)?),
+            Service::ReadToDevice => self.read_to_device(call)?,
             Service::Ping => return Err(Malformed("ping is not a file service".into())),
         })
     }
@@ -449,7 +628,7 @@ impl Handler for Files {
         // services block as their registration says: `services::STD_DECLARED`.)
         matches!(
             Service::from_id(service),
-            Some(Service::Read | Service::Write | Service::WriteFromDevice)
+            Some(Service::Read | Service::ReadToDevice | Service::Write | Service::WriteFromDevice)
         )
     }
 
@@ -457,10 +636,15 @@ impl Handler for Files {
         // Of those, only writes to stdout and stderr stay on the polling threads.
         let fd = i32::try_from(args[0] as i64).unwrap_or(-1);
         match Service::from_id(service) {
-            Some(Service::Read) => fd != 1 && fd != 2,
+            Some(Service::Read | Service::ReadToDevice) => fd != 1 && fd != 2,
             Some(Service::Write | Service::WriteFromDevice) => !is_stdio(fd),
             _ => true,
         }
+    }
+
+    fn waits_on_peer(&self, _service: u32, args: &[u64; 6]) -> bool {
+        // A socket's reads and writes wait for its peer.
+        i32::try_from(args[0] as i64).is_ok_and(|fd| self.table().is_socket(fd))
     }
 }
 
@@ -537,5 +721,12 @@ impl Fs for Files {
 
     fn getdents(&self, fd: i32, out: &mut [u8]) -> Result<usize, Errno> {
         Files::getdents(self, fd, out).map_err(Errno)
+    }
+
+    fn dup(&self, fd: i32) -> Result<i32, Errno> {
+        if is_stdio(fd) {
+            return Err(Errno(ENOSYS));
+        }
+        self.table().dup(fd).map_err(Errno)
     }
 }

@@ -5,6 +5,7 @@
 mod env;
 mod fs;
 pub mod lifetime;
+mod net;
 mod process;
 pub mod sandbox;
 mod stdio;
@@ -16,10 +17,11 @@ use std::sync::Arc;
 
 use hostcall_abi::Service;
 use hostcall_abi::typed::Signature;
-use hostcall_client::std_services::{Environment, Fs, Identity, Lifecycle, Time};
+use hostcall_client::std_services::{Environment, Fs, Identity, Lifecycle, Net, Time};
 
 pub(crate) use env::EnvPolicy;
 pub(crate) use fs::{FdTable, Files, MODES_DEFAULT};
+pub(crate) use net::NetPolicy;
 pub(crate) use process::Process;
 pub use process::Termination;
 pub(crate) use sandbox::{MountSpec, Sandbox};
@@ -141,6 +143,15 @@ pub trait Handler: Send + Sync {
     fn may_block(&self, service: u32, args: &[u64; 6]) -> bool {
         let _ = (service, args);
         true
+    }
+
+    /// Whether this call, which [`Handler::may_block`], may wait as long as another party
+    /// likes (a socket's peer, which may be another GPU thread): the pool then starts a
+    /// worker for it if none is idle, so that calls waiting on each other never starve
+    /// the pool. Default: no.
+    fn waits_on_peer(&self, service: u32, args: &[u64; 6]) -> bool {
+        let _ = (service, args);
+        false
     }
 }
 
@@ -305,7 +316,12 @@ impl ServiceTable {
     }
 
     /// The built-in services over the given capabilities.
-    pub(crate) fn builtin(files: Arc<Files>, env: Arc<EnvPolicy>, process: Arc<Process>) -> Self {
+    pub(crate) fn builtin(
+        files: Arc<Files>,
+        env: Arc<EnvPolicy>,
+        process: Arc<Process>,
+        net: Arc<NetPolicy>,
+    ) -> Self {
         let startup_blocks = env.startup();
         let mut t = ServiceTable::default();
         let stdio = files.clone();
@@ -324,10 +340,15 @@ impl ServiceTable {
             Service::Read,
             Service::WriteFromDevice,
             Service::WritePosted,
+            Service::ReadToDevice,
         ] {
             t.register(s as u32, files.clone());
         }
         let caps = StdCaps {
+            net: Arc::new(net::Sockets {
+                files: files.clone(),
+                policy: net,
+            }),
             files,
             env: Arc::new(env::HostEnvironment {
                 policy: env,
@@ -349,6 +370,7 @@ pub(crate) struct StdCaps {
     files: Arc<Files>,
     env: Arc<env::HostEnvironment>,
     process: Arc<Process>,
+    net: Arc<net::Sockets>,
 }
 
 /// The handlers of one of std's declared traits, each with its method's signature.
@@ -380,6 +402,15 @@ pub(crate) const STD_DECLARED: &[(&[Signature], Serve)] = &[
         }
         m
     }),
+    (<dyn Net>::SERVICES, |c| {
+        let mut m = typed::methods::<dyn Net, _>(c.net.clone());
+        for (sig, h) in &mut m {
+            if NET_WAITS.contains(&sig.name) {
+                *h = Arc::new(typed::Waiting(h.clone()));
+            }
+        }
+        m
+    }),
 ];
 
 /// Every service of std's declared traits, which every host serves.
@@ -391,7 +422,17 @@ pub fn std_declared() -> impl Iterator<Item = &'static Signature> {
 /// sandbox's own state): every other one may, and runs on the blocking pool, since
 /// resolving a path may wait on a slow file system and opening a FIFO waits for its
 /// other end.
-const FS_QUICK: [&str; 4] = ["Fs.close", "Fs.lseek", "Fs.fstat", "Fs.getcwd"];
+const FS_QUICK: [&str; 5] = ["Fs.close", "Fs.lseek", "Fs.fstat", "Fs.getcwd", "Fs.dup"];
+
+/// The socket services that may wait for a peer (or a `poll` timeout): each runs on
+/// the blocking pool with a worker of its own. The others answer at once.
+const NET_WAITS: [&str; 5] = [
+    "Net.connect",
+    "Net.accept",
+    "Net.sendto",
+    "Net.recvfrom",
+    "Net.poll",
+];
 
 /// The errno for a host I/O error, in the wire's numbering (Linux's).
 pub(crate) fn errno_of(e: &std::io::Error) -> i32 {
@@ -434,6 +475,12 @@ mod tests {
 
     #[test]
     fn every_quick_file_service_is_declared() {
+        for name in NET_WAITS {
+            assert!(
+                <dyn Net>::SERVICES.iter().any(|s| s.name == name),
+                "{name} is not a method of Net"
+            );
+        }
         for name in FS_QUICK {
             assert!(
                 <dyn Fs>::SERVICES.iter().any(|s| s.name == name),

@@ -89,6 +89,28 @@ impl Handler for Blocking {
     }
 }
 
+/// A service that may wait on another party (a socket's peer): on the blocking pool,
+/// with a worker of its own ([`Handler::waits_on_peer`]).
+pub(crate) struct Waiting(pub Arc<dyn Handler>);
+
+impl Handler for Waiting {
+    fn call(&self, call: &mut Call<'_>) -> std::result::Result<Reply, Malformed> {
+        self.0.call(call)
+    }
+
+    fn input_len_arg(&self, service: u32) -> Option<usize> {
+        self.0.input_len_arg(service)
+    }
+
+    fn can_block(&self, _service: u32) -> bool {
+        true
+    }
+
+    fn waits_on_peer(&self, _service: u32, _args: &[u64; 6]) -> bool {
+        true
+    }
+}
+
 /// The handlers of `imp` serving the declared trait `S`, one per method, each with its
 /// method's signature (whose fixed id std's services take; `HostBuilder::serve` takes ids
 /// from [`Declared::id_for`]).

@@ -1,0 +1,460 @@
+//! Sockets over loopback on the emulated backend: the GPU's `Net` services against host
+//! peers and against each other, the grants, the limits, non-blocking mode and
+//! timeouts, and a blocked socket call at the run's end.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::AtomicU16;
+use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{neg, quiet};
+use hostcall_abi::errno::*;
+use hostcall_abi::net::consts::*;
+use hostcall_abi::net::{SOCKADDR_MAX, decode, encode};
+use hostcall_abi::typed::Errno;
+use hostcall_client::std_services::Net;
+use hostcall_client::{Channel, calls};
+use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_runtime::{HostBuilder, Launch, Outcome, RunReport};
+
+/// Runs `body` on `blocks` emulated GPU threads, one per block (so each has a warp and
+/// a port of its own); returns each one's value, by block.
+fn run_blocks<T: Send + 'static>(
+    host: HostBuilder,
+    blocks: u32,
+    body: impl Fn(&Channel, &EmuThread) -> T + Send + Sync + 'static,
+) -> (Vec<T>, RunReport) {
+    let (v, report) = run_some(host, blocks, body);
+    (
+        v.into_iter()
+            .map(|v| v.expect("every block finished"))
+            .collect(),
+        report,
+    )
+}
+
+/// As [`run_blocks`], where a block may not finish (it exits).
+fn run_some<T: Send + 'static>(
+    host: HostBuilder,
+    blocks: u32,
+    body: impl Fn(&Channel, &EmuThread) -> T + Send + Sync + 'static,
+) -> (Vec<Option<T>>, RunReport) {
+    let out = Arc::new(Mutex::new((0..blocks).map(|_| None).collect::<Vec<_>>()));
+    let o = out.clone();
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
+        let v = body(t.channel(), t);
+        o.lock().unwrap()[t.block as usize] = Some(v);
+    });
+    let report = host
+        .build()
+        .unwrap()
+        .run(&mut m, &Launch::linear("k", blocks, 1, vec![]))
+        .unwrap();
+    let v = std::mem::take(&mut *out.lock().unwrap());
+    (v, report)
+}
+
+fn sockaddr(a: &str) -> Vec<u8> {
+    let mut b = [0; SOCKADDR_MAX];
+    let n = encode(&a.parse().unwrap(), &mut b);
+    b[..n].to_vec()
+}
+
+fn tcp(ch: &Channel) -> i32 {
+    calls::net::<Emu>(ch)
+        .socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)
+        .unwrap()
+}
+
+/// The socket's own address.
+fn local(ch: &Channel, fd: i32) -> SocketAddr {
+    let mut out = [0; SOCKADDR_MAX];
+    calls::net::<Emu>(ch).name(fd, 0, &mut out).unwrap();
+    decode(&out).unwrap()
+}
+
+/// A listening GPU socket on a port the system picks.
+fn listener(ch: &Channel, ty: i32) -> i32 {
+    let net = calls::net::<Emu>(ch);
+    let fd = net.socket(AF_INET, ty, 0).unwrap();
+    net.bind(fd, &sockaddr("127.0.0.1:0")).unwrap();
+    if ty == SOCK_STREAM {
+        net.listen(fd, 16).unwrap();
+    }
+    fd
+}
+
+#[test]
+fn a_gpu_server_answers_a_host_client() {
+    let port = Arc::new(AtomicU16::new(0));
+    let p = port.clone();
+    let client = std::thread::spawn(move || {
+        while p.load(Acquire) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut s = TcpStream::connect(("127.0.0.1", p.load(Acquire))).unwrap();
+        s.write_all(b"GET /hello HTTP/1.1\r\nHost: gpu\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        answer
+    });
+    let host = quiet().allow_listen("127.0.0.1:*");
+    let (r, _) = run_blocks(host, 1, move |ch, _| {
+        let fd = listener(ch, SOCK_STREAM);
+        port.store(local(ch, fd).port(), Release);
+        let mut peer = [0; SOCKADDR_MAX];
+        let conn = calls::net::<Emu>(ch).accept(fd, 0, &mut peer).unwrap();
+        let mut req = Vec::new();
+        while !req.ends_with(b"\r\n\r\n") {
+            let mut buf = [0; 256];
+            let n = calls::read::<Emu>(ch, conn, &mut buf);
+            assert!(n > 0, "read {n}");
+            req.extend_from_slice(&buf[..n as usize]);
+        }
+        let body = b"hello from the GPU\n";
+        let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+        calls::write::<Emu>(ch, conn, head.as_bytes());
+        calls::write::<Emu>(ch, conn, body);
+        calls::close::<Emu>(ch, conn);
+        calls::close::<Emu>(ch, fd);
+        (String::from_utf8(req).unwrap(), decode(&peer).unwrap().ip())
+    });
+    let (req, peer) = &r[0];
+    assert!(req.starts_with("GET /hello HTTP/1.1\r\n"), "{req}");
+    assert_eq!(peer.to_string(), "127.0.0.1");
+    let answer = client.join().unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    assert!(answer.ends_with("\r\n\r\nhello from the GPU\n"), "{answer}");
+}
+
+#[test]
+fn a_gpu_client_fetches_from_a_host_server() {
+    let server = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = server.local_addr().unwrap();
+    let serve = std::thread::spawn(move || {
+        let (mut s, _) = server.accept().unwrap();
+        let mut req = [0; 64];
+        let n = s.read(&mut req).unwrap();
+        s.write_all(b"pong:").unwrap();
+        s.write_all(&req[..n]).unwrap();
+    });
+    let host = quiet().allow_connect(&addr.to_string());
+    let target = sockaddr(&addr.to_string());
+    let (r, _) = run_blocks(host, 1, move |ch, _| {
+        let fd = tcp(ch);
+        calls::net::<Emu>(ch).connect(fd, &target).unwrap();
+        assert_eq!(calls::write::<Emu>(ch, fd, b"ping"), 4);
+        let mut got = Vec::new();
+        loop {
+            let mut buf = [0; 16];
+            match calls::read::<Emu>(ch, fd, &mut buf) {
+                0 => break,
+                n if n > 0 => got.extend_from_slice(&buf[..n as usize]),
+                e => panic!("read {e}"),
+            }
+        }
+        got
+    });
+    serve.join().unwrap();
+    assert_eq!(r[0], b"pong:ping");
+}
+
+#[test]
+fn udp_echo_keeps_datagrams_and_their_senders() {
+    let echo = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = echo.local_addr().unwrap();
+    let serve = std::thread::spawn(move || {
+        for _ in 0..2 {
+            let mut buf = [0; 64];
+            let (n, from) = echo.recv_from(&mut buf).unwrap();
+            echo.send_to(&buf[..n], from).unwrap();
+        }
+    });
+    let host = quiet().allow_connect(&addr.to_string());
+    let to = sockaddr(&addr.to_string());
+    let (r, _) = run_blocks(host, 1, move |ch, _| {
+        let net = calls::net::<Emu>(ch);
+        let fd = net.socket(AF_INET, SOCK_DGRAM, 0).unwrap();
+        net.bind(fd, &sockaddr("127.0.0.1:0")).unwrap();
+        let mut got = Vec::new();
+        for msg in [&b"one"[..], b"datagram two"] {
+            assert_eq!(net.sendto(fd, msg, 0, &to), Ok(msg.len()));
+            let mut out = [0; SOCKADDR_MAX + 64];
+            let n = net.recvfrom(fd, 0, &mut out).unwrap();
+            got.push((
+                out[SOCKADDR_MAX..SOCKADDR_MAX + n].to_vec(),
+                decode(&out).unwrap(),
+            ));
+        }
+        got
+    });
+    serve.join().unwrap();
+    assert_eq!(r[0][0], (b"one".to_vec(), addr));
+    assert_eq!(r[0][1], (b"datagram two".to_vec(), addr));
+}
+
+#[test]
+fn refused_and_ungranted_addresses_answer_as_linux_does() {
+    // A port nobody listens on: bind one, note it, close it.
+    let free = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let host = quiet()
+        .allow_connect(&free.to_string())
+        .allow_listen("127.0.0.1:40000");
+    let (granted, other) = (sockaddr(&free.to_string()), sockaddr("127.0.0.1:9"));
+    let (r, _) = run_blocks(host, 1, move |ch, _| {
+        let net = calls::net::<Emu>(ch);
+        let fd = tcp(ch);
+        let refused = net.connect(fd, &granted);
+        let fd2 = tcp(ch);
+        let denied = net.connect(fd2, &other);
+        let bind_denied = net.bind(fd2, &sockaddr("127.0.0.1:40001"));
+        let unix = net.socket(AF_UNIX, SOCK_STREAM, 0);
+        let not_a_socket = net.listen(1, 1);
+        (refused, denied, bind_denied, unix, not_a_socket)
+    });
+    assert_eq!(
+        r[0],
+        (
+            Err(Errno(ECONNREFUSED)),
+            Err(Errno(EACCES)),
+            Err(Errno(EACCES)),
+            Err(Errno(EAFNOSUPPORT)),
+            Err(Errno(ENOTSOCK))
+        )
+    );
+    let (r, _) = run_blocks(quiet(), 1, |ch, _| {
+        calls::net::<Emu>(ch).socket(AF_INET, SOCK_STREAM, 0)
+    });
+    assert_eq!(r[0], Err(Errno(EACCES)), "nothing granted: no socket");
+    let bad = quiet().allow_connect("127.0.0.1").build().err().unwrap();
+    assert!(
+        bad.to_string()
+            .contains("`127.0.0.1`: `127.0.0.1` is not HOST:PORTS"),
+        "{bad}"
+    );
+}
+
+#[test]
+fn non_blocking_mode_and_timeouts_work() {
+    let host = quiet().allow_listen("127.0.0.1:*");
+    let (r, _) = run_blocks(host, 1, |ch, _| {
+        let net = calls::net::<Emu>(ch);
+        let fd = listener(ch, SOCK_STREAM);
+        net.set_nonblocking(fd, 1).unwrap();
+        let mode = net.nonblocking(fd);
+        let mut peer = [0; SOCKADDR_MAX];
+        let would_block = net.accept(fd, 0, &mut peer);
+        let udp = listener(ch, SOCK_DGRAM);
+        let mut tv = [0u8; 16];
+        tv[8..].copy_from_slice(&50_000i64.to_ne_bytes());
+        net.setsockopt(udp, SOL_SOCKET, SO_RCVTIMEO, &tv).unwrap();
+        let mut back = [0u8; 16];
+        let len = net.getsockopt(udp, SOL_SOCKET, SO_RCVTIMEO, &mut back);
+        // Linux keeps the timeout in clock ticks: 50 ms reads back as a little more.
+        let back = i64::from_ne_bytes(back[8..].try_into().unwrap());
+        let t = Instant::now();
+        let mut buf = [0; 8];
+        let timed_out = calls::read::<Emu>(ch, udp, &mut buf);
+        let waited = t.elapsed();
+        let unknown = net.setsockopt(udp, SOL_SOCKET, 25, b"eth0\0");
+        (mode, would_block, len, back, timed_out, waited, unknown)
+    });
+    let (mode, would_block, len, back, timed_out, waited, unknown) = r[0];
+    assert_eq!(mode, Ok(1));
+    assert_eq!(would_block, Err(Errno(EAGAIN)));
+    assert_eq!(len, Ok(16));
+    assert!((50_000..60_000).contains(&back), "{back} µs");
+    assert_eq!(timed_out, neg(EAGAIN));
+    assert!(waited >= Duration::from_millis(45), "{waited:?}");
+    assert_eq!(
+        unknown,
+        Err(Errno(ENOPROTOOPT)),
+        "SO_BINDTODEVICE is not served"
+    );
+}
+
+#[test]
+fn sockets_are_bounded_like_open_files() {
+    let host = quiet().allow_connect("127.0.0.1:1").max_sockets(2);
+    let (r, _) = run_blocks(host, 1, |ch, _| {
+        let net = calls::net::<Emu>(ch);
+        let (a, b) = (tcp(ch), tcp(ch));
+        let third = net.socket(AF_INET, SOCK_DGRAM, 0);
+        calls::close::<Emu>(ch, a);
+        let again = net.socket(AF_INET, SOCK_DGRAM, 0).is_ok();
+        (b, third, again)
+    });
+    assert_eq!(r[0].1, Err(Errno(EMFILE)));
+    assert!(r[0].2, "a closed socket makes room");
+}
+
+/// `dup` (std's `try_clone`) gives a second fd for the same socket, which counts
+/// against the socket limit; the connection ends when the last of them closes.
+#[test]
+fn a_duplicated_socket_is_the_same_connection() {
+    let server = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = server.local_addr().unwrap();
+    let peer = std::thread::spawn(move || {
+        let (mut s, _) = server.accept().unwrap();
+        let mut got = String::new();
+        s.read_to_string(&mut got).unwrap();
+        got
+    });
+    let host = quiet().allow_connect(&addr.to_string()).max_sockets(2);
+    let target = sockaddr(&addr.to_string());
+    let (r, _) = run_blocks(host, 1, move |ch, _| {
+        let fd = tcp(ch);
+        calls::net::<Emu>(ch).connect(fd, &target).unwrap();
+        let copy = calls::dup::<Emu>(ch, fd) as i32;
+        let over = calls::dup::<Emu>(ch, fd);
+        calls::write::<Emu>(ch, fd, b"a");
+        calls::write::<Emu>(ch, copy, b"b");
+        calls::close::<Emu>(ch, fd);
+        calls::write::<Emu>(ch, copy, b"c");
+        calls::close::<Emu>(ch, copy);
+        (copy > fd, over, calls::dup::<Emu>(ch, 1))
+    });
+    assert_eq!(r[0], (true, neg(EMFILE), neg(ENOSYS)));
+    assert_eq!(peer.join().unwrap(), "abc");
+}
+
+/// Two GPU threads that wait on each other through the host, with one blocking-pool
+/// worker: the receiver's call holds it until the sender's datagram comes, so the
+/// sender's call must get a worker of its own.
+#[test]
+fn gpu_threads_waiting_on_each_other_each_get_a_pool_worker() {
+    let port = Arc::new(AtomicU16::new(0));
+    let host = quiet()
+        .allow_listen("127.0.0.1:*")
+        .allow_connect("127.0.0.1:*")
+        .blocking_threads(1)
+        .timeout(Duration::from_secs(20));
+    let started = Instant::now();
+    let (r, rep) = run_blocks(host, 2, move |ch, t| {
+        let net = calls::net::<Emu>(ch);
+        if t.block == 0 {
+            let fd = listener(ch, SOCK_DGRAM);
+            port.store(local(ch, fd).port(), Release);
+            let mut out = [0; SOCKADDR_MAX + 16];
+            net.recvfrom(fd, 0, &mut out)
+                .map(|n| out[SOCKADDR_MAX..SOCKADDR_MAX + n].to_vec())
+        } else {
+            while port.load(Acquire) == 0 {
+                std::thread::yield_now();
+            }
+            // Let the receiver's call reach the pool first.
+            std::thread::sleep(Duration::from_millis(100));
+            let fd = net.socket(AF_INET, SOCK_DGRAM, 0).unwrap();
+            let to = sockaddr(&format!("127.0.0.1:{}", port.load(Acquire)));
+            net.sendto(fd, b"across", 0, &to).map(|_| Vec::new())
+        }
+    });
+    assert_eq!(rep.outcome, Outcome::Completed);
+    assert_eq!(r[0], Ok(b"across".to_vec()));
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+/// A GPU thread blocked in `accept` when another ends the run: the exit shuts the
+/// program's sockets down, as Linux's does, so the blocked call returns and the run
+/// ends; the listening socket is closed with it.
+#[test]
+fn a_blocked_accept_does_not_outlive_the_run() {
+    let port = Arc::new(AtomicU16::new(0));
+    let p = port.clone();
+    let host = quiet().allow_listen("127.0.0.1:*");
+    let started = Instant::now();
+    let (r, rep) = run_some(host, 2, move |ch, t| {
+        if t.block == 0 {
+            let fd = listener(ch, SOCK_STREAM);
+            p.store(local(ch, fd).port(), Release);
+            let mut peer = [0; SOCKADDR_MAX];
+            calls::net::<Emu>(ch).accept(fd, 0, &mut peer)
+        } else {
+            while p.load(Acquire) == 0 {
+                std::thread::yield_now();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            calls::exit::<Emu>(ch, 3);
+            t.trap()
+        }
+    });
+    assert_eq!(rep.outcome, Outcome::Exited(3));
+    assert_eq!(
+        r[0],
+        Some(Err(Errno(EINVAL))),
+        "accept on a socket shut down"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let after = TcpStream::connect(("127.0.0.1", port.load(Acquire)));
+    assert_eq!(
+        after.map(drop).map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::ConnectionRefused),
+        "the GPU's listener is closed when its run ends"
+    );
+}
+
+/// `poll` waits on the host for a socket to become ready, at most its timeout, and a
+/// `poll` with no end (no fds, no timeout) returns when another thread exits the run.
+#[test]
+fn poll_waits_for_a_socket_and_ends_with_the_run() {
+    let port = Arc::new(AtomicU16::new(0));
+    let p = port.clone();
+    let sender = std::thread::spawn(move || {
+        while p.load(Acquire) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.send_to(b"wake", ("127.0.0.1", p.load(Acquire))).unwrap();
+    });
+    let host = quiet().allow_listen("127.0.0.1:*");
+    let (r, rep) = run_some(host, 2, move |ch, t| {
+        let net = calls::net::<Emu>(ch);
+        let pollfd = |fd: i32, events: i16| {
+            let mut b = fd.to_ne_bytes().to_vec();
+            b.extend_from_slice(&events.to_ne_bytes());
+            b.extend_from_slice(&[0, 0]);
+            b
+        };
+        if t.block == 0 {
+            let fd = listener(ch, SOCK_DGRAM);
+            let mut revents = [0u8; 4];
+            let idle = net.poll(&pollfd(fd, POLLIN), 20, &mut revents[..2]);
+            port.store(local(ch, fd).port(), Release);
+            let t0 = Instant::now();
+            let woke = net.poll(&pollfd(fd, POLLIN), 10_000, &mut revents[..2]);
+            let waited = t0.elapsed();
+            let mut ev = [i16::from_ne_bytes([revents[0], revents[1]]), 0];
+            // An fd that is not open is answered at once, as Linux does.
+            let mut asked = pollfd(fd, POLLOUT);
+            asked.extend(pollfd(99, POLLIN));
+            net.poll(&asked, 10_000, &mut revents).unwrap();
+            ev[1] = i16::from_ne_bytes([revents[2], revents[3]]);
+            let forever = net.poll(&[], -1, &mut []);
+            (idle, woke, ev, waited, forever)
+        } else {
+            while port.load(Acquire) == 0 {
+                std::thread::yield_now();
+            }
+            std::thread::sleep(Duration::from_millis(300));
+            calls::exit::<Emu>(ch, 0);
+            t.trap()
+        }
+    });
+    sender.join().unwrap();
+    assert_eq!(rep.outcome, Outcome::Exited(0));
+    let (idle, woke, ev, waited, forever) = r[0].unwrap();
+    assert_eq!(idle, Ok(0), "nothing to read: the timeout passes");
+    assert_eq!(woke, Ok(1), "the datagram came");
+    assert_eq!(ev, [POLLIN, POLLNVAL]);
+    assert!(waited < Duration::from_secs(5), "{waited:?}");
+    assert_eq!(forever, Ok(0), "a wait without end returns at the exit");
+}
