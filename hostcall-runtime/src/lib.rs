@@ -1,7 +1,8 @@
 //! The host side of Rust std on NVIDIA GPUs.
 //!
-//! A [`Host`] grants capabilities (pre-opened directories, environment variables, stdio)
-//! and runs a launch on a [`GpuModule`] while its server answers the GPU's hostcalls.
+//! A [`Host`] grants capabilities (pre-opened directories, environment variables, stdio,
+//! network addresses) and runs a launch on a [`GpuModule`] while its server answers the
+//! GPU's hostcalls.
 //! Backends: [`cuda::CudaModule`] for real GPUs and [`emulated::EmulatedModule`], which
 //! runs the device half of the transport on OS threads for tests without a GPU.
 //!

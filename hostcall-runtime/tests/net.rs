@@ -458,3 +458,50 @@ fn poll_waits_for_a_socket_and_ends_with_the_run() {
     assert!(waited < Duration::from_secs(5), "{waited:?}");
     assert_eq!(forever, Ok(0), "a wait without end returns at the exit");
 }
+
+/// Two lanes of one warp whose calls travel in one packet and wait on each other: lane 0
+/// receives the datagram lane 1 sends. Each waiting lane's call is a pool job of its
+/// own; served one after the other in one job, lane 0's receive would wait for ever for
+/// lane 1's send behind it.
+#[test]
+fn lanes_of_one_packet_that_wait_on_each_other_are_served_apart() {
+    let port = Arc::new(AtomicU16::new(0));
+    let out = Arc::new(Mutex::new(Vec::new()));
+    let o = out.clone();
+    let mut m = EmulatedModule::new(WarpMode::Lockstep).kernel("k", move |t: &EmuThread| {
+        let ch = t.channel();
+        let net = calls::net::<Emu>(ch);
+        // The same number of calls on both lanes, so that they meet at each one.
+        let fd = net.socket(AF_INET, SOCK_DGRAM, 0).unwrap();
+        net.bind(fd, &sockaddr("127.0.0.1:0")).unwrap();
+        let mine = local(ch, fd).port();
+        if t.thread == 0 {
+            port.store(mine, Release);
+        }
+        while port.load(Acquire) == 0 {
+            std::thread::yield_now();
+        }
+        let r = if t.thread == 0 {
+            let mut buf = [0; SOCKADDR_MAX + 16];
+            net.recvfrom(fd, 0, &mut buf)
+                .map(|n| buf[SOCKADDR_MAX..SOCKADDR_MAX + n].to_vec())
+        } else {
+            let to = sockaddr(&format!("127.0.0.1:{}", port.load(Acquire)));
+            net.sendto(fd, b"lane 1", 0, &to).map(|_| Vec::new())
+        };
+        o.lock().unwrap().push((t.thread, r));
+    });
+    let started = Instant::now();
+    let report = quiet()
+        .allow_listen("127.0.0.1:*")
+        .allow_connect("127.0.0.1:*")
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+        .run(&mut m, &Launch::linear("k", 1, 2, vec![]));
+    assert!(report.is_ok(), "{:?}", report.err());
+    let mut got = std::mem::take(&mut *out.lock().unwrap());
+    got.sort_by_key(|g| g.0);
+    assert_eq!(got, [(0, Ok(b"lane 1".to_vec())), (1, Ok(Vec::new()))]);
+    assert!(started.elapsed() < Duration::from_secs(5));
+}

@@ -164,6 +164,12 @@ pub unsafe extern "C" fn sendto(
             // as the port allows (by DMA from global memory).
             return crate::check(calls::write::<Nvptx>(&channel(), fd, data)) as isize;
         }
+        if n > SEND_MAX && datagram(fd) {
+            // Sent in part, a datagram would arrive cut short.
+            set_errno(EMSGSIZE);
+            return -1;
+        }
+        // A stream takes what fits; the caller sends the rest, as after any short send.
         return ret(net().sendto(fd, &data[..n.min(SEND_MAX)], flags, &[])) as isize;
     }
     if n > SEND_MAX {
@@ -172,6 +178,13 @@ pub unsafe extern "C" fn sendto(
     }
     // SAFETY: the caller's contract.
     ret(unsafe { addr_in(addr, len) }.and_then(|a| net().sendto(fd, data, flags, a))) as isize
+}
+
+/// Whether `fd` is a datagram socket.
+fn datagram(fd: c_int) -> bool {
+    let mut ty = [0u8; 4];
+    net().getsockopt(fd, SOL_SOCKET, SO_TYPE, &mut ty).is_ok()
+        && i32::from_ne_bytes(ty) == SOCK_DGRAM
 }
 
 /// # Safety
@@ -358,7 +371,8 @@ pub struct PollFd {
 /// Waits on the host for sockets to become ready, at most `timeout_ms` (negative:
 /// without limit). Files and stdio are always ready for what they ask, as Linux reports
 /// regular files, and a closed fd gets `POLLNVAL`; so std's start-up check of fds 0 to
-/// 2 passes as in a process.
+/// 2 passes as in a process. At most 512 fds at once (one bulk buffer's worth), else
+/// `EINVAL`.
 ///
 /// # Safety
 /// `fds` must be valid for reading and writing `n` entries.

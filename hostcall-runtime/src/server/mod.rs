@@ -281,7 +281,8 @@ impl Context {
             log,
             killing: AtomicBool::new(false),
             ended: AtomicBool::new(false),
-            pool: BlockingPool::new(blocking, ports.len),
+            // A worker per port at most, and a job per lane of each queued.
+            pool: BlockingPool::new(blocking, ports.len, ports.len * WARP_SIZE),
             pool_holds: (0..ports.len).map(|_| AtomicBool::new(false)).collect(),
             alive: PortsAlive::new(),
         })
@@ -672,8 +673,8 @@ pub(crate) fn serve_port(
 }
 
 /// Copies lane `first`'s request (already read) and those of the lanes in `rest`, with
-/// their input bytes, into a job for the blocking pool, which answers them and then
-/// the port; returns the lanes taken.
+/// their input bytes, into jobs for the blocking pool, which answer them and then
+/// release the port; returns the lanes taken.
 fn hand_to_pool(
     ctx: &Arc<Context>,
     p: usize,
@@ -683,8 +684,7 @@ fn hand_to_pool(
     rest: u32,
 ) -> u64 {
     let ports = ctx.ports;
-    let lanes = rest | 1 << first.0;
-    let requests: Vec<(usize, LaneSlot, Result<Vec<u8>, Malformed>)> = std::iter::once(first)
+    let requests: Vec<Request> = std::iter::once(first)
         .chain(
             (0..WARP_SIZE)
                 .filter(|l| rest & (1 << l) != 0)
@@ -708,18 +708,48 @@ fn hand_to_pool(
         .response
         .store(seq, Release);
     ctx.pool_holds[p].store(true, Release);
-    let hold = PoolHold {
+    let hold = Arc::new(PoolHold {
         ctx: ctx.clone(),
         port: p,
-    };
+    });
     let taken = requests.len() as u64;
     let waits = requests.iter().any(|(_, slot, _)| {
         ctx.services
             .serving(slot.service)
             .is_some_and(|e| e.handler.waits_on_peer(slot.service, &slot.args))
     });
-    let job = Box::new(move || {
-        let ctx = &hold.ctx;
+    // Calls that may wait on a peer are a job each: lanes of one packet may wait on one
+    // another (one receives what the other sends). The port stays held until the last
+    // job ends.
+    let jobs: Vec<Vec<Request>> = if waits {
+        requests.into_iter().map(|r| vec![r]).collect()
+    } else {
+        vec![requests]
+    };
+    for requests in jobs {
+        let job = pool_job(hold.clone(), seq, alone, requests);
+        match ctx.pool.submit(job, waits) {
+            Ok(()) => {}
+            Err(job) if !ctx.pool.is_closed() => {
+                // No thread to run it on: serve it here rather than never.
+                job();
+            }
+            Err(_) => return 0,
+        }
+    }
+    taken
+}
+
+/// A lane's request copied out of its port: lane, slot, and input bytes (or why they
+/// broke the service's rules).
+type Request = (usize, LaneSlot, Result<Vec<u8>, Malformed>);
+
+/// The job that serves `requests` of the packet `seq` on `hold`'s port, then answers
+/// them; a run that ended or is being killed starts no more handlers.
+fn pool_job(hold: Arc<PoolHold>, seq: u32, alone: bool, requests: Vec<Request>) -> pool::Job {
+    Box::new(move || {
+        let (ctx, p) = (&hold.ctx, hold.port);
+        let lanes: u32 = requests.iter().map(|r| 1 << r.0).sum();
         let mut out = vec![0u8; if alone { PORT_BULK } else { BULK_PER_LANE }];
         let mut answers = Vec::with_capacity(requests.len());
         for (lane, slot, input) in requests {
@@ -762,16 +792,7 @@ fn hand_to_pool(
                 (&bytes, words.as_ref()),
             );
         }
-    });
-    match ctx.pool.submit(job, waits) {
-        Ok(()) => taken,
-        Err(job) if !ctx.pool.is_closed() => {
-            // No thread to run it on: serve it here rather than never.
-            job();
-            taken
-        }
-        Err(_) => 0,
-    }
+    })
 }
 
 /// Copies the input bytes `slot`'s service declares, from the lane's bulk buffer at `at`

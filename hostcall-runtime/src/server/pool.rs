@@ -3,9 +3,9 @@
 //! other ports, so one stuck `read(0)` never holds up another warp's calls. A worker
 //! that finished a job polls briefly for the next before it sleeps.
 //!
-//! The queue is bounded: the server hands over at most one job per port (a port is not
-//! served again until its job has answered), and the pool refuses more than its
-//! capacity all the same. Closing drops the jobs still queued. Workers are joined when
+//! The queue is bounded: the server hands over at most one packet per port (a port is
+//! not served again until its jobs have answered), as one job, or one per lane when its
+//! calls may wait on a peer, and the pool refuses more than its capacity all the same. Closing drops the jobs still queued. Workers are joined when
 //! the pool closes idle; a busy one may sit in a system call that never returns, so
 //! then none is waited for. The port memory is guarded instead: a worker writes its
 //! answers under the read half of [`PortsAlive`], and [`PortsAlive::retire`] takes the
@@ -45,12 +45,14 @@ impl PortsAlive {
 /// How long closing waits for jobs to finish before it leaves busy workers behind.
 const CLOSE_GRACE: Duration = Duration::from_millis(100);
 
-/// A fixed set of worker threads taking jobs from one bounded queue, started on first
-/// use.
+/// Worker threads taking jobs from one bounded queue, started on first use: a set
+/// number, and more, up to a bound, for jobs that wait on a peer.
 pub(crate) struct BlockingPool {
     shared: Arc<Shared>,
     /// Workers to start.
     size: usize,
+    /// Workers there may be, started for jobs that wait on a peer.
+    max_workers: usize,
     /// Jobs the queue holds at most.
     capacity: usize,
     workers: Mutex<Vec<JoinHandle<()>>>,
@@ -77,9 +79,9 @@ impl Shared {
 
 impl BlockingPool {
     /// A pool of `workers` threads (at least one), started with its first job (most
-    /// launches never make a call that may block, and pay for no thread), queueing at
-    /// most `capacity` jobs.
-    pub fn new(workers: usize, capacity: usize) -> BlockingPool {
+    /// launches never make a call that may block, and pay for no thread), growing to
+    /// `max_workers` for jobs that wait on a peer, queueing at most `capacity` jobs.
+    pub fn new(workers: usize, max_workers: usize, capacity: usize) -> BlockingPool {
         BlockingPool {
             shared: Arc::new(Shared {
                 queue: Mutex::new(Queue::default()),
@@ -87,6 +89,7 @@ impl BlockingPool {
                 busy: AtomicUsize::new(0),
             }),
             size: workers.max(1),
+            max_workers: max_workers.max(workers).max(1),
             capacity: capacity.max(1),
             workers: Mutex::new(Vec::new()),
         }
@@ -96,15 +99,15 @@ impl BlockingPool {
     /// closed, its queue full, or no worker could be started (the caller then runs it
     /// itself, or drops it once closed). A job that may wait on another party
     /// (`waits`: a socket's peer, perhaps another GPU thread whose own call is queued
-    /// behind it) gets a worker started for it when none is idle, up to one per job the
-    /// queue may hold, so such jobs never wait for each other.
+    /// behind it) gets a worker started for it when none is idle, up to `max_workers`, so
+    /// such jobs never wait for each other.
     pub fn submit(&self, job: Job, waits: bool) -> Result<(), Job> {
         // Held until the job is queued: two waiting jobs submitted at once both count
         // the other as busy.
         let mut workers = self.lock_workers();
         let idle = workers.len().saturating_sub(self.busy());
         let want = if waits && idle == 0 {
-            (workers.len() + 1).clamp(self.size, self.size.max(self.capacity))
+            (workers.len() + 1).clamp(self.size, self.max_workers)
         } else {
             self.size
         };

@@ -266,6 +266,21 @@ impl Sink {
     }
 }
 
+/// A DMA service's device address and length (`args[1]`, `args[2]`): at most `max`
+/// bytes, not running past the end of the address space.
+fn device_range(call: &Call<'_>, max: u64) -> Result<(u64, u64), Malformed> {
+    let (addr, len) = (call.args[1], call.args[2]);
+    if len > max {
+        return Err(Malformed(format!("{len} bytes, over the {max}-byte limit")));
+    }
+    if addr.checked_add(len).is_none() {
+        return Err(Malformed(format!(
+            "{len} bytes at {addr:#x} run past the end of the address space"
+        )));
+    }
+    Ok((addr, len))
+}
+
 /// The file services and the capabilities they check.
 pub(crate) struct Files {
     /// Shared by the launches of a run over several GPUs.
@@ -408,17 +423,7 @@ impl Files {
     /// `WriteFromDevice`: the bytes are in GPU global memory; the device copies them out
     /// by DMA, piece by piece, and each piece is written as it arrives.
     fn write_from_device(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
-        let (addr, len) = (call.args[1], call.args[2]);
-        if len > DEVICE_WRITE_MAX {
-            return Err(Malformed(format!(
-                "{len} bytes, over the {DEVICE_WRITE_MAX}-byte limit"
-            )));
-        }
-        if addr.checked_add(len).is_none() {
-            return Err(Malformed(format!(
-                "{len} bytes at {addr:#x} run past the end of the address space"
-            )));
-        }
+        let (addr, len) = device_range(call, DEVICE_WRITE_MAX)?;
         let fd = match call.fd_arg(0) {
             Ok(0) | Err(_) => return Ok(Reply::errno(EBADF)),
             Ok(fd) => fd,
@@ -469,17 +474,7 @@ impl Files {
     /// `ReadToDevice`: one read from the fd into host memory, then a DMA copy of what it
     /// read into the lane's buffer in GPU memory.
     fn read_to_device(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
-        let (addr, len) = (call.args[1], call.args[2]);
-        if len > DEVICE_READ_MAX {
-            return Err(Malformed(format!(
-                "{len} bytes, over the {DEVICE_READ_MAX}-byte limit"
-            )));
-        }
-        if addr.checked_add(len).is_none() {
-            return Err(Malformed(format!(
-                "{len} bytes at {addr:#x} run past the end of the address space"
-            )));
-        }
+        let (addr, len) = device_range(call, DEVICE_READ_MAX)?;
         let mut buf = vec![0u8; len as usize];
         let read = match call.fd_arg(0) {
             Ok(0) => self.stdio.read(&mut buf),

@@ -1,6 +1,7 @@
 //! Host services, one module per capability, reached by numeric id. Everything is denied
 //! until granted through [`crate::HostBuilder`]: files only beneath pre-opened directory
-//! handles ([`sandbox`]), environment variables only as listed.
+//! handles ([`sandbox`]), environment variables only as listed, sockets only to and on
+//! the granted addresses (`net`).
 
 mod env;
 mod fs;
@@ -397,7 +398,10 @@ pub(crate) const STD_DECLARED: &[(&[Signature], Serve)] = &[
         let mut m = typed::methods::<dyn Fs, _>(c.files.clone());
         for (sig, h) in &mut m {
             if !FS_QUICK.contains(&sig.name) {
-                *h = Arc::new(typed::Blocking(h.clone()));
+                *h = Arc::new(typed::Blocking {
+                    handler: h.clone(),
+                    waits: false,
+                });
             }
         }
         m
@@ -406,7 +410,10 @@ pub(crate) const STD_DECLARED: &[(&[Signature], Serve)] = &[
         let mut m = typed::methods::<dyn Net, _>(c.net.clone());
         for (sig, h) in &mut m {
             if NET_WAITS.contains(&sig.name) {
-                *h = Arc::new(typed::Waiting(h.clone()));
+                *h = Arc::new(typed::Blocking {
+                    handler: h.clone(),
+                    waits: true,
+                });
             }
         }
         m

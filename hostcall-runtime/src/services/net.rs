@@ -169,10 +169,28 @@ fn put_addr(out: &mut [u8], addr: Option<SocketAddrAny>) -> Result<(), Errno> {
     Ok(())
 }
 
+/// The address in `bytes`, if `allowed` grants it (`EACCES` otherwise).
+fn granted(bytes: &[u8], allowed: impl Fn(&SocketAddr) -> bool) -> Result<SocketAddr, Errno> {
+    let a = decode(bytes).map_err(Errno)?;
+    if !allowed(&a) {
+        return Err(Errno(EACCES));
+    }
+    Ok(a)
+}
+
 /// An `int` option's value.
 fn int_of(value: &[u8]) -> Result<i32, Errno> {
     let b = value.get(..4).ok_or(Errno(EINVAL))?;
     Ok(i32::from_ne_bytes(b.try_into().map_err(|_| Errno(EINVAL))?))
+}
+
+/// The timeout option `name` sets: `SO_RCVTIMEO` or `SO_SNDTIMEO`.
+fn which_timeout(name: i32) -> Timeout {
+    if name == SO_RCVTIMEO {
+        Timeout::Recv
+    } else {
+        Timeout::Send
+    }
 }
 
 /// A `struct timeval` as a socket timeout (zero: none).
@@ -212,7 +230,8 @@ impl Sockets {
             .map_err(Errno)
     }
 
-    fn set_int(&self, f: &File, level: i32, name: i32, v: i32) -> rustix::io::Result<()> {
+    /// Sets an `int` option of the served list (`ENOPROTOOPT` for any other).
+    fn set_int(f: &File, level: i32, name: i32, v: i32) -> rustix::io::Result<()> {
         match (level, name) {
             (SOL_SOCKET, SO_REUSEADDR) => sockopt::set_socket_reuseaddr(f, v != 0),
             (SOL_SOCKET, SO_BROADCAST) => sockopt::set_socket_broadcast(f, v != 0),
@@ -226,7 +245,8 @@ impl Sockets {
         }
     }
 
-    fn get_int(&self, f: &File, level: i32, name: i32) -> rustix::io::Result<i32> {
+    /// An `int` option of the served list, and `SO_TYPE` and `SO_ERROR`.
+    fn get_int(f: &File, level: i32, name: i32) -> rustix::io::Result<i32> {
         Ok(match (level, name) {
             (SOL_SOCKET, SO_REUSEADDR) => sockopt::socket_reuseaddr(f)?.into(),
             (SOL_SOCKET, SO_BROADCAST) => sockopt::socket_broadcast(f)?.into(),
@@ -277,19 +297,13 @@ impl Net for Sockets {
 
     fn connect(&self, fd: i32, addr: &[u8]) -> Result<(), Errno> {
         let s = self.sock(fd)?;
-        let a = decode(addr).map_err(Errno)?;
-        if !self.policy.may_connect(&a) {
-            return Err(Errno(EACCES));
-        }
+        let a = granted(addr, |a| self.policy.may_connect(a))?;
         rustix::net::connect(&*s, &a).map_err(os)
     }
 
     fn bind(&self, fd: i32, addr: &[u8]) -> Result<(), Errno> {
         let s = self.sock(fd)?;
-        let a = decode(addr).map_err(Errno)?;
-        if !self.policy.may_bind(&a) {
-            return Err(Errno(EACCES));
-        }
+        let a = granted(addr, |a| self.policy.may_bind(a))?;
         rustix::net::bind(&*s, &a).map_err(os)
     }
 
@@ -318,10 +332,7 @@ impl Net for Sockets {
         if to.is_empty() {
             return rustix::net::send(&*s, data, f).map_err(os);
         }
-        let a = decode(to).map_err(Errno)?;
-        if !self.policy.may_connect(&a) {
-            return Err(Errno(EACCES));
-        }
+        let a = granted(to, |a| self.policy.may_connect(a))?;
         rustix::net::sendto(&*s, data, f, &a).map_err(os)
     }
 
@@ -360,19 +371,15 @@ impl Net for Sockets {
         let s = self.sock(fd)?;
         match (level, name) {
             (SOL_SOCKET, SO_RCVTIMEO | SO_SNDTIMEO) => {
-                let which = if name == SO_RCVTIMEO {
-                    Timeout::Recv
-                } else {
-                    Timeout::Send
-                };
-                sockopt::set_socket_timeout(&*s, which, timeout_of(value)?).map_err(os)
+                sockopt::set_socket_timeout(&*s, which_timeout(name), timeout_of(value)?)
+                    .map_err(os)
             }
             (SOL_SOCKET, SO_LINGER) => {
                 let (on, secs) = (int_of(value)?, int_of(value.get(4..).unwrap_or(&[]))?);
                 let linger = (on != 0).then(|| Duration::from_secs(secs.max(0) as u64));
                 sockopt::set_socket_linger(&*s, linger).map_err(os)
             }
-            _ => self.set_int(&s, level, name, int_of(value)?).map_err(os),
+            _ => Sockets::set_int(&s, level, name, int_of(value)?).map_err(os),
         }
     }
 
@@ -380,12 +387,7 @@ impl Net for Sockets {
         let s = self.sock(fd)?;
         match (level, name) {
             (SOL_SOCKET, SO_RCVTIMEO | SO_SNDTIMEO) => {
-                let which = if name == SO_RCVTIMEO {
-                    Timeout::Recv
-                } else {
-                    Timeout::Send
-                };
-                let d = sockopt::socket_timeout(&*s, which)
+                let d = sockopt::socket_timeout(&*s, which_timeout(name))
                     .map_err(os)?
                     .unwrap_or_default();
                 let mut tv = [0u8; 16];
@@ -403,7 +405,7 @@ impl Net for Sockets {
             }
             _ => put(
                 out,
-                &self.get_int(&s, level, name).map_err(os)?.to_ne_bytes(),
+                &Sockets::get_int(&s, level, name).map_err(os)?.to_ne_bytes(),
             ),
         }
     }

@@ -71,35 +71,22 @@ pub(crate) fn caller() -> (u32, u32) {
     CALLER.get()
 }
 
-/// A handler whose every call may block for long (it touches a file system): the server
-/// runs its calls on the blocking pool, never on a thread that polls other ports.
-pub(crate) struct Blocking(pub Arc<dyn Handler>);
+/// A handler whose every call may block for long: the server runs its calls on the
+/// blocking pool, never on a thread that polls other ports. One that touches a file
+/// system shares the pool's workers; one that `waits` on another party (a socket's
+/// peer) gets a worker of its own ([`Handler::waits_on_peer`]).
+pub(crate) struct Blocking {
+    pub handler: Arc<dyn Handler>,
+    pub waits: bool,
+}
 
 impl Handler for Blocking {
     fn call(&self, call: &mut Call<'_>) -> std::result::Result<Reply, Malformed> {
-        self.0.call(call)
+        self.handler.call(call)
     }
 
     fn input_len_arg(&self, service: u32) -> Option<usize> {
-        self.0.input_len_arg(service)
-    }
-
-    fn can_block(&self, _service: u32) -> bool {
-        true
-    }
-}
-
-/// A service that may wait on another party (a socket's peer): on the blocking pool,
-/// with a worker of its own ([`Handler::waits_on_peer`]).
-pub(crate) struct Waiting(pub Arc<dyn Handler>);
-
-impl Handler for Waiting {
-    fn call(&self, call: &mut Call<'_>) -> std::result::Result<Reply, Malformed> {
-        self.0.call(call)
-    }
-
-    fn input_len_arg(&self, service: u32) -> Option<usize> {
-        self.0.input_len_arg(service)
+        self.handler.input_len_arg(service)
     }
 
     fn can_block(&self, _service: u32) -> bool {
@@ -107,7 +94,7 @@ impl Handler for Waiting {
     }
 
     fn waits_on_peer(&self, _service: u32, _args: &[u64; 6]) -> bool {
-        true
+        self.waits
     }
 }
 
