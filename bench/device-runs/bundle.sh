@@ -1,0 +1,28 @@
+#!/bin/bash
+# Builds what the device runs carry, into .device/new.tgz (the device tool's `carry`
+# takes `.device`): the GPU test binary and the demo, conformance and bench binaries,
+# the `cargo gpu` programs packaged with their grants beside their CPU builds, and two
+# text files for them to read. Run from anywhere on the build machine; then a
+# run-z*.sh script unpacks it on the GPU machine.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+NEW=$ROOT/.device/new CPU=${CPU_TARGET:-/tmp/cpu-target} G=${TMPDIR:-/tmp}/cargo-gpu
+rm -rf "$NEW" && mkdir -p "$NEW/text"
+cargo build -q --release -p cargo-gpu && cp target/release/cargo-gpu "$G" && strip "$G"
+cargo build -q --release -p hostcall-demo -p conformance -p porting-host -p user-services -p hostcall-fuzz --bins
+cargo test -q --release -p hostcall-demo --test gpu --no-run 2>&1 | tail -1
+for b in add42 conformance heatmap hostcall_bench hostcalls_bin lifetimes porting-host services; do cp target/release/$b "$NEW/"; done
+cp "$(ls -t target/release/build/hostcall-demo/*/out/gpu-* | grep -v '\.d$' | head -1)" "$NEW/gpu-tests"
+# A program on the CPU: the pinned nightly, outside the workspace.
+cpu() { cargo +nightly-2026-10-15 build -q --release --target-dir "$CPU" && cp "$CPU/release/$1" "$NEW/$1-cpu"; }
+(cd examples/unmodified && "$G" build . --grant . --env WORKERS --env SUMMARY -o "$NEW/unmodified.gpu" \
+  && "$G" build . --grant . --env WORKERS --threads 4 -o "$NEW/unmodified-4.gpu" && cpu unmodified)
+(cd examples/rayon-json && "$G" build . --fast-compile --env WORKERS --env SUMMARY -o "$NEW/rayon-json.gpu" && cpu rayon-json)
+(cd examples/net && "$G" build . --listen '127.0.0.1:*' --connect '127.0.0.1:*' --connect 'localhost:*' -o "$NEW/net.gpu" && cpu net)
+(cd bench/net && "$G" build . --listen '127.0.0.1:*' -o "$NEW/net-bench.gpu" && cpu net-bench)
+cp README.md "$NEW/text/a.txt" && cp ../shared/DESIGN.md "$NEW/text/b.txt"
+strip "$NEW"/*-cpu "$NEW"/gpu-tests "$NEW"/add42 "$NEW"/conformance "$NEW"/heatmap "$NEW"/hostcall_bench \
+  "$NEW"/hostcalls_bin "$NEW"/lifetimes "$NEW"/porting-host "$NEW"/services
+(cd .device && rm -f new.tgz && tar czf new.tgz new && rm -rf new)
+ls -la .device/new.tgz
