@@ -1,0 +1,37 @@
+#!/bin/bash
+# Device run 48, issue 17: a ReadToDevice of at most 256 bytes answers in the bulk buffer
+# (DEVICE_READ_BULK) instead of by DMA. As run 47 (37bf8c1): lanes that wait on a peer are a pool job
+# each; as run 46, with writes of 4 KiB and more from global memory by
+# DMA (DEVICE_WRITE_MIN, was 256 KiB). Run 44 found `try_clone` (dup) missing, socket
+# errors printed as "Unknown error", and 6 MB/s reads (a lane loading the bulk buffer
+# a word at a time; now ReadToDevice). As run 44: examples/net against its CPU build (loopback: HTTP
+# server thread and client, UDP echo, refused, non-blocking, timeout), the GPU tests
+# (with the GPU serving a host client and fetching from a host server), conformance at
+# 132x256 (poll now goes to the host), and bench/net: the same echo server on the CPU
+# and on the GPU, measured by one CPU client, each twice in turn.
+set -u
+cd "$(dirname "$0")" && tar xzf new.tgz && cd new
+echo 4194304 > /proc/sys/kernel/pid_max 2>/dev/null
+nvidia-smi -L > "$OUT/device.txt"; nproc >> "$OUT/device.txt"
+Z=$OUT/zy; mkdir -p "$Z"
+for side in cpu gpu; do
+  bin=./net-cpu; [ $side = gpu ] && bin=./net.gpu
+  s=$(date +%s%N); timeout 60 $bin > "$Z/net-$side.out" 2> "$Z/net-$side.err"; echo "exit $?" >> "$Z/net-$side.out"
+  echo "net on the $side: $(( ($(date +%s%N) - s) / 1000000 )) ms"
+done
+cmp "$Z/net-cpu.out" "$Z/net-gpu.out" && cmp "$Z/net-cpu.err" "$Z/net-gpu.err" && echo "net: stdout, stderr and exit code identical"
+cat "$Z/net-gpu.out"; head -5 "$Z/net-gpu.err"
+for round in 1 2; do
+  for side in cpu gpu; do
+    port=$((7000 + round * 10)); [ $side = gpu ] && port=$((port + 1))
+    if [ $side = gpu ]; then timeout 180 ./net-bench.gpu echo 127.0.0.1:$port 2 > "$Z/echo-$side-$round.txt" 2>&1 &
+    else timeout 180 ./net-bench-cpu echo 127.0.0.1:$port 2 > "$Z/echo-$side-$round.txt" 2>&1 & fi
+    timeout 170 ./net-bench-cpu client 127.0.0.1:$port > "$Z/bench-$side-$round.json" 2>&1; echo "client exit $?" >> "$Z/echo-$side-$round.txt"
+    wait
+    echo "$side $round: $(cat "$Z/bench-$side-$round.json")"
+  done
+done
+export HOSTCALL_EXAMPLES=$PWD
+STACK_PROBE=0 SKIP_BENCH=1 OUT="$Z" bash ../../bench/gpu-run.sh . > "$Z/gpu-run.txt" 2>&1; tail -2 "$Z/gpu-run.txt"; grep -E "FAILED|SKIPPED|net:" -A8 "$Z/gpu-tests.log" | head -30
+s=$(date +%s%N); timeout 200 ./conformance --geometry 132x256 --report "$Z/conformance.md" > "$Z/conformance.txt" 2>&1; echo "exit $? in $(( ($(date +%s%N) - s) / 1000000 )) ms" >> "$Z/conformance.txt"; tail -2 "$Z/conformance.txt"; grep -v identical "$Z/conformance.md" | tail -n +3 | head -5
+cd "$OUT" && tar czf zy.tgz zy && rm -rf zy
