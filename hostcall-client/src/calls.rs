@@ -280,8 +280,9 @@ pub fn read<P: Platform>(ch: &Channel, fd: i32, buf: &mut [u8]) -> i64 {
     outcome(ch.call::<P>(Service::Read as u32, args, &[], buf, Some(1)))
 }
 
-/// A declared service's answer as libc returns it: its value, or `-errno`.
-trait Outcome {
+/// A declared service's value as libc returns it (`()` is 0).
+pub trait Outcome {
+    /// The value as a C function's result.
     fn to_i64(self) -> i64;
 }
 
@@ -309,7 +310,8 @@ impl Outcome for usize {
     }
 }
 
-fn answer<T: Outcome>(r: Result<T, Errno>) -> i64 {
+/// A declared service's answer as libc returns it: its value, or `-errno`.
+pub fn answer<T: Outcome>(r: Result<T, Errno>) -> i64 {
     r.map_or_else(|e| -(e.0 as i64), T::to_i64)
 }
 

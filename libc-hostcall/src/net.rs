@@ -28,38 +28,9 @@ fn net() -> hostcall_client::typed::Client<Nvptx, dyn Net> {
     calls::net::<Nvptx>(&channel())
 }
 
-/// A service's value as a C function returns it (`()` is 0).
-trait Word {
-    fn word(self) -> i64;
-}
-
-impl Word for () {
-    fn word(self) -> i64 {
-        0
-    }
-}
-
-impl Word for i32 {
-    fn word(self) -> i64 {
-        self.into()
-    }
-}
-
-impl Word for usize {
-    fn word(self) -> i64 {
-        self as i64
-    }
-}
-
 /// A value, or -1 with `errno` set.
-fn ret<T: Word>(r: Result<T, Errno>) -> i64 {
-    match r {
-        Ok(v) => v.word(),
-        Err(e) => {
-            set_errno(e.0);
-            -1
-        }
-    }
+fn ret<T: calls::Outcome>(r: Result<T, Errno>) -> i64 {
+    crate::check(calls::answer(r))
 }
 
 /// `len` bytes of address at `addr`.
@@ -290,7 +261,7 @@ pub unsafe extern "C" fn getsockopt(
             }
             0
         }
-        Err(e) => ret::<i32>(Err(e)) as c_int,
+        Err(e) => ret::<()>(Err(e)) as c_int,
     }
 }
 

@@ -107,7 +107,7 @@ fn loopback() -> std::io::Result<()> {
     let closed = TcpListener::bind("127.0.0.1:0")?.local_addr()?;
     match TcpStream::connect(closed) {
         Ok(_) => println!("refused: connected?"),
-        Err(e) => println!("refused: {:?}, os error {:?}", e.kind(), e.raw_os_error()),
+        Err(e) => println!("refused: {:?}: {e}", e.kind()),
     }
     match TcpStream::connect_timeout(&closed, Duration::from_secs(2)) {
         Ok(_) => println!("refused with a timeout: connected?"),

@@ -77,8 +77,7 @@ pub(crate) struct FdTable {
     open: HashMap<i32, OpenFile>,
     next: i32,
     limit: usize,
-    /// Sockets open now, and how many may be.
-    sockets: usize,
+    /// How many of them may be sockets.
     socket_limit: usize,
     /// The run has ended or exited: nothing waits any longer.
     ended: bool,
@@ -91,7 +90,6 @@ impl FdTable {
             open: HashMap::new(),
             next: 3,
             limit,
-            sockets: 0,
             socket_limit,
             ended: false,
         }
@@ -103,12 +101,8 @@ impl FdTable {
 
     /// Enters a socket: `EMFILE` past the socket limit, as past the open-file one.
     pub(crate) fn insert_socket(&mut self, f: File) -> Result<i32, i32> {
-        if self.sockets >= self.socket_limit {
-            return Err(EMFILE);
-        }
-        let fd = self.insert_kind(f, Access::ReadWrite, true)?;
-        self.sockets += 1;
-        Ok(fd)
+        self.socket_room()?;
+        self.insert_kind(f, Access::ReadWrite, true)
     }
 
     /// A second fd for the open file `fd`: the same host file (and offset), the same
@@ -117,11 +111,10 @@ impl FdTable {
         let o = self.open.get(&fd).ok_or(EBADF)?;
         let (file, access, listing, socket) =
             (o.file.clone(), o.access, o.listing.clone(), o.socket);
-        if socket && self.sockets >= self.socket_limit {
-            return Err(EMFILE);
+        if socket {
+            self.socket_room()?;
         }
         let new = self.insert_shared(file, access, socket)?;
-        self.sockets += usize::from(socket);
         if let Some(entry) = self.open.get_mut(&new) {
             entry.listing = listing;
         }
@@ -130,7 +123,8 @@ impl FdTable {
 
     /// Whether one more socket may open now (asked before the host makes one).
     pub(crate) fn socket_room(&self) -> Result<(), i32> {
-        if self.sockets >= self.socket_limit || self.open.len() >= self.limit {
+        let sockets = self.open.values().filter(|o| o.socket).count();
+        if sockets >= self.socket_limit || self.open.len() >= self.limit {
             return Err(EMFILE);
         }
         Ok(())
@@ -220,13 +214,10 @@ impl FdTable {
     pub(crate) fn close_all(&mut self) {
         self.end_waits();
         self.open.clear();
-        self.sockets = 0;
     }
 
     fn remove(&mut self, fd: i32) -> Result<(), i32> {
-        let o = self.open.remove(&fd).ok_or(EBADF)?;
-        self.sockets -= usize::from(o.socket);
-        Ok(())
+        self.open.remove(&fd).map(drop).ok_or(EBADF)
     }
 
     /// The host files open now (for checks that every one lies under a mount).
