@@ -1,12 +1,13 @@
 #!/bin/bash
-# Device runs 44 to 48 of issue 17, std::net: `run-net.sh NAME` (zu to zy), each with
+# Device runs 44 to 49 of issue 17, std::net: `run-net.sh NAME` (zu to zz), each with
 # the bundle of its build (bench/device-runs/bundle.sh):
 #   zu  the first build: try_clone (dup) missing, socket errors as "Unknown error", and
 #       6 MB/s reads (a lane loading the bulk buffer a word at a time);
 #   zv  ReadToDevice; zw  writes of 4 KiB and more by DMA (DEVICE_WRITE_MIN, was
 #       256 KiB); zx  37bf8c1, lanes that wait on a peer are a pool job each;
 #   zy  an experiment not kept: a ReadToDevice of at most 256 bytes answered in the
-#       bulk buffer.
+#       bulk buffer; zz  4f6fc47, the review (libc's answers through calls::answer,
+#       the socket count read off the fd table, the refused connection's message).
 # It runs examples/net against its CPU build (loopback: HTTP server thread and client,
 # UDP echo, refused, non-blocking, timeout), bench/net (the same echo server on the CPU
 # and on the GPU, measured by one CPU client, each twice in turn), the GPU tests (with
