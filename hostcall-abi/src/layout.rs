@@ -299,8 +299,10 @@ pub struct ThreadArea {
     pub spawn_start: u64,
     /// Its argument.
     pub spawn_arg: u64,
-    /// Pads the area to a multiple of 16 bytes.
-    pub reserved4: u64,
+    /// std's landing for a panic of the spawned thread running here (fixup 0010): the
+    /// address of a (function, join packet) pair in the thread's start frame, 0 while
+    /// none is armed.
+    pub panic_landing: u64,
 }
 
 const _: () = {

@@ -10,6 +10,9 @@
 //!                     ▲ ▲                                                  │   │ detach
 //!                     │ └── join: Acquire DONE, then Release IDLE ── DONE ◀┘   ▼
 //!                     └────────────── the thread ends, detached ──── RUNNING_DETACHED
+//!
+//!   a thread that ends in a panic retires its worker (no unwinding: its frames stay):
+//!   RUNNING ──▶ DONE_LAST ── join ──▶ RETIRED        RUNNING_DETACHED ──▶ RETIRED
 //! ```
 //!
 //! Ordering: the creator writes the start routine and argument, then stores `RUNNING`
@@ -19,6 +22,7 @@
 //! joiner loads `DONE` with Acquire, so all the thread did happens before `join`
 //! returns. A slot becomes `IDLE` again only after its last use (join, or the end of
 //! a detached thread), so a `pthread_t` is never reused while it can still be joined.
+//! `DONE_LAST` is stored and loaded as `DONE` is; a `RETIRED` slot is never claimed.
 
 /// Not a held-back thread (the zeroed value).
 pub const NOT_A_WORKER: u32 = 0;
@@ -32,6 +36,11 @@ pub const RUNNING: u32 = 3;
 pub const RUNNING_DETACHED: u32 = 4;
 /// The thread ended; its joiner has not yet returned.
 pub const DONE: u32 = 5;
+/// The thread ended in a panic that std stored for its joiner, and its worker has
+/// exited: the joiner leaves the slot `RETIRED` instead of `IDLE`.
+pub const DONE_LAST: u32 = 6;
+/// No worker: its GPU thread exited after a panic, so it is never given a thread again.
+pub const RETIRED: u32 = 7;
 
 /// libc-hostcall's function that takes a stack frame in global memory for the calling
 /// thread: `ptr (i64 size, i64 align)`. In a binary, every function whose locals live in

@@ -96,6 +96,13 @@ impl Nvptx {
         // SAFETY: `trap` stops the kernel; nothing after it runs.
         unsafe { asm!("trap;", options(noreturn, nostack)) }
     }
+
+    /// Ends the calling GPU thread alone; the rest of the launch runs on (an exited
+    /// thread counts as arrived at every barrier).
+    pub fn exit_thread() -> ! {
+        // SAFETY: `exit` ends this thread; nothing after it runs.
+        unsafe { asm!("exit;", options(noreturn, nostack)) }
+    }
 }
 
 impl Platform for Nvptx {

@@ -1,11 +1,12 @@
 //! The moves of a held-back GPU thread's hand-off word (`hostcall_abi::spawn`, where the
-//! states and their ordering are stated): the worker parks, takes a thread, ends it; a
-//! creator claims an idle worker; a joiner waits for the end; a detacher lets go.
+//! states and their ordering are stated): the worker parks, takes a thread, ends it (or
+//! retires after a panic); a creator claims an idle worker; a joiner waits for the end; a
+//! detacher lets go.
 //! libc-hostcall's `pthread_*` functions are these, on the `ThreadArea` fields.
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use hostcall_abi::spawn::{CLAIMED, DONE, IDLE, RUNNING, RUNNING_DETACHED};
+use hostcall_abi::spawn::{CLAIMED, DONE, DONE_LAST, IDLE, RETIRED, RUNNING, RUNNING_DETACHED};
 
 use crate::Platform;
 
@@ -91,21 +92,36 @@ impl Slot<'_> {
         }
     }
 
-    /// The joiner: waits until the thread has ended, then frees the slot.
+    /// The worker, once a thread that panicked and its thread-local destructors are done
+    /// (its frames were not unwound, so the worker exits after this): `DONE_LAST` for the
+    /// joiner, or retired at once if it was detached.
+    pub fn retire(&self) {
+        if self
+            .state
+            .compare_exchange(RUNNING, DONE_LAST, Ordering::Release, Ordering::Relaxed)
+            .is_err()
+        {
+            self.state.store(RETIRED, Ordering::Release);
+        }
+    }
+
+    /// The joiner: waits until the thread has ended, then frees the slot (or retires
+    /// it, if its worker exited).
     pub fn join<P: Platform>(&self) -> Result<(), NotJoinable> {
-        let mut ended = false;
+        let mut ended = None;
         wait_until::<P>(|| match self.state.load(Ordering::Acquire) {
-            DONE => {
-                ended = true;
+            state @ (DONE | DONE_LAST) => {
+                ended = Some(state);
                 true
             }
             RUNNING => false,
             _ => true,
         });
-        if !ended {
-            return Err(NotJoinable::NoThread);
+        match ended {
+            Some(DONE) => self.park(),
+            Some(_) => self.state.store(RETIRED, Ordering::Release),
+            None => return Err(NotJoinable::NoThread),
         }
-        self.park();
         Ok(())
     }
 
@@ -121,6 +137,10 @@ impl Slot<'_> {
             // Already ended: nobody will join, so the slot is free now.
             Err(DONE) => {
                 self.park();
+                Ok(())
+            }
+            Err(DONE_LAST) => {
+                self.state.store(RETIRED, Ordering::Release);
                 Ok(())
             }
             Err(_) => Err(NotJoinable::NoThread),

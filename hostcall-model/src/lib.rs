@@ -55,7 +55,8 @@
 //! order a fence allows, and the host taking complete records in order.
 //!
 //! A fourth, [`check_spawn`], takes the hand-off of threads to GPU threads held back at
-//! launch (`std::thread` on the GPU): creators, parked workers, join and detach.
+//! launch (`std::thread` on the GPU): creators, parked workers, join and detach, and a
+//! worker that retires after a thread that panicked.
 
 mod explore;
 mod model;

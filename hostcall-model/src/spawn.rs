@@ -1,6 +1,7 @@
 //! The hand-off of threads to GPU threads held back at launch (`hostcall_abi::spawn`,
 //! `hostcall_client::spawn::Slot`): creators give threads to parked workers and join or
-//! detach them, workers run them and end them. Every interleaving of the steps is
+//! detach them, workers run them and end them, or retire after a thread that panicked
+//! (the GPU thread exits). Every interleaving of the steps is
 //! explored; each load, store and compare-exchange of a hand-off word is a step (but a
 //! join's load of `DONE` and its store of `IDLE`, between which nobody else may act on
 //! the slot), and memory is sequentially consistent (the acquire/release pairs are
@@ -8,8 +9,9 @@
 //!
 //! Invariants: each thread given runs once, reading the start routine its creator wrote;
 //! `join` returns only after its thread ended, and never fails for a thread it may join;
-//! no slot is given again while a creator can still join its thread; every run ends with
-//! every thread run and every worker parked.
+//! no slot is given again while a creator can still join its thread, nor ever once its
+//! worker retired; every run ends with every thread run (or refused, `EAGAIN`, when every
+//! worker retired) and every worker parked or retired.
 
 use std::fmt;
 
@@ -22,6 +24,8 @@ const CLAIMED: u8 = 2;
 const RUNNING: u8 = 3;
 const DETACHED: u8 = 4;
 const DONE: u8 = 5;
+const DONE_LAST: u8 = 6;
+const RETIRED: u8 = 7;
 
 /// What a creator does with each thread it starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -43,6 +47,8 @@ pub struct SpawnConfig {
     /// Whether `join` waits for `DONE` (`Slot::join`); `false` is a join that frees the
     /// slot once the thread has started, for the model to show what that breaks.
     pub join_waits: bool,
+    /// Whether a thread may end in a panic, after which its worker retires.
+    pub panics: bool,
 }
 
 /// Explores every interleaving of `config` (see the module's documentation).
@@ -58,6 +64,8 @@ enum Worker {
     Running(u8),
     /// Its thread (and the destructors) done, about to end it.
     Ending(u8),
+    /// Retired after a thread that panicked: the GPU thread has exited.
+    Gone,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -84,6 +92,8 @@ struct State {
     /// Per thread: runs, and whether it ended.
     runs: Vec<u8>,
     ended: Vec<bool>,
+    /// Per thread: refused by `pthread_create` (every worker retired).
+    refused: Vec<bool>,
 }
 
 /// A step, for traces.
@@ -97,6 +107,8 @@ pub(crate) enum Action {
     Take(u8),
     Run(u8),
     End(u8),
+    Retire(u8),
+    Refuse(u8),
 }
 
 impl fmt::Display for Action {
@@ -112,6 +124,8 @@ impl fmt::Display for Action {
             Action::Take(w) => write!(f, "worker {w} takes its thread"),
             Action::Run(w) => write!(f, "worker {w} runs it"),
             Action::End(w) => write!(f, "worker {w} ends it"),
+            Action::Retire(w) => write!(f, "worker {w} ends it in a panic and retires"),
+            Action::Refuse(c) => write!(f, "creator {c} finds every worker retired (EAGAIN)"),
         }
     }
 }
@@ -148,6 +162,7 @@ impl Space for Spawn {
                 .collect(),
             runs: vec![0; self.tasks()],
             ended: vec![false; self.tasks()],
+            refused: vec![false; self.tasks()],
         }
     }
 
@@ -158,6 +173,16 @@ impl Space for Spawn {
             match phase {
                 Creator::Done => {}
                 Creator::Looking => {
+                    if s.words.iter().all(|&w| w == RETIRED) {
+                        let mut n = s.clone();
+                        n.refused[self.task(c, k) as usize] = true;
+                        n.creators[c] = if k as usize + 1 == self.0.creators[c].len() {
+                            (Creator::Done, k + 1)
+                        } else {
+                            (Creator::Looking, k + 1)
+                        };
+                        out.push((Action::Refuse(ci), Next::State(n)));
+                    }
                     for slot in 0..s.words.len() {
                         if s.words[slot] == IDLE {
                             let mut n = s.clone();
@@ -177,7 +202,11 @@ impl Space for Spawn {
                                 && p == Creator::Holding(slot)
                                 && self.0.creators[o][s.creators[o].1 as usize] == Then::Join
                         });
-                        let next = if held {
+                        let next = if s.workers[slot as usize] == Worker::Gone {
+                            Next::Broken(Violation::ThreadLost {
+                                thread: self.task(c, k),
+                            })
+                        } else if held {
                             Next::Broken(Violation::HandleReused { slot })
                         } else {
                             Next::State(n)
@@ -209,10 +238,11 @@ impl Space for Spawn {
                     };
                     match then {
                         Then::Join => {
+                            let done = word == DONE || word == DONE_LAST;
                             let ready = if self.0.join_waits {
-                                word == DONE
+                                done
                             } else {
-                                word == RUNNING || word == DONE
+                                word == RUNNING || done
                             };
                             if !ready && word == RUNNING {
                                 continue;
@@ -222,7 +252,8 @@ impl Space for Spawn {
                             } else if !s.ended[task as usize] {
                                 Next::Broken(Violation::JoinedEarly { thread: task })
                             } else {
-                                n.words[slot as usize] = IDLE;
+                                n.words[slot as usize] =
+                                    if word == DONE_LAST { RETIRED } else { IDLE };
                                 advance(&mut n);
                                 Next::State(n)
                             };
@@ -232,6 +263,7 @@ impl Space for Spawn {
                             match word {
                                 RUNNING => n.words[slot as usize] = DETACHED,
                                 DONE => n.words[slot as usize] = IDLE,
+                                DONE_LAST => n.words[slot as usize] = RETIRED,
                                 _ => {
                                     out.push((
                                         Action::Detach(ci, slot),
@@ -277,18 +309,30 @@ impl Space for Spawn {
                     out.push((Action::Run(wi), next));
                 }
                 Worker::Ending(_) => {
+                    if self.0.panics {
+                        let mut r = n.clone();
+                        r.words[w] = if s.words[w] == RUNNING {
+                            DONE_LAST
+                        } else {
+                            RETIRED
+                        };
+                        r.given[w] = None;
+                        r.workers[w] = Worker::Gone;
+                        out.push((Action::Retire(wi), Next::State(r)));
+                    }
                     n.words[w] = if s.words[w] == RUNNING { DONE } else { IDLE };
                     n.given[w] = None;
                     n.workers[w] = Worker::Waiting;
                     out.push((Action::End(wi), Next::State(n)));
                 }
+                Worker::Gone => {}
             }
         }
         out
     }
 
     fn finished(&self, s: &State) -> Result<bool, Violation> {
-        if let Some(t) = s.runs.iter().position(|&r| r == 0) {
+        if let Some(t) = (0..s.runs.len()).find(|&t| s.runs[t] == 0 && !s.refused[t]) {
             let done = s.creators.iter().all(|&(p, _)| p == Creator::Done);
             return if done {
                 Err(Violation::ThreadLost { thread: t as u8 })
@@ -297,7 +341,8 @@ impl Space for Spawn {
             };
         }
         Ok(s.creators.iter().all(|&(p, _)| p == Creator::Done)
-            && s.workers.iter().all(|&w| w == Worker::Waiting)
-            && s.words.iter().all(|&w| w == IDLE))
+            && s.workers.iter().zip(&s.words).all(|(&w, &word)| {
+                matches!((w, word), (Worker::Waiting, IDLE) | (Worker::Gone, RETIRED))
+            }))
     }
 }

@@ -14,6 +14,7 @@ fn threads_handed_to_parked_workers_run_once_and_join_after_they_end() {
             vec![Then::Detach, Then::Join],
         ],
         join_waits: true,
+        panics: false,
     });
     for t in &r.violations {
         println!("{}:\n{t}", t.violation.kind());
@@ -31,7 +32,30 @@ fn a_join_that_does_not_wait_for_done_is_caught() {
         workers: 1,
         creators: vec![vec![Then::Join], vec![Then::Join]],
         join_waits: false,
+        panics: false,
     });
     let t = r.find("joined early").expect("an early join is found");
     println!("{} states; joined early:\n{t}", r.states);
+}
+
+/// Threads that may end in a panic, each retiring its worker (the GPU thread exits): a
+/// join still returns after its thread ended, a retired worker is never given a thread,
+/// and a creator that finds every worker retired is refused rather than left waiting.
+#[test]
+fn a_worker_retired_by_a_panic_is_never_given_a_thread_again() {
+    let r = check_spawn(&SpawnConfig {
+        workers: 2,
+        creators: vec![
+            vec![Then::Join, Then::Detach, Then::Join],
+            vec![Then::Detach, Then::Join],
+        ],
+        join_waits: true,
+        panics: true,
+    });
+    for t in &r.violations {
+        println!("{}:\n{t}", t.violation.kind());
+    }
+    println!("{} states, {} correct ends", r.states, r.ends);
+    assert!(r.violations.is_empty());
+    assert!(r.ends > 0);
 }

@@ -1,13 +1,14 @@
 //! The hand-off of a thread to a held-back GPU thread (`hostcall_client::spawn`, the code
 //! libc-hostcall's `pthread_create`, `pthread_join` and `pthread_detach` run), driven by
 //! OS threads on the emulator's platform: every thread given runs once, a join returns
-//! only after everything its thread wrote, a detached thread frees its worker, and a
-//! creator finds no worker when all are busy (`EAGAIN` in pthread terms).
+//! only after everything its thread wrote, a detached thread frees its worker, a thread
+//! that panics retires its worker (which exits: there is no unwinding), and a creator
+//! finds no worker when all are busy or retired (`EAGAIN` in pthread terms).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 
-use hostcall_abi::spawn::{IDLE, NOT_A_WORKER, RUNNING, RUNNING_DETACHED};
+use hostcall_abi::spawn::{IDLE, NOT_A_WORKER, RETIRED, RUNNING, RUNNING_DETACHED};
 use hostcall_client::spawn::{NotJoinable, Slot};
 use hostcall_runtime::emulated::Emu;
 
@@ -45,6 +46,9 @@ fn task(arg: u64) {
     RUNS[arg as usize].fetch_add(1, Ordering::Relaxed);
 }
 
+/// The threads that end in a panic (no other test's threads).
+const PANICKING: std::ops::Range<u64> = 3500..3600;
+
 /// Runs `workers` parked workers until `stop`; each runs the threads given to it.
 fn start_workers(
     areas: &Arc<Vec<Area>>,
@@ -70,6 +74,12 @@ fn start_workers(
                     let (start, arg) = slot.wait_for_thread::<Emu>();
                     assert_eq!(start, 0x5eed);
                     task(arg);
+                    // libc-hostcall's `__hostcall_thread_unwound`: the panic's payload is
+                    // with the joiner, and the GPU thread exits.
+                    if PANICKING.contains(&arg) {
+                        slot.retire();
+                        return;
+                    }
                     slot.end_thread();
                 }
             })
@@ -167,6 +177,48 @@ fn a_detached_thread_frees_its_worker_and_cannot_be_joined() {
     };
     assert_eq!((a, b), (4000 * 3 + 1, 4002 * 3 + 1));
     assert_eq!(RUNS[4001].load(Ordering::Relaxed), 0);
+    stop.store(1, Ordering::Relaxed);
+    for w in workers {
+        w.join().unwrap();
+    }
+}
+
+#[test]
+fn a_thread_that_panics_retires_its_worker_after_its_join() {
+    let areas: Arc<Vec<Area>> = Arc::new((0..2).map(|_| Area::default()).collect());
+    let stop = Arc::new(AtomicU32::new(0));
+    let workers = start_workers(&areas, &stop);
+    while areas
+        .iter()
+        .any(|a| a.state.load(Ordering::Acquire) != IDLE)
+    {
+        std::thread::yield_now();
+    }
+    // A joined thread that panics: its join returns after all it wrote, and its worker
+    // is never given a thread again.
+    let first = give(&areas, 3500).unwrap();
+    areas[first].slot().join::<Emu>().unwrap();
+    // SAFETY: joined.
+    let got = unsafe { (&raw const RESULTS).cast::<u64>().add(3500).read() };
+    assert_eq!(got, 3500 * 3 + 1);
+    assert_eq!(areas[first].state.load(Ordering::Acquire), RETIRED);
+    assert_eq!(
+        areas[first].slot().join::<Emu>(),
+        Err(NotJoinable::NoThread)
+    );
+    for arg in [3700, 3701] {
+        let s = give(&areas, arg).unwrap();
+        assert_ne!(s, first, "a retired worker was given thread {arg}");
+        areas[s].slot().join::<Emu>().unwrap();
+    }
+    // A detached thread that panics retires its worker too: then no worker is left.
+    let second = give(&areas, 3501).unwrap();
+    areas[second].slot().detach().unwrap();
+    while areas[second].state.load(Ordering::Acquire) != RETIRED {
+        std::thread::yield_now();
+    }
+    assert_eq!(give(&areas, 3702), None);
+    assert_eq!(RUNS[3702].load(Ordering::Relaxed), 0);
     stop.store(1, Ordering::Relaxed);
     for w in workers {
         w.join().unwrap();

@@ -391,8 +391,9 @@ static NEXT_WORKER: AtomicU32 = AtomicU32::new(0);
 
 /// Starts a thread on a GPU thread held back at launch (`cargo gpu run` holds back one
 /// warp's lane 0 for each thread it allows, `--threads`): the thread runs there, as a
-/// GPU thread of its own. With none idle it fails with `EAGAIN`, as Linux does at its
-/// thread limit; a launch whose every thread runs the kernel holds none back.
+/// GPU thread of its own. With none idle (all busy, or retired by a panic, see
+/// [`__hostcall_thread_unwound`]) it fails with `EAGAIN`, as Linux does at its thread
+/// limit; a launch whose every thread runs the kernel holds none back.
 ///
 /// # Safety
 /// `thread` must be valid for writing; `start(arg)` must be sound to run on another
@@ -484,6 +485,32 @@ pub(crate) fn serve_spawned_threads() -> ! {
         unsafe { (*area()).keys = [0; MAX_KEYS] };
         slot.end_thread();
     }
+}
+
+/// Sets the calling thread's armed panic landing (`ThreadArea::panic_landing`, fixup
+/// 0010) and returns the previous one.
+#[unsafe(no_mangle)]
+pub extern "C" fn __hostcall_panic_landing_swap(new: *const c_void) -> *const c_void {
+    // SAFETY: a thread's area is touched only by that thread.
+    unsafe { core::mem::replace(&mut (*area()).panic_landing, new as u64) as *const c_void }
+}
+
+/// Ends a spawned thread whose panic std has stored for its joiner (fixups 0010 and
+/// 0011: the GPU cannot unwind, so std's thread start arms a landing that a panic outside
+/// any `catch_unwind` takes). The thread's frames are not unwound: their destructors do
+/// not run, and what they hold stays held. Its thread-local destructors run, as at any
+/// thread's end; then its GPU thread retires and exits, since the frames it leaves behind
+/// fill its stack: each panicking thread costs the program one of its threads.
+#[unsafe(no_mangle)]
+pub extern "C" fn __hostcall_thread_unwound() -> ! {
+    let me = Nvptx::global_thread();
+    if me == 0 || crate::launch_state().workers.load(Ordering::Relaxed) == 0 {
+        // Not a spawned thread: std arms landings only in threads it spawned.
+        Nvptx::trap();
+    }
+    run_key_destructors();
+    slot_at(me).retire();
+    Nvptx::exit_thread()
 }
 
 /// Rounds of destructors, as glibc's `PTHREAD_DESTRUCTOR_ITERATIONS`: a destructor may

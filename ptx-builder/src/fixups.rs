@@ -51,6 +51,14 @@ pub const PATCHES: &[(&str, &str)] = &[
         "0009-gpu-panic-exit-code.patch",
         include_str!("../../fixups/0009-gpu-panic-exit-code.patch"),
     ),
+    (
+        "0010-gpu-thread-panic-lands.patch",
+        include_str!("../../fixups/0010-gpu-thread-panic-lands.patch"),
+    ),
+    (
+        "0011-gpu-thread-start-arms-landing.patch",
+        include_str!("../../fixups/0011-gpu-thread-start-arms-landing.patch"),
+    ),
 ];
 
 /// Extra rustc flags for the crates that need them (libc and unwind), one per line.

@@ -134,6 +134,35 @@ fn main() {
         }
     });
     println!("scope: {parts:?} = {}", parts.iter().sum::<u64>());
+    // A panic in a spawned thread reaches `join` as an `Err` holding its payload, for a
+    // named thread, a scoped one, and a `&str` payload; the program goes on.
+    let step = parts.len() - 1;
+    let doomed = thread::Builder::new()
+        .name("doomed".into())
+        .spawn(move || -> u32 { panic!("worker failed at step {step}") })
+        .unwrap();
+    let payload = doomed.join().unwrap_err();
+    println!("panic joined: {:?}", payload.downcast_ref::<String>());
+    let scoped = thread::scope(|s| {
+        let h = s.spawn(|| {
+            if data.len() > 1 {
+                panic!("scoped thread saw {} items", data.len());
+            }
+            data.len()
+        });
+        while !h.is_finished() {
+            thread::yield_now();
+        }
+        h.join().map_err(|p| p.downcast_ref::<String>().cloned())
+    });
+    println!("scoped panic joined: {scoped:?}");
+    let plain = thread::spawn(|| panic!("a plain message")).join();
+    println!(
+        "str payload: {:?}",
+        plain.unwrap_err().downcast_ref::<&str>()
+    );
+    let after = thread::spawn(|| 6 * 7).join().unwrap();
+    println!("after the panics: {after}");
     println!(
         "available_parallelism >= 1: {}",
         thread::available_parallelism().is_ok_and(|n| n.get() >= 1)
