@@ -1,9 +1,10 @@
-//! Builds every conformance program for the GPU (one module, `conformance/kernels`) and
-//! generates the code that embeds it.
+//! Builds every conformance program for the GPU and generates the code that embeds it:
+//! the kernel module (`conformance/kernels`) and the spawning programs' binary
+//! (`conformance/spawning`, named to the crate by `CONFORMANCE_SPAWNING`, as Buck2 does).
 //!
-//! The module tests correctness, not speed, so ptxas compiles it fast: at `-O3` this
-//! 315k-line module took ptxas more than 23 minutes and 8.7 GB; fast, about 13 s and
-//! 1.2 GB. The suite runs exactly the cubin built here.
+//! The modules test correctness, not speed, so ptxas compiles them fast: at `-O3` the
+//! 315k-line kernel module took ptxas more than 23 minutes and 8.7 GB; fast, about 13 s
+//! and 1.2 GB. The suite runs exactly the cubins built here.
 
 use ptx_builder::{PtxBuilder, PtxasOpt};
 
@@ -11,5 +12,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     PtxBuilder::new("kernels")
         .ptxas_opt(PtxasOpt::FastCompile)
         .build_into_out_dir("conformance_module.rs")?;
+    PtxBuilder::new("spawning")
+        .binary(None)
+        .ptxas_opt(PtxasOpt::FastCompile)
+        .build_into_out_dir("conformance_spawning.rs")?;
+    let out = std::env::var("OUT_DIR")?;
+    println!("cargo:rustc-env=CONFORMANCE_SPAWNING={out}/conformance_spawning.rs");
     Ok(())
 }

@@ -116,6 +116,48 @@ the module folder (module.ptx, module.sm_NN.cubin, module.sha256, module.kernels
 [embed] adds the Rust source a host crate includes; [ptx] is the checked PTX alone.""",
 )
 
+def _gpu_binary_module_impl(ctx: AnalysisContext) -> list[Provider]:
+    module = ctx.actions.declare_output("module", dir = True)
+    fast = ["--fast-compile"] if ctx.attrs.fast_compile else []
+    cubins = []
+    for sm in ctx.attrs.cubin_sms:
+        cubins += ["--cubin", str(sm)]
+    ctx.actions.run(
+        cmd_args(
+            ctx.attrs._builder[RunInfo],
+            ctx.attrs.krate,
+            "--bin",
+            "--require-cubins",
+            cubins,
+            fast,
+            "--out-dir",
+            module.as_output(),
+            hidden = ctx.attrs.srcs,
+        ),
+        # As gpu_program: the builder runs from a copy of its sources in buck-out.
+        env = ctx.attrs._toolchain[GpuToolchainInfo].env | {"HOSTCALL_LIBC_DIR": "libc-hostcall"},
+        category = "gpu_binary_module",
+        local_only = True,
+    )
+    embed = ctx.actions.declare_output("embed", dir = True)
+    _stage(ctx, "gpu_embed", ["embed", module, "--out-dir", embed.as_output(), "--file", ctx.attrs.embed_file])
+    return [DefaultInfo(default_output = module, sub_targets = {"embed": [DefaultInfo(default_output = embed)]})]
+
+gpu_binary_module = rule(
+    impl = _gpu_binary_module_impl,
+    attrs = _COMMON | {
+        "cubin_sms": attrs.list(attrs.int(), default = [90], doc = "SM versions to build cubins for"),
+        "embed_file": attrs.string(doc = "the Rust file [embed] writes, which the host crate includes"),
+        "fast_compile": attrs.bool(default = False, doc = "ptxas --Ofast-compile=max instead of -O3"),
+        "krate": attrs.string(doc = "the binary crate's folder, from the repo root"),
+        "srcs": attrs.list(attrs.source(), default = [], doc = "every file the build reads (the crate, and libc-hostcall's and its dependencies' sources)"),
+    },
+    doc = """A binary crate's `fn main` built into a GPU module whose kernel
+`__hostcall_start` runs it (`PtxBuilder::binary`), for a host crate to embed ([embed])
+and launch itself, where gpu_program packages it with the runner. One action: a
+binary's stages (the frames rewrite, its link line) are not split out as a library's.""",
+)
+
 def _gpu_program_impl(ctx: AnalysisContext) -> list[Provider]:
     exe = ctx.actions.declare_output(ctx.label.name)
     options = []

@@ -5,25 +5,36 @@
 //! *threaded* program is `pub fn worker(index, count)`, run by `count` threads, and
 //! `pub fn finish(count)`, run once by the thread that ends its worker last. An
 //! *unsupported* program uses what a GPU cannot do; its GPU output is checked against
-//! `expected/NAME.stdout`, since the CPU succeeds where the GPU must fail cleanly.
+//! `expected/NAME.stdout`, since the CPU succeeds where the GPU must fail cleanly. A
+//! *spawning* program is `pub fn main()` of a process that starts threads of its own:
+//! on the GPU it runs as a binary's `main` (`conformance/spawning`), with GPU threads
+//! held back for it to spawn. A *limits* program is a spawning one that reaches a limit
+//! the CPU does not have; its GPU output is checked against `expected/NAME.stdout`.
 
 macro_rules! suite {
     (
         single: [$($s:ident),* $(,)?],
         threaded: [$($t:ident),* $(,)?],
-        unsupported: [$($u:ident),* $(,)?] $(,)?
+        unsupported: [$($u:ident),* $(,)?],
+        spawning: [$($p:ident),* $(,)?],
+        limits: [$($l:ident),* $(,)?] $(,)?
     ) => {
         $(pub mod $s;)*
         $(pub mod $t;)*
         $(pub mod $u;)*
+        $(pub mod $p;)*
+        $(pub mod $l;)*
 
-        /// Calls `$m!` with every single, threaded and unsupported program, in this order.
+        /// Calls `$m!` with every single, threaded, unsupported, spawning and limits
+        /// program, in this order.
         macro_rules! with_suite {
             ($m:ident) => {
                 $m! {
                     single: [$($s),*],
                     threaded: [$($t),*],
                     unsupported: [$($u),*],
+                    spawning: [$($p),*],
+                    limits: [$($l),*],
                 }
             };
         }
@@ -45,4 +56,6 @@ suite! {
         thread_local_dtors, thread_names,
     ],
     unsupported: [unsupported],
+    spawning: [spawn_join, scope_borrow, channels_spawned, spawn_panic],
+    limits: [thread_limit],
 }

@@ -7,10 +7,11 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use hostcall_abi::{START_KERNEL, WARP_SIZE};
 use hostcall_runtime::cuda::{CudaModule, CudaOptions, ModuleImage};
 use hostcall_runtime::{Host, KernelArg, Launch, Outcome};
 
-use crate::suite::{self, Kind, Program};
+use crate::suite::{self, Kind, Program, SPAWN_WORKERS};
 
 /// The variable that makes this binary a child: `cpu|gpu NAME BLOCKS THREADS`.
 pub const VAR: &str = "CONFORMANCE_EXEC";
@@ -26,12 +27,26 @@ mod embedded {
     include!(concat!(env!("OUT_DIR"), "/conformance_module.rs"));
 }
 
+/// The spawning programs' GPU binary (`conformance/spawning`).
+mod spawning {
+    include!(env!("CONFORMANCE_SPAWNING"));
+}
+
 /// The GPU module, as the CUDA backend loads it.
 pub fn image() -> ModuleImage<'static> {
     ModuleImage {
         ptx: embedded::PTX,
         cubins: embedded::CUBINS,
         sha256: embedded::SHA256,
+    }
+}
+
+/// The spawning programs' GPU binary, as the CUDA backend loads it.
+fn spawning_image() -> ModuleImage<'static> {
+    ModuleImage {
+        ptx: spawning::PTX,
+        cubins: spawning::CUBINS,
+        sha256: spawning::SHA256,
     }
 }
 
@@ -98,7 +113,13 @@ fn gpu_thread_name(i: usize, per_block: usize) -> String {
 /// Runs the program on OS threads named as the GPU names its threads. A panic prints
 /// its message and ends the process with 101, as a panic ends a Rust program, and as the
 /// GPU's run ends, whose panics abort (`panic = "abort"`, its only strategy) and say so.
+/// A spawning program is this process's `main`, as on the GPU: its threads' panics
+/// reach their joiners, and its own ends the process with 101.
 fn on_cpu(r: &Request) -> ExitCode {
+    if let Kind::Spawning(main, _) = r.program.kind {
+        main();
+        return ExitCode::SUCCESS;
+    }
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         hook(info);
@@ -116,7 +137,9 @@ fn on_cpu(r: &Request) -> ExitCode {
     let mut threads = Vec::with_capacity(count);
     for i in 0..count {
         let body: Box<dyn FnOnce() + Send> = match r.program.kind {
-            Kind::Single(main) | Kind::Unsupported(main, _) => Box::new(main),
+            Kind::Single(main) | Kind::Unsupported(main, _) | Kind::Spawning(main, _) => {
+                Box::new(main)
+            }
             Kind::Threaded(worker, finish) => {
                 let done = done.clone();
                 Box::new(move || {
@@ -164,7 +187,9 @@ fn on_gpu(r: &Request) -> ExitCode {
 }
 
 fn run_gpu(r: &Request) -> hostcall_runtime::Result<Outcome> {
-    let mut module = CudaModule::load(&image(), &CudaOptions::default())?;
+    let spawning = matches!(r.program.kind, Kind::Spawning(..));
+    let image = if spawning { spawning_image() } else { image() };
+    let mut module = CudaModule::load(&image, &CudaOptions::default())?;
     let cwd = std::env::current_dir()?;
     let guest = cwd.to_string_lossy().into_owned();
     let mut host = Host::builder()
@@ -177,15 +202,27 @@ fn run_gpu(r: &Request) -> hostcall_runtime::Result<Outcome> {
         host = host.env(k, v);
     }
     let host = host.build()?;
-    let (kernel, index) = match r.program.kind {
-        Kind::Threaded(..) => ("conformance_threaded", r.program.gpu_index),
-        Kind::Single(_) | Kind::Unsupported(..) => ("conformance_single", r.program.gpu_index),
+    let launch = match r.program.kind {
+        Kind::Threaded(..) => Launch::linear(
+            "conformance_threaded",
+            r.geometry.0,
+            r.geometry.1,
+            vec![KernelArg::U32(r.program.gpu_index)],
+        ),
+        Kind::Single(_) | Kind::Unsupported(..) => Launch::linear(
+            "conformance_single",
+            r.geometry.0,
+            r.geometry.1,
+            vec![KernelArg::U32(r.program.gpu_index)],
+        ),
+        // As `cargo gpu run` launches a binary: warp 0 runs `main`, lane 0 of each other
+        // warp is held back for a thread.
+        Kind::Spawning(..) => Launch::linear(
+            START_KERNEL,
+            SPAWN_WORKERS + 1,
+            WARP_SIZE as u32,
+            Vec::new(),
+        ),
     };
-    let launch = Launch::linear(
-        kernel,
-        r.geometry.0,
-        r.geometry.1,
-        vec![KernelArg::U32(index)],
-    );
     Ok(host.run(&mut module, &launch)?.outcome)
 }

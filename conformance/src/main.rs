@@ -6,6 +6,8 @@
 //! `input.txt`, with the suite's arguments, environment and stdin (`suite`). Single
 //! programs run at one thread; threaded programs run at one thread and, with
 //! `--geometry BLOCKSxTHREADS`, at that many GPU threads against as many OS threads.
+//! Spawning programs run as a process's `main`, which starts threads of its own (on the
+//! GPU, a binary's `main` with threads held back for it to spawn).
 //! With no GPU (or `--cpu-only`) each CPU run is made twice and compared with itself:
 //! the suite's outputs must not depend on the run.
 
@@ -198,7 +200,7 @@ fn compare_one(
         )),
         (Ok(cpu), Ok(other)) => {
             let diffs = match p.kind {
-                Kind::Unsupported(_, expected) if !skipped => {
+                Kind::Unsupported(_, expected) | Kind::Spawning(_, Some(expected)) if !skipped => {
                     expected_differences(p.name, expected, &other)
                 }
                 _ => compare::differences(&cpu, &other, threads),
@@ -222,7 +224,8 @@ fn compare_one(
     }
 }
 
-/// An unsupported program's GPU run against `expected/NAME.stdout` (and exit 0).
+/// An unsupported or limits program's GPU run against `expected/NAME.stdout` (and exit
+/// 0).
 fn expected_differences(name: &str, expected: &str, gpu: &Observed) -> Vec<String> {
     let mut diffs = Vec::new();
     if gpu.code != 0 {

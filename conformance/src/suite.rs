@@ -18,7 +18,15 @@ pub enum Kind {
     /// GPU's stdout is checked against `expected/NAME.stdout` (the second field, built
     /// in) instead of the CPU's.
     Unsupported(fn(), &'static str),
+    /// `main()` of a process that spawns threads: on the GPU, `conformance/spawning`'s
+    /// `main` with GPU threads held back ([`SPAWN_WORKERS`]). With the second field, the
+    /// program reaches a limit the CPU does not have, and the GPU's stdout is checked
+    /// against it (`expected/NAME.stdout`) instead of the CPU's.
+    Spawning(fn(), Option<&'static str>),
 }
+
+/// GPU threads a spawning program's run holds back: the threads it can have at once.
+pub const SPAWN_WORKERS: u32 = 16;
 
 /// One program of the suite.
 #[derive(Clone, Copy, Debug)]
@@ -28,7 +36,7 @@ pub struct Program {
     /// How it runs.
     pub kind: Kind,
     /// Its index among the GPU module's single (unsupported included) or threaded
-    /// programs: the kernel's parameter.
+    /// programs: the kernel's parameter (spawning programs are found by name).
     pub gpu_index: u32,
 }
 
@@ -40,7 +48,13 @@ impl Program {
 }
 
 macro_rules! table {
-    (single: [$($s:ident),*], threaded: [$($t:ident),*], unsupported: [$($u:ident),*] $(,)?) => {
+    (
+        single: [$($s:ident),*],
+        threaded: [$($t:ident),*],
+        unsupported: [$($u:ident),*],
+        spawning: [$($p:ident),*],
+        limits: [$($l:ident),*] $(,)?
+    ) => {
         /// Every program, in the list's order.
         pub fn all() -> Vec<Program> {
             let mut all = Vec::new();
@@ -63,6 +77,19 @@ macro_rules! table {
                 name: stringify!($t),
                 kind: Kind::Threaded(programs::$t::worker, programs::$t::finish),
                 gpu_index: threaded.next().unwrap(),
+            });)*
+            $(all.push(Program {
+                name: stringify!($p),
+                kind: Kind::Spawning(programs::$p::main, None),
+                gpu_index: 0,
+            });)*
+            $(all.push(Program {
+                name: stringify!($l),
+                kind: Kind::Spawning(
+                    programs::$l::main,
+                    Some(include_str!(concat!("../expected/", stringify!($l), ".stdout"))),
+                ),
+                gpu_index: 0,
             });)*
             all
         }

@@ -282,13 +282,15 @@ pub extern "C" fn pthread_self() -> u64 {
 
 /// A GPU thread's name says where it runs: `block B thread T` (linear indices), after
 /// `GPU G ` in a run over several GPUs (`DeviceConfig::gpu`). Only the calling thread
-/// is known.
+/// is known. In a binary (feature `start`), thread 0 is the process's main thread and
+/// has no name here, so std calls it `main`, as on Linux; the threads it spawns take
+/// the names std gives them.
 ///
 /// # Safety
 /// `buf` must be valid for writing `len` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pthread_getname_np(thread: u64, buf: *mut u8, len: usize) -> c_int {
-    if thread != pthread_self() {
+    if thread != pthread_self() || (cfg!(feature = "start") && thread == 1) {
         return ESRCH;
     }
     let (block, t) = Nvptx::caller();

@@ -2,7 +2,8 @@
 //! unsupported program `i` on each thread; `conformance_threaded(i)` runs threaded
 //! program `i`'s worker on every thread of the launch (index: the thread's place in the
 //! grid, count: the launch's size) and its `finish` on the thread that ends last. The
-//! indices are the order of `programs/mod.rs`, which the host runner reads too.
+//! indices are the order of `programs/mod.rs`, which the host runner reads too. Spawning
+//! programs are `conformance/spawning`'s, not this module's.
 
 #![feature(abi_ptx)]
 
@@ -10,11 +11,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use libc_hostcall::gpu;
 
+/// The spawning programs among them run as `conformance/spawning`'s `main`, not here.
 #[path = "../../programs/mod.rs"]
+#[allow(dead_code)]
 mod programs;
 
 macro_rules! tables {
-    (single: [$($s:ident),*], threaded: [$($t:ident),*], unsupported: [$($u:ident),*] $(,)?) => {
+    (
+        single: [$($s:ident),*],
+        threaded: [$($t:ident),*],
+        unsupported: [$($u:ident),*],
+        spawning: [$($p:ident),*],
+        limits: [$($l:ident),*] $(,)?
+    ) => {
         /// Single programs, then unsupported ones.
         const SINGLE: &[fn()] = &[$(programs::$s::main,)* $(programs::$u::main,)*];
         /// Threaded programs: worker and finish.
