@@ -87,6 +87,16 @@ fn start_workers(
         .collect()
 }
 
+/// Waits until every worker has parked.
+fn wait_parked(areas: &[Area]) {
+    while areas
+        .iter()
+        .any(|a| a.state.load(Ordering::Acquire) != IDLE)
+    {
+        std::thread::yield_now();
+    }
+}
+
 /// Gives `arg` to the first idle worker, as `pthread_create` does.
 fn give(areas: &[Area], arg: u64) -> Option<usize> {
     areas.iter().position(|a| a.slot().try_give(0x5eed, arg))
@@ -97,12 +107,7 @@ fn threads_given_to_parked_workers_run_once_and_join_after_all_they_wrote() {
     let areas: Arc<Vec<Area>> = Arc::new((0..8).map(|_| Area::default()).collect());
     let stop = Arc::new(AtomicU32::new(0));
     let workers = start_workers(&areas, &stop);
-    while areas
-        .iter()
-        .any(|a| a.state.load(Ordering::Acquire) != IDLE)
-    {
-        std::thread::yield_now();
-    }
+    wait_parked(&areas);
     // Four creators at once, each starting and joining 128 threads two at a time (each
     // holds at most two of the eight workers, so all can always go on).
     let barrier = Arc::new(Barrier::new(4));
@@ -188,12 +193,7 @@ fn a_thread_that_panics_retires_its_worker_after_its_join() {
     let areas: Arc<Vec<Area>> = Arc::new((0..2).map(|_| Area::default()).collect());
     let stop = Arc::new(AtomicU32::new(0));
     let workers = start_workers(&areas, &stop);
-    while areas
-        .iter()
-        .any(|a| a.state.load(Ordering::Acquire) != IDLE)
-    {
-        std::thread::yield_now();
-    }
+    wait_parked(&areas);
     // A joined thread that panics: its join returns after all it wrote, and its worker
     // is never given a thread again.
     let first = give(&areas, 3500).unwrap();
