@@ -56,6 +56,6 @@ suite! {
         thread_local_dtors, thread_names,
     ],
     unsupported: [unsupported],
-    spawning: [spawn_join, scope_borrow, channels_spawned, spawn_panic],
+    spawning: [spawn_join, scope_borrow, channels_spawned, spawn_panic, rayon_parallel],
     limits: [thread_limit],
 }
