@@ -116,6 +116,12 @@ the module folder (module.ptx, module.sm_NN.cubin, module.sha256, module.kernels
 [embed] adds the Rust source a host crate includes; [ptx] is the checked PTX alone.""",
 )
 
+def _binary_env(ctx: AnalysisContext) -> dict[str, typing.Any]:
+    # A binary's build links libc-hostcall in, and the builder runs from a copy of its
+    # sources in buck-out: name libc-hostcall's folder, from the project root, where
+    # local actions run.
+    return ctx.attrs._toolchain[GpuToolchainInfo].env | {"HOSTCALL_LIBC_DIR": "libc-hostcall"}
+
 def _gpu_binary_module_impl(ctx: AnalysisContext) -> list[Provider]:
     module = ctx.actions.declare_output("module", dir = True)
     fast = ["--fast-compile"] if ctx.attrs.fast_compile else []
@@ -134,8 +140,7 @@ def _gpu_binary_module_impl(ctx: AnalysisContext) -> list[Provider]:
             module.as_output(),
             hidden = ctx.attrs.srcs,
         ),
-        # As gpu_program: the builder runs from a copy of its sources in buck-out.
-        env = ctx.attrs._toolchain[GpuToolchainInfo].env | {"HOSTCALL_LIBC_DIR": "libc-hostcall"},
+        env = _binary_env(ctx),
         category = "gpu_binary_module",
         local_only = True,
     )
@@ -179,9 +184,7 @@ def _gpu_program_impl(ctx: AnalysisContext) -> list[Provider]:
             exe.as_output(),
             hidden = ctx.attrs.srcs,
         ),
-        # The builder runs from a copy of its sources in buck-out: name libc-hostcall's
-        # folder, from the project root, where local actions run.
-        env = ctx.attrs._toolchain[GpuToolchainInfo].env | {"HOSTCALL_LIBC_DIR": "libc-hostcall"},
+        env = _binary_env(ctx),
         category = "gpu_program",
         # As the stages above: the nested cargo and ptxas are this machine's.
         local_only = True,

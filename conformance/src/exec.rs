@@ -96,6 +96,14 @@ pub fn child() -> Option<ExitCode> {
     unsafe { std::env::remove_var(VAR) };
     Some(match Request::decode(&spec) {
         Ok(r) if r.gpu => on_gpu(&r),
+        Ok(Request {
+            program:
+                Program {
+                    kind: Kind::Spawning(main, _),
+                    ..
+                },
+            ..
+        }) => as_process(main),
         Ok(r) => on_cpu(&r),
         Err(e) => {
             eprintln!("conformance: {e}");
@@ -113,13 +121,7 @@ fn gpu_thread_name(i: usize, per_block: usize) -> String {
 /// Runs the program on OS threads named as the GPU names its threads. A panic prints
 /// its message and ends the process with 101, as a panic ends a Rust program, and as the
 /// GPU's run ends, whose panics abort (`panic = "abort"`, its only strategy) and say so.
-/// A spawning program is this process's `main`, as on the GPU: its threads' panics
-/// reach their joiners, and its own ends the process with 101.
 fn on_cpu(r: &Request) -> ExitCode {
-    if let Kind::Spawning(main, _) = r.program.kind {
-        main();
-        return ExitCode::SUCCESS;
-    }
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         hook(info);
@@ -137,9 +139,8 @@ fn on_cpu(r: &Request) -> ExitCode {
     let mut threads = Vec::with_capacity(count);
     for i in 0..count {
         let body: Box<dyn FnOnce() + Send> = match r.program.kind {
-            Kind::Single(main) | Kind::Unsupported(main, _) | Kind::Spawning(main, _) => {
-                Box::new(main)
-            }
+            Kind::Single(main) | Kind::Unsupported(main, _) => Box::new(main),
+            Kind::Spawning(..) => unreachable!("a spawning program runs as the process"),
             Kind::Threaded(worker, finish) => {
                 let done = done.clone();
                 Box::new(move || {
@@ -162,6 +163,13 @@ fn on_cpu(r: &Request) -> ExitCode {
         // A panic has ended the process already: join only waits.
         let _ = t.join();
     }
+    ExitCode::SUCCESS
+}
+
+/// Runs a spawning program as this process's `main`, as on the GPU: its threads' panics
+/// reach their joiners, and its own ends the process with 101.
+fn as_process(main: fn()) -> ExitCode {
+    main();
     ExitCode::SUCCESS
 }
 
@@ -202,27 +210,22 @@ fn run_gpu(r: &Request) -> hostcall_runtime::Result<Outcome> {
         host = host.env(k, v);
     }
     let host = host.build()?;
-    let launch = match r.program.kind {
-        Kind::Threaded(..) => Launch::linear(
-            "conformance_threaded",
-            r.geometry.0,
-            r.geometry.1,
-            vec![KernelArg::U32(r.program.gpu_index)],
-        ),
-        Kind::Single(_) | Kind::Unsupported(..) => Launch::linear(
-            "conformance_single",
-            r.geometry.0,
-            r.geometry.1,
-            vec![KernelArg::U32(r.program.gpu_index)],
-        ),
+    let kernel = match r.program.kind {
+        Kind::Threaded(..) => "conformance_threaded",
+        Kind::Single(_) | Kind::Unsupported(..) => "conformance_single",
         // As `cargo gpu run` launches a binary: warp 0 runs `main`, lane 0 of each other
         // warp is held back for a thread.
-        Kind::Spawning(..) => Launch::linear(
-            START_KERNEL,
-            SPAWN_WORKERS + 1,
-            WARP_SIZE as u32,
-            Vec::new(),
-        ),
+        Kind::Spawning(..) => START_KERNEL,
+    };
+    let launch = if spawning {
+        Launch::linear(kernel, SPAWN_WORKERS + 1, WARP_SIZE as u32, Vec::new())
+    } else {
+        Launch::linear(
+            kernel,
+            r.geometry.0,
+            r.geometry.1,
+            vec![KernelArg::U32(r.program.gpu_index)],
+        )
     };
     Ok(host.run(&mut module, &launch)?.outcome)
 }
