@@ -86,10 +86,15 @@ def _gpu_module_impl(ctx: AnalysisContext) -> list[Provider]:
     _stage(ctx, "gpu_check", ["check", unchecked, "--staticlib", staticlib, "--out", ptx.as_output()])
     cubins = []
     for sm in ctx.attrs.cubin_sms:
-        cubin = out("module.sm_{}.cubin".format(sm))
+        cubin, frames = out("module.sm_{}.cubin".format(sm)), out("module.sm_{}.frames".format(sm))
         fast = ["--fast-compile"] if ctx.attrs.fast_compile else []
-        _stage(ctx, "gpu_cubin", ["cubin", ptx, "--sm", str(sm)] + fast + ["--out", cubin.as_output()], identifier = "sm_{}".format(sm))
-        cubins.append(cmd_args(cubin, format = "--cubin={}=".format(sm) + "{}"))
+        _stage(ctx, "gpu_cubin", ["cubin", ptx, "--sm", str(sm)] + fast + [
+            "--out",
+            cubin.as_output(),
+            "--frames-out",
+            frames.as_output(),
+        ], identifier = "sm_{}".format(sm))
+        cubins += [cmd_args(cubin, format = "--cubin={}=".format(sm) + "{}"), "--frames", frames]
     module = ctx.actions.declare_output("module", dir = True)
     _stage(ctx, "gpu_module", ["module", ptx, cubins, "--kernels", kernels, "--out-dir", module.as_output()])
     embed = ctx.actions.declare_output("embed", dir = True)
@@ -112,7 +117,8 @@ gpu_module = rule(
         "srcs": attrs.list(attrs.source(), default = [], doc = "every file the kernel build reads (its crate and path dependencies)"),
     },
     doc = """A Rust crate written against std, built into a GPU module: the default output is
-the module folder (module.ptx, module.sm_NN.cubin, module.sha256, module.kernels);
+the module folder (module.ptx, module.sm_NN.cubin, module.sha256, module.kernels,
+module.stack: the stack each GPU thread needs, from ptxas's frames and the call graph);
 [embed] adds the Rust source a host crate includes; [ptx] is the checked PTX alone.""",
 )
 

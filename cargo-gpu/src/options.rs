@@ -28,7 +28,8 @@ pub struct RunOptions {
     /// grant at its own path holds it; else `/`).
     #[arg(long, value_name = "GUEST")]
     pub cwd: Option<String>,
-    /// Each GPU thread's stack in KiB (std's deep paths need more than CUDA's default).
+    /// Each GPU thread's stack in KiB (default: what the build computed from ptxas's
+    /// frames and the call graph, at least 16 KiB).
     #[arg(long, value_name = "KIB")]
     pub stack_kib: Option<usize>,
     /// The device heap in MiB (default: half the GPU memory free at start, as a process's

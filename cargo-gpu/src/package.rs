@@ -26,6 +26,8 @@ pub struct Program {
     pub ptx: String,
     pub cubins: Vec<(u32, Vec<u8>)>,
     pub sha256: String,
+    /// The stack each GPU thread needs (`PtxModule::stack_bytes`), if known.
+    pub stack_bytes: Option<u64>,
 }
 
 fn invalid(what: String) -> io::Error {
@@ -45,6 +47,7 @@ impl Program {
             ptx: std::fs::read_to_string(&m.ptx)?,
             cubins,
             sha256: m.sha256.clone(),
+            stack_bytes: m.stack_bytes,
         })
     }
 
@@ -54,6 +57,7 @@ impl Program {
             "name": self.name,
             "options": self.options,
             "sha256": self.sha256,
+            "stack_bytes": self.stack_bytes,
             "ptx": self.ptx.len(),
             "cubins": self.cubins.iter().map(|(sm, c)| [*sm as usize, c.len()]).collect::<Vec<_>>(),
         })
@@ -137,6 +141,7 @@ impl Program {
             ptx,
             cubins,
             sha256: h["sha256"].as_str().ok_or_else(bad)?.to_owned(),
+            stack_bytes: h["stack_bytes"].as_u64(),
         }))
     }
 }
@@ -152,6 +157,7 @@ mod tests {
             ptx: ".version 8.0\n".into(),
             cubins: vec![(90, vec![1, 2, 3]), (100, vec![])],
             sha256: "ab".repeat(32),
+            stack_bytes: Some(43_008),
         }
     }
 

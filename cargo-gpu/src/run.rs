@@ -5,16 +5,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use hostcall_abi::{FRAME_STACKS, HEAP_MAX_BYTES, START_KERNEL, WARP_SIZE};
+use hostcall_abi::{FRAME_STACKS, START_KERNEL, WARP_SIZE};
 use hostcall_runtime::cuda::{CudaModule, CudaOptions, ModuleImage};
 use hostcall_runtime::{Host, Launch};
 
 use crate::options::RunOptions;
 use crate::package::Program;
-
-/// The default heap is the free GPU memory over this: half, leaving the rest to the
-/// driver, other programs and the module's frame stacks.
-const HEAP_SHARE_OF_FREE: u64 = 2;
 
 /// Default threads per multiprocessor: one per warp scheduler (four on Hopper).
 const THREADS_PER_MULTIPROCESSOR: u32 = 4;
@@ -26,6 +22,8 @@ const NOT_RUN: u8 = 70;
 /// Runs `program` with `options`, its arguments `args` (after its name), and returns
 /// the program's exit code.
 pub fn run(program: &Program, options: &RunOptions, args: &[String]) -> ExitCode {
+    // The runtime's warnings (a stack below the module's need, say) reach stderr.
+    hostcall_runtime::init_logging();
     match launch(program, options, args) {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
@@ -68,6 +66,7 @@ fn launch(
         ptx: &program.ptx,
         cubins: &cubins,
         sha256: &program.sha256,
+        stack_bytes: program.stack_bytes.map(|b| b as usize),
     };
     let mut cuda = CudaOptions::default();
     if let Some(kib) = options.stack_kib {
@@ -80,7 +79,7 @@ fn launch(
     let mut host = options.apply(Host::builder(), &argv)?;
     let heap = match options.heap_mib {
         Some(mib) => mib << 20,
-        None => (module.memory_free()? / HEAP_SHARE_OF_FREE).min(HEAP_MAX_BYTES),
+        None => module.process_heap_bytes()?,
     };
     host = host.heap_bytes(heap);
     // A process has no time limit, and a program granted stdin may wait on it for ever.

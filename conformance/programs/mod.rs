@@ -10,6 +10,8 @@
 //! on the GPU it runs as a binary's `main` (`conformance/spawning`), with GPU threads
 //! held back for it to spawn. A *limits* program is a spawning one that reaches a limit
 //! the CPU does not have; its GPU output is checked against `expected/NAME.stdout`.
+//! Threaded programs that use crates from the registry are listed in `registry/`, with
+//! a GPU module of their own.
 
 macro_rules! suite {
     (
@@ -56,6 +58,9 @@ suite! {
         thread_local_dtors, thread_names,
     ],
     unsupported: [unsupported],
-    spawning: [spawn_join, scope_borrow, channels_spawned, spawn_panic, rayon_parallel],
+    spawning: [
+        spawn_join, scope_borrow, channels_spawned, spawn_panic, rayon_parallel, tcp_loopback,
+        udp_loopback,
+    ],
     limits: [thread_limit],
 }

@@ -13,7 +13,8 @@ use hostcall_runtime::{Host, KernelArg, Launch, Outcome};
 
 use crate::suite::{self, Kind, Program, SPAWN_WORKERS};
 
-/// The variable that makes this binary a child: `cpu|gpu NAME BLOCKS THREADS`.
+/// The variable that makes this binary a child: `cpu|gpu NAME BLOCKS THREADS STACK_KIB`
+/// (`-`: the module's own stack).
 pub const VAR: &str = "CONFORMANCE_EXEC";
 
 /// Stack of each CPU thread of a threaded program (33,792 of them at 132×256).
@@ -38,6 +39,22 @@ pub fn image() -> ModuleImage<'static> {
         ptx: embedded::PTX,
         cubins: embedded::CUBINS,
         sha256: embedded::SHA256,
+        stack_bytes: embedded::STACK_BYTES,
+    }
+}
+
+/// The registry programs' GPU module (`conformance/registry`).
+mod registry {
+    include!(env!("CONFORMANCE_REGISTRY"));
+}
+
+/// The registry programs' GPU module, as the CUDA backend loads it.
+fn registry_image() -> ModuleImage<'static> {
+    ModuleImage {
+        ptx: registry::PTX,
+        cubins: registry::CUBINS,
+        sha256: registry::SHA256,
+        stack_bytes: registry::STACK_BYTES,
     }
 }
 
@@ -47,6 +64,7 @@ fn spawning_image() -> ModuleImage<'static> {
         ptx: spawning::PTX,
         cubins: spawning::CUBINS,
         sha256: spawning::SHA256,
+        stack_bytes: spawning::STACK_BYTES,
     }
 }
 
@@ -58,6 +76,8 @@ pub struct Request {
     pub program: Program,
     /// Blocks and threads per block (1×1 for single programs).
     pub geometry: (u32, u32),
+    /// Each GPU thread's stack in KiB, if not the module's computed one.
+    pub stack_kib: Option<usize>,
 }
 
 impl Request {
@@ -65,13 +85,14 @@ impl Request {
     pub fn encode(&self) -> String {
         let side = if self.gpu { "gpu" } else { "cpu" };
         let (b, t) = self.geometry;
-        format!("{side} {} {b} {t}", self.program.name)
+        let stack = self.stack_kib.map_or("-".to_owned(), |k| k.to_string());
+        format!("{side} {} {b} {t} {stack}", self.program.name)
     }
 
     fn decode(s: &str) -> Result<Request, String> {
-        let bad = || format!("{VAR}={s:?}: expected `cpu|gpu NAME BLOCKS THREADS`");
+        let bad = || format!("{VAR}={s:?}: expected `cpu|gpu NAME BLOCKS THREADS STACK_KIB`");
         let parts: Vec<&str> = s.split(' ').collect();
-        let [side, name, b, t] = parts[..] else {
+        let [side, name, b, t, stack] = parts[..] else {
             return Err(bad());
         };
         let gpu = match side {
@@ -81,10 +102,15 @@ impl Request {
         };
         let program = suite::find(name).ok_or_else(|| format!("no program named {name:?}"))?;
         let geometry = (b.parse().map_err(|_| bad())?, t.parse().map_err(|_| bad())?);
+        let stack_kib = match stack {
+            "-" => None,
+            k => Some(k.parse().map_err(|_| bad())?),
+        };
         Ok(Request {
             gpu,
             program,
             geometry,
+            stack_kib,
         })
     }
 }
@@ -141,7 +167,7 @@ fn on_cpu(r: &Request) -> ExitCode {
         let body: Box<dyn FnOnce() + Send> = match r.program.kind {
             Kind::Single(main) | Kind::Unsupported(main, _) => Box::new(main),
             Kind::Spawning(..) => unreachable!("a spawning program runs as the process"),
-            Kind::Threaded(worker, finish) => {
+            Kind::Threaded(worker, finish) | Kind::Registry(worker, finish) => {
                 let done = done.clone();
                 Box::new(move || {
                     worker(i, count);
@@ -175,7 +201,8 @@ fn as_process(main: fn()) -> ExitCode {
 
 /// Runs the program on the GPU: the working directory is mounted at its own host path
 /// (so paths read the same on both sides), stdin is granted, the environment is the
-/// suite's.
+/// suite's, the heap a process's (as `cargo gpu run` gives), and a spawning program may
+/// use loopback sockets.
 fn on_gpu(r: &Request) -> ExitCode {
     match run_gpu(r) {
         Ok(Outcome::Faulted(why)) => {
@@ -196,11 +223,20 @@ fn on_gpu(r: &Request) -> ExitCode {
 
 fn run_gpu(r: &Request) -> hostcall_runtime::Result<Outcome> {
     let spawning = matches!(r.program.kind, Kind::Spawning(..));
-    let image = if spawning { spawning_image() } else { image() };
-    let mut module = CudaModule::load(&image, &CudaOptions::default())?;
+    let image = match r.program.kind {
+        Kind::Spawning(..) => spawning_image(),
+        Kind::Registry(..) => registry_image(),
+        _ => image(),
+    };
+    let mut options = CudaOptions::default();
+    if let Some(kib) = r.stack_kib {
+        options = options.stack_bytes(kib << 10);
+    }
+    let mut module = CudaModule::load(&image, &options)?;
     let cwd = std::env::current_dir()?;
     let guest = cwd.to_string_lossy().into_owned();
     let mut host = Host::builder()
+        .heap_bytes(module.process_heap_bytes()?)
         .preopen_dir(&cwd, &guest)
         .cwd(&guest)
         .args(std::iter::once(r.program.name).chain(suite::ARGS))
@@ -209,9 +245,16 @@ fn run_gpu(r: &Request) -> hostcall_runtime::Result<Outcome> {
     for (k, v) in suite::ENV {
         host = host.env(k, v);
     }
+    if spawning {
+        // The socket programs talk to themselves over loopback, by address and by name.
+        for spec in suite::LOOPBACK {
+            host = host.allow_connect(spec).allow_listen(spec);
+        }
+    }
     let host = host.build()?;
     let kernel = match r.program.kind {
         Kind::Threaded(..) => "conformance_threaded",
+        Kind::Registry(..) => "conformance_registry",
         Kind::Single(_) | Kind::Unsupported(..) => "conformance_single",
         // As `cargo gpu run` launches a binary: warp 0 runs `main`, lane 0 of each other
         // warp is held back for a thread.

@@ -37,6 +37,10 @@ struct Args {
     /// Write the table of results (Markdown) here.
     #[arg(long)]
     report: Option<PathBuf>,
+    /// Each GPU thread's stack in KiB, instead of what each module's build computed
+    /// (to see what a program needs).
+    #[arg(long, value_name = "KIB")]
+    stack_kib: Option<usize>,
     /// Keep both sides' stdout and stderr of every run that differs in this folder.
     #[arg(long)]
     artifacts: Option<PathBuf>,
@@ -97,7 +101,13 @@ fn main() -> ExitCode {
             geometries.push(g);
         }
         for geometry in geometries {
-            let row = compare_one(*p, geometry, &mut gpu, args.artifacts.as_deref());
+            let row = compare_one(
+                *p,
+                geometry,
+                args.stack_kib,
+                &mut gpu,
+                args.artifacts.as_deref(),
+            );
             println!(
                 "{:<20} {:>9}  {}",
                 row.program,
@@ -144,6 +154,7 @@ fn main() -> ExitCode {
 fn compare_one(
     p: Program,
     geometry: (u32, u32),
+    stack_kib: Option<usize>,
     gpu: &mut bool,
     artifacts: Option<&std::path::Path>,
 ) -> Row {
@@ -157,12 +168,14 @@ fn compare_one(
         gpu: false,
         program: p,
         geometry,
+        stack_kib,
     });
     let mut other = if *gpu {
         Some(observe(Request {
             gpu: true,
             program: p,
             geometry,
+            stack_kib,
         }))
     } else {
         None
@@ -180,6 +193,7 @@ fn compare_one(
             gpu: false,
             program: p,
             geometry,
+            stack_kib,
         })
     });
     let code =

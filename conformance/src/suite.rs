@@ -7,6 +7,11 @@
 #[path = "../programs/mod.rs"]
 mod programs;
 
+/// The programs that use registry crates (`programs/registry`), compiled for the host.
+#[allow(clippy::all)]
+#[path = "../programs/registry/mod.rs"]
+mod registry;
+
 /// How a program runs.
 #[derive(Clone, Copy, Debug)]
 pub enum Kind {
@@ -23,6 +28,9 @@ pub enum Kind {
     /// program reaches a limit the CPU does not have, and the GPU's stdout is checked
     /// against it (`expected/NAME.stdout`) instead of the CPU's.
     Spawning(fn(), Option<&'static str>),
+    /// A threaded program that uses crates from the registry: on the GPU, the registry
+    /// module's (`conformance/registry`).
+    Registry(fn(usize, usize), fn(usize)),
 }
 
 /// GPU threads a spawning program's run holds back: the threads it can have at once.
@@ -35,15 +43,15 @@ pub struct Program {
     pub name: &'static str,
     /// How it runs.
     pub kind: Kind,
-    /// Its index among the GPU module's single (unsupported included) or threaded
-    /// programs: the kernel's parameter (spawning programs are found by name).
+    /// Its index among the GPU module's single (unsupported included), threaded or
+    /// registry programs: the kernel's parameter (spawning programs are found by name).
     pub gpu_index: u32,
 }
 
 impl Program {
     /// Whether it runs on many threads.
     pub fn threaded(&self) -> bool {
-        matches!(self.kind, Kind::Threaded(..))
+        matches!(self.kind, Kind::Threaded(..) | Kind::Registry(..))
     }
 }
 
@@ -55,7 +63,7 @@ macro_rules! table {
         spawning: [$($p:ident),*],
         limits: [$($l:ident),*] $(,)?
     ) => {
-        /// Every program, in the list's order.
+        /// Every program, in the list's order, then the registry programs.
         pub fn all() -> Vec<Program> {
             let mut all = Vec::new();
             let mut single = 0..;
@@ -91,11 +99,27 @@ macro_rules! table {
                 ),
                 gpu_index: 0,
             });)*
+            all.extend(registry_programs());
             all
         }
     };
 }
 programs::with_suite!(table);
+
+macro_rules! registry_table {
+    ($($r:ident),*) => {
+        /// The registry programs, in their list's order.
+        fn registry_programs() -> Vec<Program> {
+            let mut index = 0..;
+            vec![$(Program {
+                name: stringify!($r),
+                kind: Kind::Registry(registry::$r::worker, registry::$r::finish),
+                gpu_index: index.next().unwrap(),
+            }),*]
+        }
+    };
+}
+registry::with_registry!(registry_table);
 
 /// Finds a program by name.
 pub fn find(name: &str) -> Option<Program> {
@@ -111,6 +135,10 @@ pub const ENV: [(&str, &str); 3] = [
     ("CONFORMANCE_GREETING", "hello"),
     ("LANG", "C"),
 ];
+
+/// The sockets a spawning program's GPU run is granted, to connect to and listen on:
+/// loopback only, by address and by name (the CPU side needs no grant).
+pub const LOOPBACK: [&str; 2] = ["127.0.0.1:*", "localhost:*"];
 
 /// What every program reads from stdin.
 pub const STDIN: &str = "first line\nsecond\nthird\nfourth\nfifth: the rest\nno newline at the end";

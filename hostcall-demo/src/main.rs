@@ -61,9 +61,10 @@ struct Args {
     /// JIT-compile the PTX even when a cubin for the device is embedded.
     #[arg(long)]
     jit: bool,
-    /// Per-thread GPU stack in KiB.
-    #[arg(long, default_value_t = (hostcall_runtime::cuda::DEFAULT_STACK_BYTES >> 10) as u32)]
-    stack_kib: u32,
+    /// Per-thread GPU stack in KiB (default: the module's need as its build computed it,
+    /// at least `DEFAULT_STACK_BYTES`).
+    #[arg(long)]
+    stack_kib: Option<u32>,
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 120)]
     timeout_s: u64,
@@ -116,9 +117,10 @@ fn run(a: &Args, started: std::time::Instant) -> Result<u8, Error> {
     std::fs::create_dir_all(&dir)?;
 
     let image = culinux_ptx::image();
-    let options = CudaOptions::default()
-        .stack_bytes((a.stack_kib as usize) << 10)
-        .force_jit(a.jit);
+    let mut options = CudaOptions::default().force_jit(a.jit);
+    if let Some(kib) = a.stack_kib {
+        options = options.stack_bytes((kib as usize) << 10);
+    }
     let mut modules = Vec::new();
     for d in devices(a)? {
         let module = CudaModule::load(&image, &options.clone().device(d))?;

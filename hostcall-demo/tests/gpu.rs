@@ -317,6 +317,8 @@ const GPU_CASES: &[Case] = &[
                 &[
                     "--mode",
                     "stack-overflow",
+                    "--stack-kib",
+                    "16",
                     "--blocks",
                     "1",
                     "--threads",

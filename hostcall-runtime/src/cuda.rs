@@ -24,9 +24,30 @@ use crate::{Error, Result};
 /// 0c0e214): the demo and the mixed transport stress fault at 2 KiB and pass at 4 KiB,
 /// a panic's message formatting faults at 4 KiB and passes at 8 KiB; the default leaves
 /// twice that. The driver reserves it for every resident
-/// thread (16 KiB x 2048 threads x 132 SMs = 4.3 GiB on an H100), so it is kept small;
-/// raise it with [`CudaOptions::stack_bytes`] for deeply recursive kernels.
+/// thread (16 KiB x 2048 threads x 132 SMs = 4.3 GiB on an H100), so it is kept small.
+/// A module that knows its need ([`ModuleImage::stack_bytes`]) gets more where it needs
+/// more; [`CudaOptions::stack_bytes`] overrides both.
 pub const DEFAULT_STACK_BYTES: usize = 16 << 10;
+
+/// Each thread's stack: the one asked for, else the module's need where it knows it and
+/// it is larger than [`DEFAULT_STACK_BYTES`], else that default. An explicit stack below
+/// the module's need is taken, with a warning: the need counts every recursive cycle once
+/// and every indirect call as reaching any function of its signature, so it can be more
+/// than a program uses.
+fn stack_for(asked: Option<usize>, needed: Option<usize>) -> usize {
+    match (asked, needed) {
+        (Some(asked), Some(needed)) if asked < needed => {
+            log::warn!(
+                "a stack of {asked} bytes per GPU thread (stack_bytes) is below the {needed} \
+                 the module's deepest call path needs; a thread that goes that deep \
+                 overflows it"
+            );
+            asked
+        }
+        (Some(asked), _) => asked,
+        (None, needed) => needed.unwrap_or(0).max(DEFAULT_STACK_BYTES),
+    }
+}
 
 /// Why the driver refused a stack of `bytes` per thread on `device`, with the most it
 /// would likely take: it sets the stack aside for every thread the GPU can hold at once,
@@ -74,6 +95,9 @@ pub struct ModuleImage<'a> {
     pub cubins: &'a [(u32, &'a [u8])],
     /// SHA-256 of the module, for reports.
     pub sha256: &'a str,
+    /// The stack each GPU thread needs, as the build computed it from ptxas's frames and
+    /// the call graph (`STACK_BYTES` of the embedded module); None if unknown.
+    pub stack_bytes: Option<usize>,
 }
 
 /// How the module was loaded.
@@ -85,25 +109,15 @@ pub enum LoadedFrom {
     PtxJit,
 }
 
-/// Options for [`CudaModule::load`], set through `#[must_use]` setters.
-#[derive(Clone, Debug)]
+/// Options for [`CudaModule::load`], set through `#[must_use]` setters. The default:
+/// device 0, the module's own stack, cubins where one fits, pageable access refused.
+#[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct CudaOptions {
     device: usize,
-    stack_bytes: usize,
+    stack_bytes: Option<usize>,
     force_jit: bool,
     allow_pageable_access: bool,
-}
-
-impl Default for CudaOptions {
-    fn default() -> Self {
-        CudaOptions {
-            device: 0,
-            stack_bytes: DEFAULT_STACK_BYTES,
-            force_jit: false,
-            allow_pageable_access: false,
-        }
-    }
 }
 
 impl CudaOptions {
@@ -114,10 +128,11 @@ impl CudaOptions {
         self
     }
 
-    /// Per-thread stack limit in bytes (default [`DEFAULT_STACK_BYTES`]).
+    /// Per-thread stack limit in bytes (default: the module's need, at least
+    /// [`DEFAULT_STACK_BYTES`]).
     #[must_use]
     pub fn stack_bytes(mut self, bytes: usize) -> Self {
-        self.stack_bytes = bytes;
+        self.stack_bytes = Some(bytes);
         self
     }
 
@@ -228,8 +243,9 @@ impl CudaModule {
             let _ = unsafe { cu::primary_ctx::release(device) };
             return Err(e);
         }
-        if let Err(e) = cu::ctx::set_limit(sys::CUlimit::CU_LIMIT_STACK_SIZE, options.stack_bytes) {
-            let refused = stack_refused(device, &name, options.stack_bytes, &e);
+        let stack_bytes = stack_for(options.stack_bytes, image.stack_bytes);
+        if let Err(e) = cu::ctx::set_limit(sys::CUlimit::CU_LIMIT_STACK_SIZE, stack_bytes) {
+            let refused = stack_refused(device, &name, stack_bytes, &e);
             // SAFETY: retained above, released once.
             let _ = unsafe { cu::primary_ctx::release(device) };
             return Err(refused);
@@ -279,7 +295,7 @@ impl CudaModule {
             deferred: Vec::new(),
             running: false,
             slots: slot_symbols(image.ptx),
-            stack_bytes: options.stack_bytes,
+            stack_bytes,
         })
     }
 
@@ -305,6 +321,17 @@ impl CudaModule {
         cu::mem_get_info()
             .map(|(free, _)| free as u64)
             .map_err(|e| Error::cuda("cuMemGetInfo", e))
+    }
+
+    /// The device heap of a program run as a process (`cargo gpu run`, the conformance
+    /// suite): half the GPU memory free now, at most [`hostcall_abi::HEAP_MAX_BYTES`]. A
+    /// process's heap is bounded by memory alone, and a heap cannot grow once the
+    /// kernel runs (the GPU's allocator carves one region fixed at launch), so it is
+    /// large from the start; the other half is left to the driver, other programs and a
+    /// binary's frame stacks. A library embedder sizes its own
+    /// ([`crate::HostBuilder::heap_bytes`]).
+    pub fn process_heap_bytes(&self) -> Result<u64> {
+        Ok((self.memory_free()? / 2).min(hostcall_abi::HEAP_MAX_BYTES))
     }
 
     /// The device's streaming multiprocessors (132 on an H100 SXM), for sizing launches.
@@ -820,6 +847,15 @@ impl Drop for CudaModule {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stack_is_the_one_asked_for_else_the_modules_need_else_the_default() {
+        assert_eq!(stack_for(None, None), DEFAULT_STACK_BYTES);
+        assert_eq!(stack_for(None, Some(1024)), DEFAULT_STACK_BYTES);
+        assert_eq!(stack_for(None, Some(43_000)), 43_000);
+        assert_eq!(stack_for(Some(8192), Some(43_000)), 8192);
+        assert_eq!(stack_for(Some(65_536), None), 65_536);
+    }
 
     #[test]
     fn slot_symbols_are_found_in_ptx() {

@@ -14,7 +14,7 @@ use std::process::Command;
 use sha2::{Digest, Sha256};
 
 use crate::tools::run;
-use crate::{BuildError, Result, cache, ptxas};
+use crate::{BuildError, Result, cache, ptxas, stack};
 
 /// How hard ptxas optimizes a module.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -48,34 +48,81 @@ pub enum Made {
     Compiled,
 }
 
-/// Compiles `ptx` into the cubin `out` for `sm` with `ptxas` at `opt`, or copies the
-/// cubin from the cache. Returns how it was made.
-pub(crate) fn make(ptxas: &Path, ptx: &Path, sm: u32, opt: PtxasOpt, out: &Path) -> Result<Made> {
+/// Compiles `ptx` into the cubin `out` for `sm` with `ptxas` at `opt`, writing each
+/// function's stack frame as ptxas reported it to `frames` (for [`crate::stack`]), or
+/// copies both from the cache. Returns how the cubin was made.
+pub(crate) fn make(
+    ptxas: &Path,
+    ptx: &Path,
+    sm: u32,
+    opt: PtxasOpt,
+    out: &Path,
+    frames: &Path,
+) -> Result<Made> {
     let io = |what: &str, p: &Path| BuildError::io(format!("{what} {}", p.display()));
     let text = std::fs::read(ptx).map_err(io("reading", ptx))?;
     let mut args = vec![format!("-arch=sm_{sm}")];
     args.extend(opt.args().iter().map(|a| a.to_string()));
     let key = key(&ptxas::version(ptxas)?, &args, &text);
     let cached = cache::cubin_path(&key);
-    if cache::cubins_enabled() && cached.is_file() {
+    let cached_frames = cached.with_extension("frames");
+    if cache::cubins_enabled() && cached.is_file() && cached_frames.is_file() {
         std::fs::copy(&cached, out).map_err(io("copying", &cached))?;
+        std::fs::copy(&cached_frames, frames).map_err(io("copying", &cached_frames))?;
         return Ok(Made::Cached(cached));
     }
     // ptxas writes `out` in place: a cubin left by an interrupted run must not be taken
     // for a finished one, so it writes beside it and the result is renamed.
     let partial = out.with_extension("cubin.partial");
-    run(Command::new(ptxas)
+    let output = run(Command::new(ptxas)
         .args(&args)
+        .arg("--verbose")
         .arg(ptx)
         .arg("-o")
-        .arg(&partial))?;
+        .arg(&partial))
+    .map_err(without_info)?;
+    let report = stack::frames_file(&stack::frames(&String::from_utf8_lossy(&output.stderr)));
     let bytes = std::fs::read(&partial).map_err(io("reading", &partial))?;
     let _ = std::fs::remove_file(&partial);
     cache::write_atomically(out, &bytes)?;
+    cache::write_atomically(frames, report.as_bytes())?;
     if cache::cubins_enabled() {
+        // The frames first: a cubin in the cache is taken only with its frames.
+        cache::write_atomically(&cached_frames, report.as_bytes())?;
         cache::write_atomically(&cached, &bytes)?;
     }
     Ok(Made::Compiled)
+}
+
+/// A ptxas failure without the `--verbose` report of every function that compiled, so
+/// that the error is what is left.
+fn without_info(e: BuildError) -> BuildError {
+    match e {
+        BuildError::Tool {
+            tool,
+            status,
+            stderr,
+        } => {
+            let mut kept = String::new();
+            let mut after_info = false;
+            for line in stderr.lines() {
+                let info = line.starts_with("ptxas info")
+                    || (after_info && line.starts_with(char::is_whitespace))
+                    || line.contains("cannot be statically determined");
+                after_info = info;
+                if !info {
+                    kept.push_str(line);
+                    kept.push('\n');
+                }
+            }
+            BuildError::Tool {
+                tool,
+                status,
+                stderr: kept,
+            }
+        }
+        other => other,
+    }
 }
 
 /// The cache key: every input the cubin's bytes depend on.
@@ -104,6 +151,23 @@ mod tests {
         assert_ne!(base, key("ptxas 12.9", &fast, b"ptx"));
         assert_ne!(base, key("ptxas 12.9", &full, b"ptx2"));
         assert_eq!(base, key("ptxas 12.9", &full, b"ptx"));
+    }
+
+    #[test]
+    fn a_failure_keeps_ptxas_errors_and_drops_its_report() {
+        let e = without_info(BuildError::Tool {
+            tool: "ptxas".into(),
+            status: "exit status: 255".into(),
+            stderr: "ptxas info    : Function properties for f\n    8 bytes stack frame, 0 bytes \
+                     spill stores, 0 bytes spill loads\nptxas warning : Stack size for entry \
+                     function 'k' cannot be statically determined\nptxas fatal   : Unresolved \
+                     extern function 'g'\n"
+                .into(),
+        });
+        let BuildError::Tool { stderr, .. } = e else {
+            panic!("still a tool error");
+        };
+        assert_eq!(stderr, "ptxas fatal   : Unresolved extern function 'g'\n");
     }
 
     #[test]

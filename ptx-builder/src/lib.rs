@@ -28,6 +28,7 @@ mod fixups;
 mod frames;
 mod link;
 mod ptxas;
+pub mod stack;
 pub mod stage;
 mod tools;
 
@@ -89,6 +90,8 @@ pub struct PtxModule {
     pub sha256: String,
     /// The kernels the module exports.
     pub kernels: Vec<String>,
+    /// The stack each GPU thread needs ([`stack::module_stack`]), when cubins were built.
+    pub stack_bytes: Option<u64>,
     /// Source files the build read, for `cargo:rerun-if-changed`.
     pub sources: Vec<PathBuf>,
 }
@@ -112,11 +115,17 @@ impl PtxModule {
         }
         code += "];\n/// SHA-256 of the module.\n";
         code += &format!("pub const SHA256: &str = {:?};\n", self.sha256);
+        code += "/// The stack each GPU thread needs, from ptxas's frames and the call graph.\n";
+        code += &format!(
+            "pub const STACK_BYTES: Option<usize> = {:?};\n",
+            self.stack_bytes
+        );
         code
     }
 
     /// Copies the module into `dir` under stable names (`module.ptx`,
-    /// `module.sm_NN.cubin`, `module.sha256`, `module.kernels`) and returns it there.
+    /// `module.sm_NN.cubin`, `module.sha256`, `module.kernels`, and `module.stack` when
+    /// known) and returns it there.
     pub fn copy_to(&self, dir: &Path) -> Result<PtxModule> {
         let io = |what: &Path| BuildError::io(format!("writing {}", what.display()));
         std::fs::create_dir_all(dir).map_err(io(dir))?;
@@ -132,11 +141,18 @@ impl PtxModule {
         std::fs::write(&sha, &self.sha256).map_err(io(&sha))?;
         let kernels = dir.join("module.kernels");
         std::fs::write(&kernels, self.kernels.join("\n")).map_err(io(&kernels))?;
+        let stack = dir.join("module.stack");
+        match self.stack_bytes {
+            Some(bytes) => std::fs::write(&stack, bytes.to_string()).map_err(io(&stack))?,
+            None if stack.exists() => std::fs::remove_file(&stack).map_err(io(&stack))?,
+            None => {}
+        }
         Ok(PtxModule {
             ptx,
             cubins,
             sha256: self.sha256.clone(),
             kernels: self.kernels.clone(),
+            stack_bytes: self.stack_bytes,
             sources: self.sources.clone(),
         })
     }
@@ -166,6 +182,12 @@ impl PtxModule {
             cubins,
             sha256: read("module.sha256")?.trim().to_owned(),
             kernels: read("module.kernels")?.lines().map(str::to_owned).collect(),
+            stack_bytes: match dir.join("module.stack").exists() {
+                true => Some(read("module.stack")?.trim().parse().map_err(|e| {
+                    BuildError::Toolchain(format!("{}/module.stack: {e}", dir.display()))
+                })?),
+                false => None,
+            },
             sources: Vec::new(),
         })
     }
@@ -379,14 +401,17 @@ impl PtxBuilder {
         }
 
         let mut cubins = Vec::new();
+        let mut frames_files = Vec::new();
         if self.cubins != Cubins::Off {
             match ptxas::find() {
                 Some(bin) => {
                     for &sm in &self.cubin_sms {
                         let cubin = ptx.with_extension(format!("sm_{sm}.cubin"));
-                        let made = cubin::make(&bin, &ptx, sm, self.ptxas_opt, &cubin)?;
+                        let frames = ptx.with_extension(format!("sm_{sm}.frames"));
+                        let made = cubin::make(&bin, &ptx, sm, self.ptxas_opt, &cubin, &frames)?;
                         self.stage(&made_message(&made, sm, self.ptxas_opt, &bin));
                         cubins.push((sm, cubin));
+                        frames_files.push(frames);
                     }
                 }
                 None if self.cubins == Cubins::Required => return Err(BuildError::NoPtxas),
@@ -395,6 +420,10 @@ impl PtxBuilder {
             }
         }
 
+        let stack = stack::module_stack(&text, &frames_files)?;
+        if let Some(s) = &stack {
+            self.stage(&s.describe());
+        }
         let sha256 = module_sha256(text.as_bytes(), &cubins)?;
         self.stage(&format!(
             "done in {:.1?}: {} ({} lines), {} cubin(s), kernels {kernels:?}",
@@ -408,6 +437,7 @@ impl PtxBuilder {
             cubins,
             sha256,
             kernels,
+            stack_bytes: stack.as_ref().map(stack::EntryStack::bytes),
             sources: built.sources,
         })
     }
@@ -457,6 +487,7 @@ mod tests {
             cubins: vec![(90, cubin)],
             sha256: "ab".repeat(32),
             kernels: vec!["kmain".into(), "other".into()],
+            stack_bytes: Some(40_960),
             sources: Vec::new(),
         };
         let out = tempfile::tempdir().unwrap();
@@ -465,11 +496,27 @@ mod tests {
         assert_eq!(loaded.ptx, copied.ptx);
         assert_eq!(loaded.cubins, copied.cubins);
         assert_eq!(
-            (loaded.sha256.as_str(), loaded.kernels.as_slice()),
-            (m.sha256.as_str(), m.kernels.as_slice())
+            (
+                loaded.sha256.as_str(),
+                loaded.kernels.as_slice(),
+                loaded.stack_bytes
+            ),
+            (m.sha256.as_str(), m.kernels.as_slice(), m.stack_bytes)
         );
         let rs = loaded.embed_rs();
         assert!(rs.contains("pub const PTX: &str = include_str!(") && rs.contains("module.ptx"));
         assert!(rs.contains("(90, include_bytes!(") && rs.contains(&m.sha256));
+        assert!(rs.contains("pub const STACK_BYTES: Option<usize> = Some(40960);"));
+        let unknown = PtxModule {
+            stack_bytes: None,
+            ..copied
+        };
+        let again = unknown.copy_to(out.path()).unwrap();
+        assert_eq!(PtxModule::load_dir(out.path()).unwrap().stack_bytes, None);
+        assert!(
+            again
+                .embed_rs()
+                .contains("STACK_BYTES: Option<usize> = None;")
+        );
     }
 }

@@ -152,6 +152,9 @@ enum Stage {
         /// The cubin to write.
         #[arg(long)]
         out: PathBuf,
+        /// Where to write each function's stack frame as ptxas reports it (for `module`).
+        #[arg(long)]
+        frames_out: PathBuf,
     },
     /// Put the PTX, cubins and kernel names under stable names in a folder, with the
     /// module's SHA-256.
@@ -161,6 +164,10 @@ enum Stage {
         /// A cubin as SM=PATH (repeatable).
         #[arg(long = "cubin", value_parser = parse_cubin)]
         cubins: Vec<(u32, PathBuf)>,
+        /// A cubin's frames (from `cubin --frames-out`; repeatable): the stack each GPU
+        /// thread needs is computed from them.
+        #[arg(long = "frames")]
+        frames: Vec<PathBuf>,
         /// The kernel names (from `optimize`).
         #[arg(long)]
         kernels: PathBuf,
@@ -245,10 +252,17 @@ fn run_stage(s: Stage) -> ptx_builder::Result<()> {
             let text = stage::check(&ptx, &staticlib)?;
             write(&out, text)
         }
-        Stage::Cubin { ptx, sm, opt, out } => stage::cubin(&ptx, sm, opt.level(), &out),
+        Stage::Cubin {
+            ptx,
+            sm,
+            opt,
+            out,
+            frames_out,
+        } => stage::cubin(&ptx, sm, opt.level(), &out, &frames_out),
         Stage::Module {
             ptx,
             cubins,
+            frames,
             kernels,
             out_dir,
         } => {
@@ -259,8 +273,9 @@ fn run_stage(s: Stage) -> ptx_builder::Result<()> {
                 }
             })?;
             let names: Vec<String> = names.lines().map(str::to_owned).collect();
-            let m = stage::module(&ptx, &cubins, &names, &out_dir)?;
+            let m = stage::module(&ptx, &cubins, &frames, &names, &out_dir)?;
             println!("sha256  {}", m.sha256);
+            print_stack(m.stack_bytes);
             Ok(())
         }
         Stage::Embed {
@@ -308,5 +323,13 @@ fn run_whole(a: &Whole) -> ptx_builder::Result<()> {
     }
     println!("sha256  {}", m.sha256);
     println!("kernels {}", m.kernels.join(" "));
+    print_stack(m.stack_bytes);
     Ok(())
+}
+
+/// The module's stack per GPU thread, where it is known.
+fn print_stack(bytes: Option<u64>) {
+    if let Some(b) = bytes {
+        println!("stack   {b}");
+    }
 }

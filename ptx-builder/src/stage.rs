@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::tools::Toolchain;
-use crate::{BuildError, PtxModule, PtxasOpt, Result, cargo, cubin, fixups, link, ptxas};
+use crate::{BuildError, PtxModule, PtxasOpt, Result, cargo, cubin, fixups, link, ptxas, stack};
 
 fn io(what: &str, p: &Path) -> impl FnOnce(std::io::Error) -> BuildError {
     BuildError::io(format!("{what} {}", p.display()))
@@ -98,28 +98,36 @@ pub fn check(ptx: &Path, staticlib: &Path) -> Result<String> {
 
 /// Compiles `ptx` into `cubin` for `sm` at `opt` with the ptxas [`crate::PtxBuilder`]
 /// would find (`$PTXAS`, `PATH`, the CUDA toolkit, the PyPI wheel), or takes it from the
-/// machine's cache; no ptxas is [`BuildError::NoPtxas`].
-pub fn cubin(ptx: &Path, sm: u32, opt: PtxasOpt, cubin: &Path) -> Result<()> {
+/// machine's cache, with each function's stack frame in `frames`; no ptxas is
+/// [`BuildError::NoPtxas`].
+pub fn cubin(ptx: &Path, sm: u32, opt: PtxasOpt, cubin: &Path, frames: &Path) -> Result<()> {
     let bin = ptxas::find().ok_or(BuildError::NoPtxas)?;
-    let made = cubin::make(&bin, ptx, sm, opt, cubin)?;
+    let made = cubin::make(&bin, ptx, sm, opt, cubin, frames)?;
     eprintln!("ptx-build: {}", crate::made_message(&made, sm, opt, &bin));
     Ok(())
 }
 
 /// The module of `ptx`, `cubins` and `kernels` under stable names in `dir`, with its
-/// SHA-256 ([`PtxModule::copy_to`] names the files).
+/// SHA-256 and the stack its threads need, from the cubins' `frames` ([`PtxModule::copy_to`]
+/// names the files).
 pub fn module(
     ptx: &Path,
     cubins: &[(u32, PathBuf)],
+    frames: &[PathBuf],
     kernels: &[String],
     dir: &Path,
 ) -> Result<PtxModule> {
-    let text = std::fs::read(ptx).map_err(io("reading", ptx))?;
+    let text = std::fs::read_to_string(ptx).map_err(io("reading", ptx))?;
+    let stack = stack::module_stack(&text, frames)?;
+    if let Some(s) = &stack {
+        eprintln!("ptx-build: {}", s.describe());
+    }
     PtxModule {
         ptx: ptx.to_path_buf(),
         cubins: cubins.to_vec(),
-        sha256: crate::module_sha256(&text, cubins)?,
+        sha256: crate::module_sha256(text.as_bytes(), cubins)?,
         kernels: kernels.to_vec(),
+        stack_bytes: stack.as_ref().map(stack::EntryStack::bytes),
         sources: Vec::new(),
     }
     .copy_to(dir)

@@ -100,14 +100,24 @@ fn the_stages_one_by_one_make_the_module_and_the_check_stage_refuses_vfork() {
     let cubin = dir.join("sm_90.cubin");
     // A cache of this test's own, so that the first run compiles.
     let cache = dir.join("cache");
-    let cubin_stage = |out: &Path| {
+    let frames = dir.join("sm_90.frames");
+    let cubin_stage = |out: &Path, frames: &Path| {
         Command::new(env!("CARGO_BIN_EXE_ptx-build"))
-            .args(args!["cubin", ptx, "--sm", "90", "--out", out])
+            .args(args![
+                "cubin",
+                ptx,
+                "--sm",
+                "90",
+                "--out",
+                out,
+                "--frames-out",
+                frames
+            ])
             .env("HOSTCALL_CACHE", &cache)
             .output()
             .unwrap()
     };
-    let cubin_out = cubin_stage(&cubin);
+    let cubin_out = cubin_stage(&cubin, &frames);
     let cubin_arg = if cubin_out.status.success() {
         let said = String::from_utf8_lossy(&cubin_out.stderr);
         assert!(said.contains("sm_90 cubin: compiled by"), "{said}");
@@ -118,11 +128,18 @@ fn the_stages_one_by_one_make_the_module_and_the_check_stage_refuses_vfork() {
             (&b"\x7fELF"[..], 2),
             "not a linked cubin"
         );
-        let again = dir.join("again.cubin");
-        let second = cubin_stage(&again);
+        // ptxas's frame of every function, the kernel's among them.
+        let report = std::fs::read_to_string(&frames).unwrap();
+        assert!(
+            report.contains("Function properties for kmain\n"),
+            "{report}"
+        );
+        let (again, again_frames) = (dir.join("again.cubin"), dir.join("again.frames"));
+        let second = cubin_stage(&again, &again_frames);
         let said = String::from_utf8_lossy(&second.stderr);
         assert!(said.contains("from the cache"), "{said}");
         assert_eq!(std::fs::read(&again).unwrap(), bytes);
+        assert_eq!(std::fs::read_to_string(&again_frames).unwrap(), report);
         format!("--cubin=90={}", cubin.display())
     } else {
         // Without ptxas the stage must say so; the module is then PTX only.
@@ -135,11 +152,27 @@ fn the_stages_one_by_one_make_the_module_and_the_check_stage_refuses_vfork() {
     let module = dir.join("module");
     let mut module_args = args!["module", ptx, "--kernels", kernels, "--out-dir", module].to_vec();
     if !cubin_arg.is_empty() {
-        module_args.push(OsStr::new(&cubin_arg));
+        module_args.extend([
+            OsStr::new(&cubin_arg),
+            OsStr::new("--frames"),
+            frames.as_os_str(),
+        ]);
     }
     let printed = ok("module", ptx_build(&module_args));
     let sha = std::fs::read_to_string(module.join("module.sha256")).unwrap();
-    assert_eq!(printed.trim(), format!("sha256  {sha}"));
+    // With a cubin, the stack its frames and call graph need (std's formatting recurses,
+    // so at least the recursion allowance).
+    let stack = std::fs::read_to_string(module.join("module.stack")).ok();
+    assert_eq!(stack.is_some(), !cubin_arg.is_empty());
+    let stack_line = stack.as_ref().map(|b| format!("\nstack   {b}"));
+    assert_eq!(
+        printed.trim(),
+        format!("sha256  {sha}{}", stack_line.unwrap_or_default())
+    );
+    if let Some(b) = &stack {
+        let bytes: u64 = b.parse().unwrap();
+        assert!(bytes > ptx_builder::stack::RECURSION_STACK_BYTES, "{bytes}");
+    }
     // The fixture's kernel, and libc-hostcall's, which runs thread-local destructors.
     assert_eq!(
         std::fs::read_to_string(module.join("module.kernels")).unwrap(),
@@ -165,6 +198,11 @@ fn the_stages_one_by_one_make_the_module_and_the_check_stage_refuses_vfork() {
         cubin.exists(),
         rs.contains("(90, include_bytes!(\"module.sm_90.cubin\"))")
     );
+    let stack_const = match &stack {
+        Some(b) => format!("STACK_BYTES: Option<usize> = Some({b});"),
+        None => "STACK_BYTES: Option<usize> = None;".to_owned(),
+    };
+    assert!(rs.contains(&stack_const), "{rs}");
 
     let err = through_check("calls-vfork", dir).unwrap_err();
     assert!(

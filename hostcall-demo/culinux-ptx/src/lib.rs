@@ -15,5 +15,6 @@ pub fn image() -> ModuleImage<'static> {
         ptx: embedded::PTX,
         cubins: embedded::CUBINS,
         sha256: embedded::SHA256,
+        stack_bytes: embedded::STACK_BYTES,
     }
 }

@@ -12,6 +12,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ptx: module::PTX,
         cubins: module::CUBINS,
         sha256: module::SHA256,
+        stack_bytes: module::STACK_BYTES,
     };
     let mut m = CudaModule::load(&image, &CudaOptions::default())?;
     std::fs::create_dir_all("data")?;
