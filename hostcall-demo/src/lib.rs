@@ -1,8 +1,9 @@
 //! The culinux demo as a library for `hostcalls_bin` and `hostcall_bench`: the kernel's
 //! modes and the checks of what it prints (the GPU module itself is the `culinux-ptx`
-//! crate's).
+//! crate's), and the figures `hostcall_bench` takes from ordinary programs ([`programs`]).
 
 pub mod check;
+pub mod programs;
 
 use std::process::ExitCode;
 

@@ -46,6 +46,12 @@ struct Args {
     /// KiB of each of those rings (default: `StreamSpec::default()`'s).
     #[arg(long)]
     stream_ring_kib: Option<usize>,
+    /// A folder with the benchmark programs packaged by `cargo gpu build` and built for
+    /// the CPU (`threads-bench.gpu`, `threads-bench-cpu`, `net-bench.gpu`,
+    /// `net-bench-cpu`): their thread, rayon and TCP figures are reported, the GPU's
+    /// beside the CPU's (part `programs`).
+    #[arg(long)]
+    programs: Option<PathBuf>,
 }
 
 /// The parts of the benchmark.
@@ -59,6 +65,8 @@ enum Part {
     Gpus,
     /// Null calls by the number of host consumer threads, and their idle CPU.
     Consumers,
+    /// Ordinary std programs on the GPU and on the CPU (needs `--programs`).
+    Programs,
 }
 
 /// Launch shapes of the sweep, from one warp to 1056 x 256 threads.
@@ -455,6 +463,27 @@ fn result(name: &str, value: f64, unit: &str, compare: Option<(&str, f64)>, note
     v
 }
 
+/// The programs' rows: each figure on the GPU, compared with the CPU's.
+fn program_rows(dir: &Path) -> Result<Vec<Value>, String> {
+    let figures = hostcall_demo::programs::measure(dir)?;
+    Ok(figures
+        .iter()
+        .map(|f| {
+            eprintln!(
+                "hostcall_bench: {}: {:.2} on the GPU, {:.2} on the CPU",
+                f.name, f.gpu, f.cpu
+            );
+            result(
+                f.name,
+                f.gpu,
+                f.unit,
+                Some((&format!("cpu_{}", f.name), f.cpu)),
+                &f.note,
+            )
+        })
+        .collect())
+}
+
 /// Host baseline for the bulk write: the same bytes in the same chunks, from the host.
 fn host_write_gbps(dir: &Path, bytes: usize) -> std::io::Result<f64> {
     let chunk = vec![7u8; 8 << 20];
@@ -587,6 +616,11 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     if part(Part::Consumers) {
         results.extend(consumer_rows(&mut module, &dir)?);
+    }
+    match (&a.programs, a.only.contains(&Part::Programs)) {
+        (Some(dir), _) if part(Part::Programs) => results.extend(program_rows(dir)?),
+        (None, true) => return Err("part `programs` needs --programs DIR".into()),
+        _ => {}
     }
     // Last: it takes the module, to run it beside the other GPUs'.
     if part(Part::Gpus) {
