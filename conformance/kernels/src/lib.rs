@@ -7,9 +7,7 @@
 
 #![feature(abi_ptx)]
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use libc_hostcall::gpu;
+mod threaded;
 
 /// The spawning programs among them run as `conformance/spawning`'s `main`, not here.
 #[path = "../../programs/mod.rs"]
@@ -41,19 +39,10 @@ pub extern "ptx-kernel" fn conformance_single(index: u32) {
     }
 }
 
-/// Workers that have returned in this launch.
-static DONE: AtomicU64 = AtomicU64::new(0);
-
-/// Runs threaded program `index`: its worker on every thread, then its finish on the
-/// thread whose worker returned last (every other worker happened before it).
+/// Runs threaded program `index` ([`threaded::run`]).
 #[unsafe(no_mangle)]
 pub extern "ptx-kernel" fn conformance_threaded(index: u32) {
-    let Some((worker, finish)) = THREADED.get(index as usize) else {
-        return;
-    };
-    let count = gpu::launch_threads();
-    worker(gpu::global_thread() as usize, count as usize);
-    if DONE.fetch_add(1, Ordering::AcqRel) + 1 == count {
-        finish(count as usize);
+    if let Some((worker, finish)) = THREADED.get(index as usize) {
+        threaded::run(*worker, *finish);
     }
 }

@@ -6,12 +6,10 @@
 
 #![feature(abi_ptx)]
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use libc_hostcall::gpu;
-
 #[path = "../../programs/registry/mod.rs"]
 mod programs;
+#[path = "../../kernels/src/threaded.rs"]
+mod threaded;
 
 macro_rules! table {
     ($($r:ident),*) => {
@@ -22,19 +20,11 @@ macro_rules! table {
 }
 programs::with_registry!(table);
 
-/// Workers that have returned in this launch.
-static DONE: AtomicU64 = AtomicU64::new(0);
-
-/// Runs registry program `index`: its worker on every thread, then its finish on the
-/// thread whose worker returned last (every other worker happened before it).
+/// Runs registry program `index` as the kernel module runs a threaded one
+/// ([`threaded::run`]).
 #[unsafe(no_mangle)]
 pub extern "ptx-kernel" fn conformance_registry(index: u32) {
-    let Some((worker, finish)) = REGISTRY.get(index as usize) else {
-        return;
-    };
-    let count = gpu::launch_threads();
-    worker(gpu::global_thread() as usize, count as usize);
-    if DONE.fetch_add(1, Ordering::AcqRel) + 1 == count {
-        finish(count as usize);
+    if let Some((worker, finish)) = REGISTRY.get(index as usize) {
+        threaded::run(*worker, *finish);
     }
 }
