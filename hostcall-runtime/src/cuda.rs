@@ -31,9 +31,8 @@ pub const DEFAULT_STACK_BYTES: usize = 16 << 10;
 
 /// Each thread's stack: the one asked for, else the module's need where it knows it and
 /// it is larger than [`DEFAULT_STACK_BYTES`], else that default. An explicit stack below
-/// the module's need is taken, with a warning: the need counts every recursive cycle once
-/// and every indirect call as reaching any function of its signature, so it can be more
-/// than a program uses.
+/// the module's need is taken, with a warning: the need takes every indirect call as
+/// reaching any function of its signature, so it can be more than a program uses.
 fn stack_for(asked: Option<usize>, needed: Option<usize>) -> usize {
     match (asked, needed) {
         (Some(asked), Some(needed)) if asked < needed => {
