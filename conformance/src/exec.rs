@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use hostcall_abi::{START_KERNEL, WARP_SIZE};
-use hostcall_runtime::cuda::{CudaModule, CudaOptions, ModuleImage};
-use hostcall_runtime::{Host, KernelArg, Launch, Outcome};
+use hostcall_runtime::cuda::{CudaModule, CudaOptions};
+use hostcall_runtime::{Host, KernelArg, Launch, Outcome, module_image};
 
 use crate::suite::{self, Kind, Program, SPAWN_WORKERS};
 
@@ -23,24 +23,9 @@ const CPU_STACK: usize = 256 << 10;
 /// Longest a GPU run may take before the runtime's kill switch ends it.
 const GPU_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The embedded GPU module of every program.
+/// The GPU module of the single, unsupported and threaded programs (`conformance/kernels`).
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/conformance_module.rs"));
-}
-
-/// The spawning programs' GPU binary (`conformance/spawning`).
-mod spawning {
-    include!(env!("CONFORMANCE_SPAWNING"));
-}
-
-/// The GPU module, as the CUDA backend loads it.
-pub fn image() -> ModuleImage<'static> {
-    ModuleImage {
-        ptx: embedded::PTX,
-        cubins: embedded::CUBINS,
-        sha256: embedded::SHA256,
-        stack_bytes: embedded::STACK_BYTES,
-    }
 }
 
 /// The registry programs' GPU module (`conformance/registry`).
@@ -48,24 +33,9 @@ mod registry {
     include!(env!("CONFORMANCE_REGISTRY"));
 }
 
-/// The registry programs' GPU module, as the CUDA backend loads it.
-fn registry_image() -> ModuleImage<'static> {
-    ModuleImage {
-        ptx: registry::PTX,
-        cubins: registry::CUBINS,
-        sha256: registry::SHA256,
-        stack_bytes: registry::STACK_BYTES,
-    }
-}
-
-/// The spawning programs' GPU binary, as the CUDA backend loads it.
-fn spawning_image() -> ModuleImage<'static> {
-    ModuleImage {
-        ptx: spawning::PTX,
-        cubins: spawning::CUBINS,
-        sha256: spawning::SHA256,
-        stack_bytes: spawning::STACK_BYTES,
-    }
+/// The spawning programs' GPU binary (`conformance/spawning`).
+mod spawning {
+    include!(env!("CONFORMANCE_SPAWNING"));
 }
 
 /// Which side, which program, which geometry.
@@ -224,9 +194,9 @@ fn on_gpu(r: &Request) -> ExitCode {
 fn run_gpu(r: &Request) -> hostcall_runtime::Result<Outcome> {
     let spawning = matches!(r.program.kind, Kind::Spawning(..));
     let image = match r.program.kind {
-        Kind::Spawning(..) => spawning_image(),
-        Kind::Registry(..) => registry_image(),
-        _ => image(),
+        Kind::Spawning(..) => module_image!(spawning),
+        Kind::Registry(..) => module_image!(registry),
+        _ => module_image!(embedded),
     };
     let mut options = CudaOptions::default();
     if let Some(kib) = r.stack_kib {

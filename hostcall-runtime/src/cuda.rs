@@ -99,6 +99,22 @@ pub struct ModuleImage<'a> {
     pub stack_bytes: Option<usize>,
 }
 
+/// The [`ModuleImage`] of a module a build embedded: `$m` is the module that includes the
+/// Rust source `ptx_builder::PtxModule::embed_rs` wrote (its `PTX`, `CUBINS`, `SHA256`
+/// and `STACK_BYTES`), so that an embedder names the module once, whatever the image
+/// carries.
+#[macro_export]
+macro_rules! module_image {
+    ($m:ident) => {
+        $crate::cuda::ModuleImage {
+            ptx: $m::PTX,
+            cubins: $m::CUBINS,
+            sha256: $m::SHA256,
+            stack_bytes: $m::STACK_BYTES,
+        }
+    };
+}
+
 /// How the module was loaded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LoadedFrom {

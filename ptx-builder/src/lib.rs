@@ -104,8 +104,9 @@ impl PtxModule {
         }
     }
 
-    /// Rust source that embeds this module (`PTX`, `CUBINS`, `SHA256`), for a host crate
-    /// to `include!` (build.rs under Cargo, a genrule under Buck2).
+    /// Rust source that embeds this module (`PTX`, `CUBINS`, `SHA256`, `STACK_BYTES`),
+    /// for a host crate to `include!` (build.rs under Cargo, a genrule under Buck2) and
+    /// load as `hostcall_runtime::module_image!(that_module)`.
     pub fn embed_rs(&self) -> String {
         let mut code = String::from("/// The module's PTX.\n");
         code += &format!("pub const PTX: &str = include_str!({:?});\n", self.ptx);

@@ -11,10 +11,5 @@ mod embedded {
 
 /// The culinux module as the CUDA backend loads it.
 pub fn image() -> ModuleImage<'static> {
-    ModuleImage {
-        ptx: embedded::PTX,
-        cubins: embedded::CUBINS,
-        sha256: embedded::SHA256,
-        stack_bytes: embedded::STACK_BYTES,
-    }
+    hostcall_runtime::module_image!(embedded)
 }

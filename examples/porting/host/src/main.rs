@@ -1,19 +1,14 @@
 //! Runs the kernel on 132 blocks of 256 threads, granting it `data/` and one variable.
 
-use hostcall_runtime::cuda::{CudaModule, CudaOptions, ModuleImage};
-use hostcall_runtime::{Host, KernelArg, Launch};
+use hostcall_runtime::cuda::{CudaModule, CudaOptions};
+use hostcall_runtime::{Host, KernelArg, Launch, module_image};
 
 mod module {
     include!(concat!(env!("OUT_DIR"), "/module.rs"));
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let image = ModuleImage {
-        ptx: module::PTX,
-        cubins: module::CUBINS,
-        sha256: module::SHA256,
-        stack_bytes: module::STACK_BYTES,
-    };
+    let image = module_image!(module);
     let mut m = CudaModule::load(&image, &CudaOptions::default())?;
     std::fs::create_dir_all("data")?;
     let host = Host::builder()

@@ -4,8 +4,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use hostcall_client::Errno;
-use hostcall_runtime::cuda::{CudaModule, CudaOptions, ModuleImage};
-use hostcall_runtime::{Host, HostBuilder, Launch};
+use hostcall_runtime::cuda::{CudaModule, CudaOptions};
+use hostcall_runtime::{Host, HostBuilder, Launch, module_image};
 use user_services_decl::{Counter, Greeter};
 
 mod module {
@@ -58,12 +58,7 @@ fn host() -> HostBuilder {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let image = ModuleImage {
-        ptx: module::PTX,
-        cubins: module::CUBINS,
-        sha256: module::SHA256,
-        stack_bytes: module::STACK_BYTES,
-    };
+    let image = module_image!(module);
     let mut m = CudaModule::load(&image, &CudaOptions::default())?;
     let current = host().serve::<dyn Greeter, _>(HostGreeter).build()?;
     current.run(&mut m, &Launch::linear("services", 132, 256, vec![]))?;
