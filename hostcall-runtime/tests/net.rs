@@ -505,3 +505,282 @@ fn lanes_of_one_packet_that_wait_on_each_other_are_served_apart() {
     assert_eq!(got, [(0, Ok(b"lane 1".to_vec())), (1, Ok(Vec::new()))]);
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+/// Threads in a launch of 512, in pairs by thread index, and the run's report: each
+/// thread's value by its index in the launch. A thread's partner is its neighbour (the
+/// other lane of its pair in one warp); blocks of 64 threads.
+fn run_pairs<T: Send + 'static>(
+    host: HostBuilder,
+    mode: WarpMode,
+    body: impl Fn(&Channel, usize) -> T + Send + Sync + 'static,
+) -> (Vec<T>, RunReport) {
+    const THREADS: u32 = 512;
+    const BLOCK: u32 = 64;
+    let out = Arc::new(Mutex::new((0..THREADS).map(|_| None).collect::<Vec<_>>()));
+    let o = out.clone();
+    let mut m = EmulatedModule::new(mode).kernel("k", move |t: &EmuThread| {
+        let i = (t.block * BLOCK + t.thread) as usize;
+        let v = body(t.channel(), i);
+        o.lock().unwrap()[i] = Some(v);
+    });
+    let report = common::within(Duration::from_secs(60), "Host::run", move || {
+        host.timeout(Duration::from_secs(30))
+            .build()
+            .unwrap()
+            .run(&mut m, &Launch::linear("k", THREADS / BLOCK, BLOCK, vec![]))
+            .unwrap()
+    });
+    let v = std::mem::take(&mut *out.lock().unwrap());
+    (
+        v.into_iter()
+            .map(|v| v.expect("every thread finished"))
+            .collect(),
+        report,
+    )
+}
+
+/// Issue 31, item 4: 512 GPU threads exchange datagrams in pairs, every receiver
+/// waiting before its sender sends. Calls that wait on a peer each took a pool worker,
+/// at most 128: 256 receivers held all of them, the senders' calls queued behind, and
+/// no datagram arrived before the timeout. Linux runs the same program to its end; so
+/// does the GPU, in any arrangement of warps.
+#[test]
+fn five_hundred_and_twelve_threads_exchange_datagrams_in_pairs() {
+    for mode in [
+        WarpMode::Independent,
+        WarpMode::Lockstep,
+        WarpMode::Divergent { seed: 31 },
+    ] {
+        let ports = Arc::new((0..512).map(|_| AtomicU16::new(0)).collect::<Vec<_>>());
+        let host = quiet()
+            .allow_listen("127.0.0.1:*")
+            .allow_connect("127.0.0.1:*");
+        let started = Instant::now();
+        let (got, report) = run_pairs(host, mode, move |ch, i| {
+            let net = calls::net::<Emu>(ch);
+            let fd = net.socket(AF_INET, SOCK_DGRAM, 0).unwrap();
+            net.bind(fd, &sockaddr("127.0.0.1:0")).unwrap();
+            ports[i].store(local(ch, fd).port(), Release);
+            let partner = i ^ 1;
+            while ports[partner].load(Acquire) == 0 {
+                std::thread::yield_now();
+            }
+            let to = sockaddr(&format!("127.0.0.1:{}", ports[partner].load(Acquire)));
+            let mine = format!("from {i}");
+            let receive = || {
+                let mut buf = [0; SOCKADDR_MAX + 16];
+                let n = net.recvfrom(fd, 0, &mut buf).unwrap();
+                String::from_utf8(buf[SOCKADDR_MAX..SOCKADDR_MAX + n].to_vec()).unwrap()
+            };
+            // Even threads receive first; odd ones send once the receivers wait.
+            if i % 2 == 0 {
+                let got = receive();
+                net.sendto(fd, mine.as_bytes(), 0, &to).unwrap();
+                got
+            } else {
+                std::thread::sleep(Duration::from_millis(300));
+                net.sendto(fd, mine.as_bytes(), 0, &to).unwrap();
+                receive()
+            }
+        });
+        assert_eq!(report.outcome, Outcome::Completed, "{mode:?}");
+        for (i, g) in got.iter().enumerate() {
+            assert_eq!(*g, format!("from {}", i ^ 1), "{mode:?}");
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{mode:?}");
+    }
+}
+
+/// Issue 31, item 4, over TCP: 256 GPU servers each accept one connection from a GPU
+/// client and answer its line, every server waiting in `accept` before its client
+/// connects.
+#[test]
+fn five_hundred_and_twelve_threads_talk_tcp_in_pairs() {
+    for mode in [WarpMode::Independent, WarpMode::Lockstep] {
+        let ports = Arc::new((0..512).map(|_| AtomicU16::new(0)).collect::<Vec<_>>());
+        let host = quiet()
+            .allow_listen("127.0.0.1:*")
+            .allow_connect("127.0.0.1:*");
+        let (got, report) = run_pairs(host, mode, move |ch, i| {
+            let net = calls::net::<Emu>(ch);
+            let fd = tcp(ch);
+            let mut buf = [0u8; 64];
+            // Both sides make the same calls in the same order, so that lockstep lanes
+            // meet at each: socket, bind, listen or connect, accept or write, read,
+            // write or nothing.
+            if i % 2 == 0 {
+                net.bind(fd, &sockaddr("127.0.0.1:0")).unwrap();
+                net.listen(fd, 4).unwrap();
+                ports[i].store(local(ch, fd).port(), Release);
+                let mut peer = [0; SOCKADDR_MAX];
+                let conn = net.accept(fd, 0, &mut peer).unwrap();
+                let n = calls::read::<Emu>(ch, conn, &mut buf);
+                let line = String::from_utf8(buf[..n as usize].to_vec()).unwrap();
+                calls::write::<Emu>(ch, conn, format!("{line} back").as_bytes());
+                calls::close::<Emu>(ch, conn);
+                line
+            } else {
+                while ports[i ^ 1].load(Acquire) == 0 {
+                    std::thread::yield_now();
+                }
+                std::thread::sleep(Duration::from_millis(300));
+                let to = sockaddr(&format!("127.0.0.1:{}", ports[i ^ 1].load(Acquire)));
+                net.connect(fd, &to).unwrap();
+                calls::write::<Emu>(ch, fd, format!("hello {i}").as_bytes());
+                let n = calls::read::<Emu>(ch, fd, &mut buf);
+                String::from_utf8(buf[..n as usize].to_vec()).unwrap()
+            }
+        });
+        assert_eq!(report.outcome, Outcome::Completed, "{mode:?}");
+        for (i, g) in got.iter().enumerate() {
+            let expected = match i % 2 {
+                0 => format!("hello {}", i + 1),
+                _ => format!("hello {i} back"),
+            };
+            assert_eq!(*g, expected, "{mode:?}");
+        }
+    }
+}
+
+/// Issue 31, item 11: `SO_LINGER` with a time, then `close` of a connection whose peer
+/// reads nothing. Linux's `close` then waits until the data is acknowledged or the time
+/// passes (here, 68 years); it ran on a host thread holding the fd table, and `Host::run`
+/// never returned. A GPU program's close never lingers: the option is recorded (it reads
+/// back) and the connection closes in the background.
+#[test]
+fn a_lingering_close_does_not_hold_the_host() {
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = server.local_addr().unwrap();
+    rustix::net::sockopt::set_socket_recv_buffer_size(&server, 4096).unwrap();
+    let peer = std::thread::spawn(move || {
+        let (s, _) = server.accept().unwrap();
+        // Reads nothing, and keeps the connection open for longer than the run.
+        std::thread::sleep(Duration::from_secs(5));
+        drop(s);
+    });
+    let host = quiet()
+        .allow_connect(&addr.to_string())
+        .timeout(Duration::from_secs(3));
+    let target = sockaddr(&addr.to_string());
+    let started = Instant::now();
+    let (r, report) = common::within(Duration::from_secs(15), "Host::run", move || {
+        run_blocks(host, 1, move |ch, _| {
+            let net = calls::net::<Emu>(ch);
+            let fd = tcp(ch);
+            net.setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &4096i32.to_ne_bytes())
+                .unwrap();
+            net.connect(fd, &target).unwrap();
+            net.set_nonblocking(fd, 1).unwrap();
+            let chunk = [7u8; 1024];
+            let mut sent = 0;
+            loop {
+                match net.sendto(fd, &chunk, 0, &[]) {
+                    Ok(n) => sent += n,
+                    Err(Errno(e)) if e == EAGAIN => break,
+                    Err(e) => panic!("send: {e:?}"),
+                }
+            }
+            let mut linger = [0u8; 8];
+            linger[..4].copy_from_slice(&1i32.to_ne_bytes());
+            linger[4..].copy_from_slice(&i32::MAX.to_ne_bytes());
+            net.setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger).unwrap();
+            let mut back = [0u8; 8];
+            net.getsockopt(fd, SOL_SOCKET, SO_LINGER, &mut back)
+                .unwrap();
+            let closed = calls::close::<Emu>(ch, fd);
+            (sent, back, closed)
+        })
+    });
+    assert_eq!(report.outcome, Outcome::Completed);
+    let (sent, back, closed) = r[0];
+    assert!(sent > 0);
+    assert_eq!(back, linger_bytes(1, i32::MAX), "the option reads back");
+    assert_eq!(closed, 0);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    peer.join().unwrap();
+}
+
+fn linger_bytes(on: i32, secs: i32) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    b[..4].copy_from_slice(&on.to_ne_bytes());
+    b[4..].copy_from_slice(&secs.to_ne_bytes());
+    b
+}
+
+/// Issue 31, item 12: a GPU thread closes a listening socket another GPU thread waits on
+/// in `accept`. The waiting call held its own handle of the socket on a pool thread:
+/// the socket listened on after the run, a host connect succeeded, and the pool thread
+/// stayed blocked. Now the waiting call returns `EBADF` (as on macOS and the BSDs; Linux
+/// leaves it waiting), and the socket closes with its last fd.
+#[test]
+fn a_socket_closed_under_a_waiting_call_ends_the_wait_and_closes() {
+    let port = Arc::new(AtomicU16::new(0));
+    let fd_of = Arc::new(AtomicU16::new(0));
+    let p = port.clone();
+    let host = quiet()
+        .allow_listen("127.0.0.1:*")
+        .timeout(Duration::from_secs(10));
+    let (r, report) = common::within(Duration::from_secs(20), "Host::run", move || {
+        run_blocks(host, 2, move |ch, t| {
+            let net = calls::net::<Emu>(ch);
+            if t.block == 0 {
+                let fd = listener(ch, SOCK_STREAM);
+                fd_of.store(fd as u16, Release);
+                p.store(local(ch, fd).port(), Release);
+                let mut peer = [0; SOCKADDR_MAX];
+                net.accept(fd, 0, &mut peer)
+            } else {
+                while p.load(Acquire) == 0 {
+                    std::thread::yield_now();
+                }
+                std::thread::sleep(Duration::from_millis(200));
+                Ok(calls::close::<Emu>(ch, i32::from(fd_of.load(Acquire))) as i32)
+            }
+        })
+    });
+    assert_eq!(report.outcome, Outcome::Completed);
+    assert_eq!(r, [Err(Errno(EBADF)), Ok(0)]);
+    let after = TcpStream::connect(("127.0.0.1", port.load(Acquire)));
+    assert_eq!(
+        after.map(drop).map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::ConnectionRefused),
+        "nothing listens once the last fd is closed"
+    );
+}
+
+/// Issue 31, item 14: listening needs a listen grant for the address and port the
+/// socket is bound to. Linux binds an unbound socket at `listen` to every address and a
+/// port of its choosing: with only a connect grant, a host client reached the GPU's
+/// server. And a connect grant's `bind(addr:0)`, which a client's datagram socket needs,
+/// did not make the port it got one to listen on.
+#[test]
+fn listening_needs_a_listen_grant_for_the_bound_address() {
+    let (r, _) = run_blocks(quiet().allow_connect("192.0.2.1:9"), 1, |ch, _| {
+        let net = calls::net::<Emu>(ch);
+        let fd = tcp(ch);
+        net.listen(fd, 4)
+    });
+    assert_eq!(r[0], Err(Errno(EACCES)), "an unbound socket");
+    let (r, _) = run_blocks(quiet().allow_connect("127.0.0.1:9"), 1, |ch, _| {
+        let net = calls::net::<Emu>(ch);
+        let fd = tcp(ch);
+        net.bind(fd, &sockaddr("127.0.0.1:0")).unwrap();
+        net.listen(fd, 4)
+    });
+    assert_eq!(
+        r[0],
+        Err(Errno(EACCES)),
+        "a port bound under a connect grant"
+    );
+    let (r, _) = run_blocks(quiet().allow_listen("127.0.0.1:*"), 1, |ch, _| {
+        let net = calls::net::<Emu>(ch);
+        let fd = tcp(ch);
+        net.bind(fd, &sockaddr("127.0.0.1:0")).unwrap();
+        net.listen(fd, 4)
+    });
+    assert_eq!(r[0], Ok(()), "a listen grant");
+}

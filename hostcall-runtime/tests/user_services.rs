@@ -12,6 +12,7 @@ use hostcall_abi::errno::{EACCES, ENOENT};
 use hostcall_client::typed::HostFn;
 use hostcall_client::{DeviceSlice, Errno, service};
 use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_runtime::services::{Call, Handler, Malformed, Reply};
 use hostcall_runtime::{Error, KernelArg, Launch, Outcome};
 
 service! {
@@ -442,4 +443,73 @@ fn modules_calling_std_declared_services_load_on_any_host() {
         .unwrap();
     assert_eq!(r.outcome, Outcome::Completed);
     assert_eq!(*got.lock().unwrap(), Some(std::process::id() as i32));
+}
+
+/// Issue 31, item 7: a declared `&mut [u8]` output of more than one lane's bulk buffer
+/// (4 KiB). A thread calling alone got all of it (`Ok(8192)` here) and one sharing its
+/// packet `EINVAL`: the answer depended on which threads happened to call together. The
+/// stub now cuts the buffer to what any packet carries, so every lane gets the same
+/// short answer, as a short `read` does.
+#[test]
+fn a_large_output_buffer_gets_the_same_answer_alone_and_in_a_packet() {
+    for (mode, threads) in [(WarpMode::Independent, 1), (WarpMode::Lockstep, 2)] {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let g = got.clone();
+        let host = quiet().serve::<dyn Store, _>(HostStore::default());
+        let r = run_store(host, mode, 1, threads, move |t| {
+            let mut buf = vec![0u8; 8192];
+            let n = t.client::<dyn Store>().fill(&mut buf, 9);
+            let filled = buf.iter().take_while(|&&b| b == 9).count();
+            g.lock().unwrap().push((n, filled));
+        })
+        .unwrap();
+        assert_eq!(r.outcome, Outcome::Completed, "{mode:?}");
+        let per_lane = hostcall_abi::BULK_PER_LANE;
+        assert!(
+            got.lock()
+                .unwrap()
+                .iter()
+                .all(|&g| g == (per_lane * 3, per_lane)),
+            "{mode:?}: {:?}",
+            got.lock().unwrap()
+        );
+    }
+}
+
+/// Issue 31, item 6: a posted call of a service that may block. Its packet went to the
+/// blocking pool with `response` already stored, so the port's next owner went ahead,
+/// and the job's late answer landed on the next call's answer word (a `ForeignAnswer`
+/// trap). The port now stays the job's until it has answered.
+#[test]
+fn a_posted_call_of_a_blocking_service_leaves_the_next_call_its_answer() {
+    struct Slow;
+    impl Handler for Slow {
+        fn call(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            Ok(Reply::value(call.args[0] as i64 + 1000))
+        }
+        fn can_block(&self, _: u32) -> bool {
+            true
+        }
+    }
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = got.clone();
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
+        let ch = t.channel();
+        for i in 0..3 {
+            ch.post::<Emu>(12, [i, 0, 0, 0, 0, 0], &[], None);
+            g.lock()
+                .unwrap()
+                .push(hostcall_client::calls::ping::<Emu>(ch, i));
+        }
+    });
+    let r = quiet()
+        .ports(1)
+        .service(12, Arc::new(Slow))
+        .build()
+        .unwrap()
+        .run(&mut m, &Launch::linear("k", 1, 1, vec![]))
+        .unwrap();
+    assert_eq!(r.outcome, Outcome::Completed, "{r:?}");
+    assert_eq!(*got.lock().unwrap(), [0, 1, 2]);
 }

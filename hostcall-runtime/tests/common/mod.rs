@@ -75,3 +75,26 @@ pub fn warnings() -> Vec<String> {
     });
     WARNINGS.lock().unwrap().clone()
 }
+
+/// Runs `f` on a thread of its own and returns its value; fails the test if `f` has not
+/// returned within `limit`, so that a hang fails the test rather than stalling the
+/// suite (the stuck thread is left behind).
+pub fn within<T: Send + 'static>(
+    limit: Duration,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(v) => v,
+        Err(_) => panic!("{what} had not returned after {limit:?}"),
+    }
+}
+
+/// Makes a FIFO at `path`.
+pub fn mkfifo(path: &std::path::Path) {
+    rustix::fs::mkfifoat(rustix::fs::CWD, path, 0o600.into()).expect("mkfifo");
+}

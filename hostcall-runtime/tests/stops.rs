@@ -1,0 +1,191 @@
+//! Every stop reaches every call: a timeout, a kill and an `exit` on another GPU answer
+//! each GPU thread's outstanding call `Killed` within half a second, wherever the host
+//! keeps it (waiting for stdin, a FIFO's other end, a connection), and `Host::run`
+//! returns within its timeout and a second whatever the program did. A test binary of
+//! its own: it makes the process's stdin a pipe nobody writes, so that a read of it
+//! waits.
+
+mod common;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::{Arc, Once};
+use std::time::{Duration, Instant};
+
+use common::{mkfifo, quiet, within};
+use hostcall_abi::net::SOCKADDR_MAX;
+use hostcall_abi::net::consts::*;
+use hostcall_client::calls;
+use hostcall_client::std_services::Net;
+use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_runtime::{Error, HostBuilder, Launch, Outcome};
+
+const O_RDONLY: i32 = 0;
+
+/// Makes fd 0 the read end of a pipe whose write end stays open and unwritten: a read
+/// of stdin waits for ever.
+fn stdin_that_waits() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let (read, write) = rustix::pipe::pipe().unwrap();
+        rustix::stdio::dup2_stdin(&read).unwrap();
+        std::mem::forget(write);
+    });
+}
+
+/// A GPU thread whose call waits on the host, by kind.
+fn wait_in(t: &EmuThread, what: u32) {
+    let ch = t.channel();
+    match what {
+        0 => {
+            let mut buf = [0u8; 16];
+            calls::read::<Emu>(ch, 0, &mut buf);
+        }
+        1 => {
+            calls::open::<Emu>(ch, b"/data/fifo", O_RDONLY, 0);
+        }
+        _ => {
+            let net = calls::net::<Emu>(ch);
+            let fd = net.socket(AF_INET, SOCK_STREAM, 0).unwrap();
+            let mut any = [0u8; SOCKADDR_MAX];
+            hostcall_abi::net::encode(&"127.0.0.1:0".parse().unwrap(), &mut any);
+            net.bind(fd, &any).unwrap();
+            net.listen(fd, 1).unwrap();
+            let mut peer = [0u8; SOCKADDR_MAX];
+            let _ = net.accept(fd, 0, &mut peer);
+        }
+    }
+}
+
+/// A host whose GPU may wait on each: stdin, `/data` (with a FIFO nobody opens for
+/// writing) and a listening socket.
+fn waiting_host(dir: &std::path::Path) -> HostBuilder {
+    stdin_that_waits();
+    mkfifo(&dir.join("fifo"));
+    quiet()
+        .stdin(true)
+        .preopen_dir(dir, "/data")
+        .allow_listen("127.0.0.1:*")
+        .wait_limit(Duration::ZERO)
+}
+
+/// Issue 31, item 10: at its timeout a launch whose threads wait in stdin, a FIFO's
+/// `open` and `accept` is stopped: each call is answered `Killed`, each thread traps,
+/// and the run ends within half a second of the timeout. Such calls sat in the blocking
+/// pool, which the kill did not reach: the launch was reported still running, its
+/// threads never answered, and with no wait limit they never ended.
+#[test]
+fn a_timeout_answers_calls_waiting_in_stdin_a_fifo_and_accept() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = waiting_host(dir.path()).timeout(Duration::from_millis(500));
+    let mut m =
+        EmulatedModule::new(WarpMode::Independent).kernel("k", |t: &EmuThread| wait_in(t, t.block));
+    let started = Instant::now();
+    let err = within(Duration::from_secs(10), "Host::run", move || {
+        host.build()
+            .unwrap()
+            .run(&mut m, &Launch::linear("k", 3, 1, vec![]))
+            .unwrap_err()
+    });
+    let took = started.elapsed();
+    let Error::Timeout {
+        in_flight,
+        still_running,
+        ..
+    } = &err
+    else {
+        panic!("{err}")
+    };
+    assert!(!still_running, "every thread trapped on its answer: {err}");
+    let mut names: Vec<_> = in_flight.iter().map(|c| c.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["Fs.openat", "Net.accept", "read"], "{err}");
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+}
+
+/// Issue 31, item 10: an `exit` on one GPU ends the other GPU's launch, whose thread
+/// waits in stdin, in a FIFO's `open` or in `accept`, within half a second: it waited
+/// for the call to return (5.9 s for a socket, up to the timeout for stdin).
+#[test]
+fn an_exit_on_one_gpu_answers_the_other_gpus_waiting_calls() {
+    for what in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let host = waiting_host(dir.path()).timeout(Duration::from_secs(20));
+        let module = || {
+            EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
+                if t.config().gpu == 1 {
+                    std::thread::sleep(Duration::from_millis(200));
+                    calls::exit::<Emu>(t.channel(), 3);
+                    t.trap()
+                }
+                wait_in(t, what);
+            })
+        };
+        let launch = Launch::linear("k", 1, 1, vec![]);
+        let mut runs = [(module(), launch.clone()), (module(), launch)];
+        let started = Instant::now();
+        let outcomes = within(Duration::from_secs(30), "Host::run_all", move || {
+            let host = host.build().unwrap();
+            host.run_all(&mut runs)
+                .into_iter()
+                .map(|r| r.map(|r| r.outcome).map_err(|e| e.to_string()))
+                .collect::<Vec<_>>()
+        });
+        assert_eq!(
+            outcomes,
+            [Ok(Outcome::Exited(3)), Ok(Outcome::Exited(3))],
+            "waiting in {what}"
+        );
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_millis(1200),
+            "waiting in {what}: {took:?}"
+        );
+    }
+}
+
+/// Issue 31, item 13: a launch stopped at its timeout whose threads never call the host
+/// keeps running on the device. A second run on its module rewrote the configuration
+/// and the service ids under it; it is refused, and says why.
+#[test]
+fn a_module_whose_stopped_kernel_still_runs_refuses_another_run() {
+    let spin = Arc::new(AtomicBool::new(true));
+    let s = spin.clone();
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |_: &EmuThread| {
+        while s.load(Acquire) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    let host = quiet().timeout(Duration::from_millis(200)).build().unwrap();
+    let launch = Launch::linear("k", 1, 1, vec![]);
+    let first = host.run(&mut m, &launch).unwrap_err();
+    assert!(
+        matches!(
+            first,
+            Error::Timeout {
+                still_running: true,
+                ..
+            }
+        ),
+        "{first}"
+    );
+    let again = host.run(&mut m, &launch).unwrap_err().to_string();
+    assert!(
+        again.contains("still runs") && again.contains("`k`"),
+        "{again}"
+    );
+    spin.store(false, Release);
+    // Once it has ended, the module runs again.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let ran = loop {
+        match host.run(&mut m, &launch) {
+            Ok(r) => break r,
+            Err(e) if Instant::now() < deadline => {
+                assert!(e.to_string().contains("still runs"), "{e}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert_eq!(ran.outcome, Outcome::Completed);
+}
