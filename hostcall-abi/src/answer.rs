@@ -1,7 +1,7 @@
 //! The per-lane answer word: how the host hands one lane its answer.
 //!
-//! The host writes it last for each lane, with release semantics, and the lane reads it
-//! with acquire semantics: one 64-bit word, single-copy atomic across PCIe, that says
+//! The host writes it last for each lane, with release semantics, and the lane polls it
+//! with relaxed loads: one 64-bit word, single-copy atomic across PCIe, that says
 //! *this lane's request of sequence `seq` is answered* and, for most calls, carries the
 //! result itself, so that a lane learns both from one read of host memory.
 //!
@@ -11,9 +11,12 @@
 //! ```
 //!
 //! [`PENDING`] (zero) is what the lane stores before publishing; the host never writes
-//! it, since `done` is set in every answer. When `inline` is clear the result and the
-//! count of bulk bytes written back are in the slot's `args[0]` and `args[5]`, written
-//! before the word (the release orders them).
+//! it, since `done` is set in every answer. An inline answer is the word itself, so its
+//! polls need no ordering. When `inline` is clear the result and the count of bulk bytes
+//! written back are in the slot's `args[0]` and `args[5]`, written before the word (the
+//! release orders them), and the lane issues an acquire fence after reading the word and
+//! before reading them. A parked call's answer is such an answer, with
+//! [`crate::park::PARKED`] for the count and its ticket for the result.
 
 use crate::Status;
 

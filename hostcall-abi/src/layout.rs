@@ -75,6 +75,13 @@ pub struct DeviceConfig {
     /// Device address of the doorbells: `num_ports` [`Doorbell`]s (host-pinned memory,
     /// zeroed), side by side so that a host thread checks every port in a few cache lines.
     pub doorbells: u64,
+    /// Device address of the wake words of parked calls ([`crate::park`]): `wake_words`
+    /// 64-bit words (host-pinned memory, zeroed), written only by the host.
+    pub wake: u64,
+    /// Wake words at `wake`: calls that may be parked at once.
+    pub wake_words: u32,
+    /// Zero.
+    pub reserved: u32,
 }
 
 impl DeviceConfig {
@@ -95,6 +102,9 @@ impl DeviceConfig {
         wait_limit_ns: 0,
         fault: 0,
         doorbells: 0,
+        wake: 0,
+        wake_words: 0,
+        reserved: 0,
     };
 }
 
@@ -306,7 +316,7 @@ pub struct ThreadArea {
 }
 
 const _: () = {
-    assert!(size_of::<DeviceConfig>() == 96);
+    assert!(size_of::<DeviceConfig>() == 112);
     assert!(size_of::<LaunchState>() == 64);
     assert!(size_of::<FaultRecord>() == 40);
     assert!(size_of::<PortState>() == 8);

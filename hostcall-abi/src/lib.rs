@@ -48,13 +48,13 @@
 //!    `seq` is `request` (else answers `Malformed`), runs the service, writes the bulk
 //!    bytes and any non-inline result into the slot, and then the lane's answer word with
 //!    **release** (x86-64 stores are ordered; a compiler fence keeps them so). After the
-//!    last lane it stores `response = request` (release). Calls that may block are
-//!    handed to a pool of threads: the consumer copies every remaining lane's request
-//!    into host memory and stores `response` then, before the pool answers them, so that
-//!    `response` only ever moves forward, in the order the consumer takes packets (a
-//!    pool storing it after its answers could set it back below the port's next
-//!    packet, and a posted next owner would wait for ever; `hostcall-model`'s pooled
-//!    host checks this).
+//!    last lane it stores `response = request` (release). A lane whose call may block,
+//!    or waits for an fd, is handed off, its request copied into host memory, to a pool
+//!    thread or to the host's reactor, which answer it later; the packet then holds the
+//!    port, its consumer does not serve the port again, and whoever writes the packet's
+//!    last answer stores `response`, after it. Stored before (when the lane was handed
+//!    off), a posted packet's next owner would reuse the slots while a late answer was
+//!    still to be written into them (`hostcall-model`'s pooled host checks this).
 //! 6. **Answer.** Each waiting lane polls its own answer word until it is no longer
 //!    pending. An inline answer is the word itself, read by one single-copy-atomic load,
 //!    so the polls are relaxed; a lane whose result or bulk bytes are in its slot issues
@@ -68,13 +68,18 @@
 //!    (release store, GPU scope). The host never
 //!    touches a packet's slots after writing its last answer word, so the next owner may
 //!    reuse them at once.
+//! 8. **Parked calls.** A lane whose call waits long on the host is answered with a
+//!    ticket instead ([`park`]), releases the port with its packet, waits for its wake
+//!    word, and collects its answer with a second call. So a waiting call holds no
+//!    port: any number of GPU threads may wait on their peers at once.
 //!
 //! A lane gives up only when a wait exceeds [`DeviceConfig::wait_limit_ns`], or when its
 //! answer word carries another sequence: it writes the launch's [`FaultRecord`] (port,
 //! sequence, its coordinates) and traps, and the host reports that record. Once the
-//! host's timeout fires it answers every packet it finds with [`Status::Killed`] (and
-//! the tagged sequence, as usual): a lane that reads it records [`FaultKind::Killed`]
-//! and traps, so a kernel that keeps calling the host ends within a round trip.
+//! host's timeout fires it answers every packet it finds, every lane it has handed off
+//! and every parked call with [`Status::Killed`] (and the tagged sequence, as usual): a
+//! lane that reads it records [`FaultKind::Killed`] and traps, so a kernel that keeps
+//! calling the host, or waits in it, ends within a round trip.
 //!
 //! What the host reads from a port is GPU-writable and untrusted: it copies a lane's
 //! slot, and exactly the input bytes its service declares (`args[0]` for a declared
@@ -109,6 +114,7 @@ pub mod dirent;
 pub mod errno;
 pub mod layout;
 pub mod net;
+pub mod park;
 pub mod service;
 pub mod spawn;
 pub mod stat;
@@ -129,4 +135,4 @@ pub use spawn::{FRAME_POP, FRAME_PUSH, FRAME_STACK_BYTES, FRAME_STACKS};
 
 /// The version both halves must agree on; bump it on any change to this crate's layouts,
 /// service ids or argument conventions. The host refuses a module built with another.
-pub const ABI_VERSION: u32 = 8;
+pub const ABI_VERSION: u32 = 9;

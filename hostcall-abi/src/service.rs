@@ -1,11 +1,12 @@
 //! The stream services, their ids and conventions, and the transport's status codes.
 //!
 //! std's other services are declared with `service!` (`hostcall_client::std_services`),
-//! whose declarations are their conventions. These six keep conventions of their own
+//! whose declarations are their conventions. These seven keep conventions of their own
 //! because each needs something of the transport that a declared call does not have: a
 //! posted request nobody waits for, tickets that order one thread's output, a partial
-//! send of a large buffer, a copy out of (or into) GPU memory in a ticket's turn, or
-//! (`Ping`) nothing at all, as the null call every benchmark measures against.
+//! send of a large buffer, a copy out of (or into) GPU memory in a ticket's turn, the
+//! answer of a parked call (`Collect`, part of the transport itself), or (`Ping`)
+//! nothing at all, as the null call every benchmark measures against.
 //!
 //! Arguments `a0..a5` are `LaneSlot::args`; "bulk" is the lane's bulk buffer. Out: `a0`
 //! is the result, and `a5` the number of bulk bytes the host wrote back (0 for services
@@ -19,6 +20,7 @@
 //! | `WriteFromDevice` | fd, device address, len; for fd 1 or 2 optionally a ticket and [`POSTED_WAITS`] | – | bytes written (the host copies the bytes out of GPU global memory by DMA; at most [`DEVICE_WRITE_MAX`] per call). With a ticket, the bytes are written in ticket order with the posted writes, and the answer is `-EAGAIN` until the ticket's turn has come (send it again later) |
 //! | `WritePosted` | fd (1 or 2), len, ticket, 0 or [`POSTED_WAITS`] | in: data | posted: none, nobody waits; with [`POSTED_WAITS`]: len, or `-EAGAIN` when the host holds too much output waiting for earlier tickets (send the same ticket again later) |
 //! | `ReadToDevice` | fd, device address, len | – | bytes read: the host reads once from fd, at most len (at most [`DEVICE_READ_MAX`]), and copies what it read into GPU global memory at the address by DMA before it answers. The copy completes before the answer's system-scope release, and the lane reads the buffer only after its system-scope acquire of the answer, which orders those loads after the copy |
+//! | `Collect` | a parked call's ticket ([`crate::park`]) | out: the parked call's | the parked call's answer, status included: what it would have been answered on its own port |
 
 /// The first id of std's services: they take [`crate::typed::STD_IDS`], which no user
 /// service can, so that a user's id 0 is the default handler (as in AMD's hostcall API)
@@ -36,6 +38,7 @@ pub enum Service {
     WriteFromDevice = STD_BASE + 3,
     WritePosted = STD_BASE + 4,
     ReadToDevice = STD_BASE + 5,
+    Collect = STD_BASE + 6,
 }
 
 /// Linux's `AT_FDCWD`: a `dirfd` meaning the working directory.
@@ -71,13 +74,14 @@ pub const NAME_MAX: usize = 255;
 
 impl Service {
     /// Every service, in id order.
-    pub const ALL: [Service; 6] = [
+    pub const ALL: [Service; 7] = [
         Service::Ping,
         Service::Write,
         Service::Read,
         Service::WriteFromDevice,
         Service::WritePosted,
         Service::ReadToDevice,
+        Service::Collect,
     ];
 
     /// The service with this id, if any.
@@ -111,6 +115,7 @@ impl Service {
             Service::WriteFromDevice => "write_from_device",
             Service::WritePosted => "write_posted",
             Service::ReadToDevice => "read_to_device",
+            Service::Collect => "collect",
         }
     }
 }

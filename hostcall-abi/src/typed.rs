@@ -419,8 +419,12 @@ impl<'a, const W: usize> Encoder<'a, W> {
         self.count += 1;
     }
 
-    /// Sets the output buffer: its length in the fixed part.
+    /// Sets the output buffer, cut to what one lane's bulk buffer carries in any packet
+    /// (so that a thread gets the same answer whether it calls alone or beside others,
+    /// as a short `read` does): its length in the fixed part.
     pub fn output(&mut self, buf: &'a mut [u8]) {
+        let n = buf.len().min(crate::BULK_PER_LANE);
+        let buf = &mut buf[..n];
         self.plain(&(buf.len() as u64));
         self.output = Some(buf);
     }

@@ -5,9 +5,11 @@ use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use core::sync::atomic::{AtomicU64, fence};
 
 use hostcall_abi::answer::{self, Answer};
+use hostcall_abi::park::{PARKED, PARKED_POLL_MAX_NS, Ticket};
 use hostcall_abi::{
     BULK_PER_LANE, DeviceConfig, Doorbell, FLAG_SINGLE_LANE, FaultKind, FaultRecord, LaneSlot,
-    LaunchState, PORT_BULK, PORT_HELD, PORT_POSTED, PORT_SEQ_SHIFT, Port, PortState, Status,
+    LaunchState, PORT_BULK, PORT_HELD, PORT_POSTED, PORT_SEQ_SHIFT, Port, PortState, Service,
+    Status,
 };
 
 use crate::Platform;
@@ -34,6 +36,8 @@ pub struct Channel {
     wait_limit_ns: u64,
     launch: *const LaunchState,
     fault: *mut FaultRecord,
+    wake: *const AtomicU64,
+    wake_words: u32,
 }
 
 // SAFETY: a Channel is addresses and counts; all shared state it reaches is accessed
@@ -141,7 +145,8 @@ impl Channel {
     /// many [`Doorbell`]s; `config.port_states` must
     /// address as many [`PortState`]s shared by every caller of this channel;
     /// `config.launch_state` a [`LaunchState`] and `config.fault` a [`FaultRecord`] (or be
-    /// 0). All must stay valid for as long as the channel is used.
+    /// 0), and `config.wake` `config.wake_words` 64-bit words the host writes. All must
+    /// stay valid for as long as the channel is used.
     pub unsafe fn new(config: &DeviceConfig) -> Channel {
         Channel {
             ports: config.ports as *mut Port,
@@ -152,6 +157,8 @@ impl Channel {
             wait_limit_ns: config.wait_limit_ns,
             launch: config.launch_state as *const LaunchState,
             fault: config.fault as *mut FaultRecord,
+            wake: config.wake as *const AtomicU64,
+            wake_words: config.wake_words,
         }
     }
 
@@ -231,19 +238,51 @@ impl Channel {
     }
 
     fn exchange_marked<P: Platform, M: Marks>(&self, request: Request<'_>, marks: &mut M) -> Reply {
+        let mut request = request;
+        let mut number = None;
+        loop {
+            let (reply, parked) = self.exchange_once::<P, M>(&mut request, marks);
+            let number = *number.get_or_insert(reply.number);
+            let Some((ticket, port, seq)) = parked else {
+                return Reply { number, ..reply };
+            };
+            // Step 8: the call waits on the host without its port; once answered, its
+            // answer is collected by a call of its own, into the same buffer.
+            self.await_wake::<P>(ticket, port, seq);
+            request = Request {
+                service: Service::Collect as u32,
+                args: [ticket.encode(), 0, 0, 0, 0, 0],
+                send: &[],
+                send_more: &[],
+                recv: core::mem::take(&mut request.recv),
+                len_arg: None,
+                posted: false,
+                numbering: None,
+            };
+        }
+    }
+
+    /// One request's steps 1 to 7; the reply, and the ticket of a call the host parked
+    /// (step 8 is the caller's).
+    fn exchange_once<P: Platform, M: Marks>(
+        &self,
+        request: &mut Request<'_>,
+        marks: &mut M,
+    ) -> (Reply, Option<(Ticket, u32, u32)>) {
         let Request {
             service,
             mut args,
             send,
             send_more,
-            recv,
+            ref mut recv,
             len_arg,
             posted,
             numbering,
-        } = request;
+        } = *request;
         // Step 1: the packet is the lanes here now that take the same path.
         let lane = P::lane_id();
-        let mask = if self.single_lane {
+        // A collection goes alone: the parked call's bulk bytes may be a lone lane's.
+        let mask = if self.single_lane || service == Service::Collect as u32 {
             1 << lane
         } else {
             P::match_any(P::active_mask(), posted as u32)
@@ -343,13 +382,14 @@ impl Channel {
         }
         marks.mark::<P>(Stage::Published);
         if posted {
-            return Reply {
+            let reply = Reply {
                 status: Status::Ok,
                 result: sent as i64,
                 number,
                 words: [0; 4],
                 inline: true,
             };
+            return (reply, None);
         }
 
         // Step 6: this lane's answer, tagged with this sequence. Polls are relaxed: an
@@ -363,6 +403,7 @@ impl Channel {
             }
             _ => self.give_up::<P>(FaultKind::ForeignAnswer, index, seq, 0, word),
         };
+        let mut parked = None;
         let (result, bulk_out, words) = match got.inline {
             Some(r) => (r, 0, [0; 4]),
             None => {
@@ -372,7 +413,12 @@ impl Channel {
                 // SAFETY: as above; volatile so that every read goes to host memory.
                 let s = unsafe { slot.read_volatile() };
                 let a = s.args;
-                (a[0] as i64, a[5] as usize, [a[1], a[2], a[3], a[4]])
+                if a[5] == PARKED {
+                    parked = Some(Ticket::decode(a[0]));
+                    (0, 0, [0; 4])
+                } else {
+                    (a[0] as i64, a[5] as usize, [a[1], a[2], a[3], a[4]])
+                }
             }
         };
         let take = recv_len.min(bulk_out);
@@ -386,13 +432,33 @@ impl Channel {
             P::lock_store(&state.word, seq << PORT_SEQ_SHIFT);
         }
         marks.mark::<P>(Stage::Released);
-        Reply {
+        let reply = Reply {
             status: got.status,
             result,
             number,
             words,
             inline: got.inline.is_some(),
+        };
+        (reply, parked.map(|t| (t, index, seq)))
+    }
+
+    /// Waits until the host has answered the call parked under `ticket` (it was
+    /// published on `port` as `seq`): relaxed polls of its wake word, pausing longer and
+    /// longer, then an acquire fence that orders the answer's collection after it. A
+    /// parked wait has no limit: the call may wait for its peer as long as Linux would.
+    fn await_wake<P: Platform>(&self, ticket: Ticket, port: u32, seq: u32) {
+        if ticket.word >= self.wake_words {
+            self.give_up::<P>(FaultKind::ForeignAnswer, port, seq, 0, ticket.encode());
         }
+        // SAFETY: `ticket.word < wake_words`, inside the wake words (`new`'s contract),
+        // which are only ever accessed as atomics.
+        let word = unsafe { &*self.wake.add(ticket.word as usize) };
+        let mut pause = 1_000;
+        while word.load(Relaxed) != ticket.ready() {
+            P::nanosleep(pause);
+            pause = (pause * 2).min(PARKED_POLL_MAX_NS);
+        }
+        fence(Acquire);
     }
 
     /// The lane's answer word once the host has written it. A poll is a PCIe round trip

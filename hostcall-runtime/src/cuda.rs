@@ -199,6 +199,8 @@ pub struct CudaModule {
     deferred: Vec<Deferred>,
     /// A launch was started and has not been seen to end.
     running: bool,
+    /// The last launch's kernel.
+    kernel: String,
     /// The symbols of the declared services' slots the PTX defines.
     slots: Vec<String>,
     /// Each thread's stack, as set in the context.
@@ -309,6 +311,7 @@ impl CudaModule {
             memory: Arc::default(),
             deferred: Vec::new(),
             running: false,
+            kernel: String::new(),
             slots: slot_symbols(image.ptx),
             stack_bytes,
         })
@@ -561,6 +564,7 @@ impl GpuModule for CudaModule {
         unsafe { cu::launch_kernel(f, (gx, gy, gz), (bx, by, bz), 0, self.stream, &mut params) }
             .map_err(|e| Error::cuda("cuLaunchKernel", e))?;
         self.running = true;
+        self.kernel = launch.kernel.clone();
         Ok(())
     }
 
@@ -570,6 +574,13 @@ impl GpuModule for CudaModule {
             staging: std::sync::Mutex::new(None),
             memory: self.memory.clone(),
         })
+    }
+
+    fn still_running(&mut self) -> Result<Option<String>> {
+        if self.running && self.poll()?.is_none() {
+            return Ok(Some(self.kernel.clone()));
+        }
+        Ok(None)
     }
 
     fn poll(&mut self) -> Result<Option<LaunchEnd>> {

@@ -77,6 +77,18 @@ pub enum Error {
     /// The launch would not fit what the runtime or device allows.
     #[error("invalid launch: {0}")]
     InvalidLaunch(String),
+    /// The module's last launch still runs on the device (stopped at its time limit, its
+    /// kernel never calls the host): another launch would rewrite what it reads.
+    #[error(
+        "the module's last launch, kernel `{kernel}`, still runs on the device (stopped at \
+         its time limit, it does not call the host): another launch on the module would \
+         rewrite the configuration and service ids it reads; wait for it to end, or load \
+         the module anew"
+    )]
+    StillRunning {
+        /// The running kernel.
+        kernel: String,
+    },
     /// The kernel ran past its time limit and was stopped.
     #[error(
         "kernel `{kernel}` was stopped after {elapsed:.1?}: its time limit is {limit:?} \

@@ -10,7 +10,8 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::time::{Duration, Instant};
 
 use hostcall_abi::answer::{Answer, seq_tag};
-use hostcall_abi::{Doorbell, LaneSlot, Port};
+use hostcall_abi::{Doorbell, LaneSlot, Port, WARP_SIZE};
+use std::sync::atomic::AtomicU64;
 
 use crate::module::{DeviceMemory, StreamStop};
 use crate::server::{Context, Mode, Scratch, serve_port};
@@ -68,6 +69,8 @@ impl DeviceMemory for FakeDevice {
 pub struct PortBench {
     port: *mut Port,
     doorbell: Box<Doorbell>,
+    /// Wake words for the port's lanes' parked calls (the server writes them).
+    _wake: Box<[AtomicU64]>,
     ctx: Arc<Context>,
     files: Arc<Files>,
     scratch: Scratch,
@@ -96,6 +99,7 @@ impl PortBench {
         let port = unsafe { std::alloc::alloc_zeroed(PORT_LAYOUT) }.cast::<Port>();
         assert!(!port.is_null(), "allocating a port");
         let doorbell = Box::new(Doorbell::new(0));
+        let wake: Box<[AtomicU64]> = (0..WARP_SIZE).map(|_| AtomicU64::new(0)).collect();
         let (files, services) = host.services(Arc::new(FakeDevice {
             bytes: std::sync::Mutex::new((0..DEVICE_BYTES).map(|i| i as u8).collect()),
         }));
@@ -103,6 +107,8 @@ impl PortBench {
             base: port,
             doorbells: &*doorbell,
             len: 1,
+            wake: wake.as_ptr(),
+            wake_words: wake.len(),
         };
         let ctx = Context::new(
             ports,
@@ -110,6 +116,7 @@ impl PortBench {
             host.b.blocking_threads,
             crate::server::Debug::default(),
             files.log.clone(),
+            files.reactor.clone(),
         );
         let mounts: Vec<PathBuf> = host
             .sandbox
@@ -121,6 +128,7 @@ impl PortBench {
         Ok(PortBench {
             port,
             doorbell,
+            _wake: wake,
             ctx,
             files,
             scratch: Scratch::new(),
@@ -228,7 +236,7 @@ impl PortBench {
     /// (a job still running would hold one). Both should be 0.
     pub fn finish(&mut self) -> (usize, usize) {
         crate::server::drain(&self.ctx, Instant::now() + Duration::from_secs(1));
-        self.files.table().close_all();
+        self.files.close_all();
         let left = open_below(&self.mounts)
             .into_iter()
             .filter(|f| !self.open_before.contains(f))

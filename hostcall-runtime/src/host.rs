@@ -17,7 +17,7 @@ use hostcall_client::typed::HostFn;
 use crate::guest_log::GuestLog;
 use crate::module::{DeviceMemory, GpuModule, KernelArg, Launch, LaunchEnd};
 use crate::scope::Channel;
-use crate::server::{Debug, Ports, Server, Who};
+use crate::server::{Debug, Ports, Reactor, Server, Who};
 use crate::services::lifetime::{Life, Lifetime, Serving};
 use crate::services::sandbox::Access;
 use crate::services::typed::{
@@ -25,7 +25,7 @@ use crate::services::typed::{
 };
 use crate::services::{
     Capture, EnvPolicy, FdTable, Files, Handler, MODES_DEFAULT, MountSpec, NetPolicy, Process,
-    Sandbox, ServiceTable, Stdio, Termination, Unserved,
+    Sandbox, ServiceTable, Stdin, Stdio, Termination, Unserved,
 };
 use crate::stream::{Callbacks, LaunchStreams, Registered, StreamHandle, StreamReport, StreamSpec};
 use crate::{Error, Result};
@@ -82,6 +82,9 @@ const DRAIN_MIN: Duration = Duration::from_millis(100);
 /// launch with a report, unless set: far beyond any queueing delay, so that only a host
 /// that stopped serving (or a service that blocks) trips it.
 pub const DEFAULT_WAIT_LIMIT: Duration = Duration::from_secs(60);
+/// Wake words of parked calls a launch gets at most (one per GPU thread below it):
+/// 8 MiB of host-pinned memory.
+const WAKE_WORDS_MAX: u64 = 1 << 20;
 /// How often the host asks the backend whether the launch ended: at first often, so
 /// short launches end promptly, then, for launches that run on, rarely enough that the
 /// asking costs no noticeable CPU.
@@ -694,22 +697,29 @@ pub struct RunReport {
 }
 
 /// What the launches of one run share, as the threads of one process do: the open
-/// files, how the program asked to end, and the log of what the GPU caused.
+/// files and stdin, the reactor their calls wait in, how the program asked to end, and
+/// the log of what the GPU caused.
 #[derive(Clone)]
 pub(crate) struct ProcessState {
     table: Arc<Mutex<FdTable>>,
+    stdin: Arc<Stdin>,
+    reactor: Arc<Reactor>,
     process: Arc<Process>,
     log: Arc<GuestLog>,
 }
 
 impl ProcessState {
-    /// The run is over: its files close now, even while a pool worker is still blocked
-    /// in a service (it holds the one file it is using, if any).
+    /// The run is over: the reactor lets every call still waiting go, and the files
+    /// close now, outside the table's lock (a pool worker still inside a service holds
+    /// the one file it is using, if any).
     pub(crate) fn end(&self) {
-        self.table
+        self.reactor.stop();
+        let files = self
+            .table
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .close_all();
+            .take_all();
+        drop(files);
         self.log.finish();
     }
 }
@@ -820,8 +830,10 @@ impl Host {
             self.b.max_sockets,
         )));
         ProcessState {
-            process: Arc::new(Process::new(table.clone())),
             table,
+            stdin: Arc::new(Stdin::new(self.b.stdin)),
+            reactor: Arc::default(),
+            process: Arc::default(),
             log: Arc::default(),
         }
     }
@@ -837,6 +849,9 @@ impl Host {
         channel: Option<&Channel>,
     ) -> Result<RunReport> {
         module.bind_to_thread()?;
+        if let Some(kernel) = module.still_running()? {
+            return Err(Error::StillRunning { kernel });
+        }
         self.sandbox.check_mount_points()?;
         let version = module.abi_version()?;
         if version != ABI_VERSION {
@@ -879,6 +894,9 @@ impl Host {
         let ports = module.alloc_host_mapped(self.b.ports * size_of::<Port>())?;
         let fault = module.alloc_host_mapped(size_of::<FaultRecord>())?;
         let doorbells = module.alloc_host_mapped(self.b.ports * size_of::<Doorbell>())?;
+        // A GPU thread has one call parked at most.
+        let wake_words = threads.min(WAKE_WORDS_MAX) as usize;
+        let wake = module.alloc_host_mapped(wake_words * size_of::<u64>())?;
         let config = DeviceConfig {
             abi_version: ABI_VERSION,
             num_ports: self.b.ports as u32,
@@ -898,6 +916,9 @@ impl Host {
             wait_limit_ns: self.b.wait_limit.as_nanos().min(u64::MAX as u128) as u64,
             fault: fault.device,
             doorbells: doorbells.device,
+            wake: wake.device,
+            wake_words: wake_words as u32,
+            reserved: 0,
         };
         module.write_config(&config)?;
         let (streams, descs) = LaunchStreams::allocate(module, &self.b.streams)?;
@@ -915,12 +936,14 @@ impl Host {
             base: ports.host.cast::<Port>(),
             doorbells: doorbells.host.cast::<Doorbell>(),
             len: self.b.ports,
+            wake: wake.host.cast(),
+            wake_words,
         };
         let server = Server::start(
             ports,
             services.clone(),
-            self.b.consumers,
-            self.b.blocking_threads,
+            (self.b.consumers, self.b.blocking_threads),
+            files.reactor.clone(),
             Debug {
                 gpu,
                 ..self.b.debug
@@ -931,14 +954,18 @@ impl Host {
         let draining = streams.start(self.b.stream_readers);
         let started = Instant::now();
         // Beside other launches, an exit in one ends the others.
-        let exits_all = channel.map(|_| &**process);
+        let exits_all = channel.is_some();
         let ended = match module
             .launch(launch)
-            .and_then(|()| self.wait(module, launch, started, &server, exits_all))
+            .and_then(|()| self.wait(module, launch, started, &server, (process, exits_all)))
         {
-            Ok(LaunchEnd::Completed) if process.termination().is_none() => {
-                self.thread_exit(module, launch, config.launch_state, started, &server)
-            }
+            Ok(LaunchEnd::Completed) if process.termination().is_none() => self.thread_exit(
+                module,
+                launch,
+                (config.launch_state, process),
+                started,
+                &server,
+            ),
             other => other,
         };
         // Serves what was posted just before the launch ended, and after this no thread
@@ -969,7 +996,7 @@ impl Host {
         let fault = unsafe { &*fault.host.cast::<FaultRecord>() };
         // A thread stopped because another GPU's thread ended the process has nothing
         // to report.
-        let stopped_by_exit = exits_all.is_some_and(|p| p.termination().is_some())
+        let stopped_by_exit = process.termination().is_some()
             && FaultKind::from_code(fault.kind) == Some(FaultKind::Killed);
         let record = transport_fault(fault, &services, gpu).filter(|_| !stopped_by_exit);
         let outcome = match halted {
@@ -1013,11 +1040,12 @@ impl Host {
             sandbox: self.sandbox.clone(),
             stdio: Stdio {
                 echo: self.b.echo,
-                stdin: self.b.stdin,
                 captured: self.b.capture.then(|| Capture::new(self.b.capture_limit)),
                 posted: crate::services::posted_writes(),
                 log: log.clone(),
             },
+            stdin: process.stdin.clone(),
+            reactor: process.reactor.clone(),
             log,
             modes: if self.b.group_other_write {
                 0o777
@@ -1058,7 +1086,7 @@ impl Host {
         &self,
         module: &mut dyn GpuModule,
         launch: &Launch,
-        launch_state: u64,
+        (launch_state, process): (u64, &Process),
         started: Instant,
         server: &Server,
     ) -> Result<LaunchEnd> {
@@ -1080,31 +1108,37 @@ impl Host {
         match module.launch(&exit) {
             Err(Error::MissingSymbol(_)) => Ok(LaunchEnd::Completed),
             Err(e) => Err(e),
-            Ok(()) => self.wait(module, &exit, started, server, None),
+            Ok(()) => self.wait(module, &exit, started, server, (process, false)),
         }
     }
 
     /// Waits for the launch to end, or for the timeout: then every call is answered
     /// `Killed` (the callers trap), the launch gets [`KILL_GRACE`] to end, and the run
-    /// fails with what was in flight.
+    /// fails with what was in flight. Once `process` asks to end, every call that waits
+    /// is answered `Killed`; with `exits_all` (beside other launches, whose `exit` ends
+    /// this one too), every call from then on.
     fn wait(
         &self,
         module: &mut dyn GpuModule,
         launch: &Launch,
         started: Instant,
         server: &Server,
-        exits_all: Option<&Process>,
+        (process, exits_all): (&Process, bool),
     ) -> Result<LaunchEnd> {
-        let mut killed_for_exit = false;
+        let mut stopped_for_exit = false;
         loop {
             if let Some(end) = module.poll()? {
                 return Ok(end);
             }
-            if !killed_for_exit && exits_all.is_some_and(|p| p.termination().is_some()) {
-                // Another GPU's thread ended the process: this launch's threads trap at
-                // their next hostcall.
-                server.kill();
-                killed_for_exit = true;
+            if !stopped_for_exit && process.termination().is_some() {
+                // A thread ended the process: its threads that wait are stopped now; on
+                // another GPU, its threads trap at their next hostcall as well.
+                if exits_all {
+                    server.kill();
+                } else {
+                    server.end_waits();
+                }
+                stopped_for_exit = true;
             }
             if let Some(limit) = self.b.timeout
                 && started.elapsed() > limit

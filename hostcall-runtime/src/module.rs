@@ -154,6 +154,11 @@ pub trait GpuModule {
     fn device_memory(&self) -> std::sync::Arc<dyn DeviceMemory>;
     /// Whether the last launch has ended; never blocks.
     fn poll(&mut self) -> Result<Option<LaunchEnd>>;
+    /// The kernel of the last launch, if it may still run: stopped at its time limit, a
+    /// kernel that never calls the host runs on. Another launch on the module is refused
+    /// until it has ended, since it would rewrite the configuration and the service ids
+    /// the running kernel reads.
+    fn still_running(&mut self) -> Result<Option<String>>;
     /// The slots of the declared services its kernels call.
     fn service_slots(&mut self) -> Result<Vec<ModuleSlot>>;
     /// Writes service id `id` into the slot `symbol` (one of [`GpuModule::service_slots`]).

@@ -168,7 +168,9 @@ fn a_rewritten_doorbell_queues_one_job_and_nothing_outlives_the_run() {
 /// Issue 19, C: lane 0 of a packet is served inline, lane 1 goes to the pool and
 /// blocks; the launch ends (as when another thread calls `exit`) while it does. The
 /// end-of-run drain must not serve lane 0 again: before the fix of A, `response` was
-/// stored only by the pool job, so the drain saw the packet as new.
+/// stored only by the pool job, so the drain saw the packet as new. A kernel that
+/// rings again with a new sequence once lane 1 is parked (its port freed) makes a new
+/// call, served once: each publication is served once, never more.
 #[test]
 fn the_drain_never_serves_a_packet_the_pool_holds() {
     for rewrite in [false, true] {
@@ -196,8 +198,8 @@ fn the_drain_never_serves_a_packet_the_pool_holds() {
         assert!(started.elapsed() < Duration::from_secs(10));
         assert_eq!(
             count.0.load(Relaxed),
-            1,
-            "lane 0 was served more than once (rewritten doorbell: {rewrite})"
+            1 + u64::from(rewrite),
+            "lane 0 was served more than once a publication (rewritten doorbell: {rewrite})"
         );
         assert_eq!(gate.calls.load(Relaxed), 1, "rewritten doorbell: {rewrite}");
     }

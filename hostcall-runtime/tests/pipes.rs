@@ -58,9 +58,9 @@ fn send(t: &EmuThread, fd: i32, piece: usize) -> i64 {
     sent as i64
 }
 
-/// Reads `fd` to its end in pieces of up to 1000 bytes; returns the bytes read.
-fn drain(t: &EmuThread, fd: i32) -> i64 {
-    let mut buf = [0u8; 1000];
+/// Reads `fd` to its end in pieces of up to `piece` bytes; returns the bytes read.
+fn drain(t: &EmuThread, fd: i32, piece: usize) -> i64 {
+    let mut buf = vec![0u8; piece];
     let mut got = 0;
     loop {
         match calls::read::<Emu>(t.channel(), fd, &mut buf) {
@@ -93,7 +93,7 @@ fn a_fifo_written_in_small_pieces_while_another_thread_reads_it_moves_every_byte
             let fd = calls::open::<Emu>(t.channel(), b"/data/fifo", O_RDONLY, 0) as i32;
             // The writer fills the pipe meanwhile, and blocks.
             std::thread::sleep(Duration::from_millis(300));
-            drain(t, fd)
+            drain(t, fd, 1000)
         }
     });
     assert_eq!(got, [SENT as i64, SENT as i64]);
@@ -102,7 +102,8 @@ fn a_fifo_written_in_small_pieces_while_another_thread_reads_it_moves_every_byte
 /// Issue 31, item 3: two lanes of one warp open a FIFO's two ends at one call site,
 /// then one writes and the other reads. The packet went to one pool job that served
 /// its lanes one after the other: the reader's `open` waited for a writer whose `open`
-/// was queued behind it.
+/// was queued behind it. (Reads and writes of one size, so that in a lockstep warp,
+/// whose lanes call together, every read is answered by the write in its packet.)
 #[test]
 fn two_lanes_of_one_warp_open_a_fifos_two_ends_together() {
     let dir = tempfile::tempdir().unwrap();
@@ -114,7 +115,7 @@ fn two_lanes_of_one_warp_open_a_fifos_two_ends_together() {
             let fd = calls::open::<Emu>(t.channel(), b"/data/fifo", flags, 0) as i32;
             assert!(fd >= 3, "open: {fd}");
             if t.thread == 0 {
-                drain(t, fd)
+                drain(t, fd, 3000)
             } else {
                 send(t, fd, 3000)
             }

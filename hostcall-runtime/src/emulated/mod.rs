@@ -327,6 +327,7 @@ type Allocations = Vec<(*mut u8, Layout)>;
 const COPY_PIECE: u64 = 1 << 20;
 
 struct Running {
+    kernel: String,
     threads: Vec<JoinHandle<std::result::Result<(), LaunchEnd>>>,
 }
 
@@ -527,7 +528,10 @@ impl GpuModule for EmulatedModule {
                 threads.push(t);
             }
         }
-        self.running = Some(Running { threads });
+        self.running = Some(Running {
+            kernel: launch.kernel.clone(),
+            threads,
+        });
         Ok(())
     }
 
@@ -564,6 +568,19 @@ impl GpuModule for EmulatedModule {
         Arc::new(HostMemoryReader {
             memory: self.memory.clone(),
         })
+    }
+
+    fn still_running(&mut self) -> Result<Option<String>> {
+        if self.threads_left() {
+            return Ok(self.running.as_ref().map(|r| r.kernel.clone()));
+        }
+        // Its threads have all ended: what they left is joined and forgotten.
+        if let Some(r) = self.running.take() {
+            for t in r.threads {
+                let _ = t.join();
+            }
+        }
+        Ok(None)
     }
 
     fn poll(&mut self) -> Result<Option<LaunchEnd>> {

@@ -2,26 +2,27 @@
 //! runtime's own table: it can never reach a host descriptor other than stdio (0/1/2),
 //! and paths resolve only inside directories the embedder pre-opened.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::sync::{Arc, Mutex};
 
 use cap_fs_ext::OpenOptionsFollowExt;
 use cap_std::fs::{Metadata, MetadataExt, OpenOptions, OpenOptionsExt};
-use hostcall_abi::errno::{
-    EACCES, EAGAIN, EBADF, EFAULT, EINVAL, EMFILE, ENOSYS, ENOTDIR, ENOTSOCK, EROFS, ESPIPE,
-};
+use hostcall_abi::errno::{EACCES, EAGAIN, EBADF, EFAULT, EINVAL, ENOSYS, ENOTDIR, EROFS, ESPIPE};
 use hostcall_abi::stat::{FileStat, STAT_SIZE};
 use hostcall_abi::typed::Errno;
 use hostcall_abi::{DEVICE_READ_MAX, DEVICE_WRITE_MAX, POSTED_WAITS, Service};
 use hostcall_client::std_services::Fs;
 
+use super::fd_table::{Direction, FdTable, Handle, Waitable};
 use super::sandbox::{Access, Sandbox};
+use super::stdin::Stdin;
 use super::stdio::PostedError;
+use super::wait::{self, Interest, Watch};
 use super::{Call, Handler, Malformed, Reply, Stdio, errno_of};
 use crate::guest_log::{GuestLog, Kind};
 use crate::module::{DeviceMemory, StreamStop};
+use crate::server::Reactor;
 
 /// Linux open(2) flags, as the GPU's libc passes them.
 pub(crate) mod flags {
@@ -37,6 +38,7 @@ pub(crate) mod flags {
     pub const DIRECTORY: i32 = 0o200000;
     pub const NOFOLLOW: i32 = 0o400000;
     pub const CLOEXEC: i32 = 0o2000000;
+    pub const NONBLOCK: i32 = 0o4000;
     /// Every flag the service understands; others are refused with EINVAL.
     pub const KNOWN: i32 = ACCMODE
         | CREAT
@@ -47,214 +49,33 @@ pub(crate) mod flags {
         | LARGEFILE
         | DIRECTORY
         | NOFOLLOW
-        | CLOEXEC;
+        | CLOEXEC
+        | NONBLOCK;
 }
 
-/// One open file of the GPU's.
-pub(crate) struct OpenFile {
-    pub file: Arc<File>,
-    /// The access of the mount it was opened in: a directory opened read-only stays so
-    /// for the `*at` calls made through it.
-    pub access: Access,
-    /// For a directory being listed (`Fs.getdents`): where the listing stands.
-    pub listing: Option<Arc<Mutex<Listing>>>,
-    /// A socket (`services::net`): counted against the socket limit, written with
-    /// `MSG_NOSIGNAL`, and shut down when the run ends.
-    pub socket: bool,
+/// Writes what it takes of `data` to the file `h`: a socket with `MSG_NOSIGNAL`, so a
+/// peer that has gone answers `EPIPE` rather than ending the host process with
+/// `SIGPIPE`.
+fn write_some(h: &Handle, data: &[u8]) -> std::io::Result<usize> {
+    if h.socket {
+        let flags = rustix::net::SendFlags::NOSIGNAL;
+        return Ok(rustix::net::send(&*h.file, data, flags)?);
+    }
+    (&*h.file).write(data)
 }
 
-/// A directory being listed: read from the file system as the GPU asks for entries, so
-/// a listing holds one read buffer and at most one entry that did not fit the last call,
-/// whatever the directory's size.
-pub(crate) struct Listing {
-    pub entries: cap_std::fs::ReadDir,
-    /// Inode, `d_type` and name of the entry the last call had no room for.
-    pub pending: Option<(u64, u8, Vec<u8>)>,
+/// Whether an error says the fd is not ready (it is non-blocking on the host).
+pub(crate) fn would_block(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::WouldBlock
 }
 
-/// The GPU's open files and sockets. Descriptors start at 3; 0–2 are stdio.
-pub(crate) struct FdTable {
-    open: HashMap<i32, OpenFile>,
-    next: i32,
-    limit: usize,
-    /// How many of them may be sockets.
-    socket_limit: usize,
-    /// The run has ended or exited: nothing waits any longer.
-    ended: bool,
-}
-
-impl FdTable {
-    /// An empty table allowing `limit` open files, of which `socket_limit` sockets.
-    pub fn new(limit: usize, socket_limit: usize) -> FdTable {
-        FdTable {
-            open: HashMap::new(),
-            next: 3,
-            limit,
-            socket_limit,
-            ended: false,
-        }
-    }
-
-    pub(crate) fn insert(&mut self, f: File, access: Access) -> Result<i32, i32> {
-        self.insert_kind(f, access, false)
-    }
-
-    /// Enters a socket: `EMFILE` past the socket limit, as past the open-file one.
-    pub(crate) fn insert_socket(&mut self, f: File) -> Result<i32, i32> {
-        self.socket_room()?;
-        self.insert_kind(f, Access::ReadWrite, true)
-    }
-
-    /// A second fd for the open file `fd`: the same host file (and offset), the same
-    /// listing of a directory; a socket's counts as a socket.
-    pub(crate) fn dup(&mut self, fd: i32) -> Result<i32, i32> {
-        let o = self.open.get(&fd).ok_or(EBADF)?;
-        let (file, access, listing, socket) =
-            (o.file.clone(), o.access, o.listing.clone(), o.socket);
-        if socket {
-            self.socket_room()?;
-        }
-        let new = self.insert_shared(file, access, socket)?;
-        if let Some(entry) = self.open.get_mut(&new) {
-            entry.listing = listing;
-        }
-        Ok(new)
-    }
-
-    /// Whether one more socket may open now (asked before the host makes one).
-    pub(crate) fn socket_room(&self) -> Result<(), i32> {
-        let sockets = self.open.values().filter(|o| o.socket).count();
-        if sockets >= self.socket_limit || self.open.len() >= self.limit {
-            return Err(EMFILE);
-        }
-        Ok(())
-    }
-
-    fn insert_kind(&mut self, f: File, access: Access, socket: bool) -> Result<i32, i32> {
-        self.insert_shared(Arc::new(f), access, socket)
-    }
-
-    fn insert_shared(&mut self, file: Arc<File>, access: Access, socket: bool) -> Result<i32, i32> {
-        if self.open.len() >= self.limit {
-            return Err(EMFILE);
-        }
-        while self.open.contains_key(&self.next) || self.next < 3 {
-            self.next = self.next.checked_add(1).unwrap_or(3);
-        }
-        let fd = self.next;
-        self.open.insert(
-            fd,
-            OpenFile {
-                file,
-                access,
-                listing: None,
-                socket,
-            },
-        );
-        self.next = fd.checked_add(1).unwrap_or(3);
-        Ok(fd)
-    }
-
-    fn get(&self, fd: i32) -> Result<Arc<File>, i32> {
-        self.open.get(&fd).map(|o| o.file.clone()).ok_or(EBADF)
-    }
-
-    /// The open file `fd` as a place to write to.
-    fn sink(&self, fd: i32) -> Result<Sink, i32> {
-        let o = self.open.get(&fd).ok_or(EBADF)?;
-        Ok(Sink {
-            file: o.file.clone(),
-            socket: o.socket,
-        })
-    }
-
-    /// The open file `fd`, to change its state.
-    pub(crate) fn entry(&mut self, fd: i32) -> Result<&mut OpenFile, i32> {
-        self.open.get_mut(&fd).ok_or(EBADF)
-    }
-
-    /// The open socket `fd`: `EBADF` when nothing is open there, `ENOTSOCK` for a file.
-    pub(crate) fn socket(&self, fd: i32) -> Result<Arc<File>, i32> {
-        match self.open.get(&fd) {
-            Some(o) if o.socket => Ok(o.file.clone()),
-            Some(_) => Err(ENOTSOCK),
-            None if is_stdio(fd) => Err(ENOTSOCK),
-            None => Err(EBADF),
-        }
-    }
-
-    /// Whether a file or socket is open as `fd` (stdio aside).
-    pub(crate) fn is_open(&self, fd: i32) -> bool {
-        self.open.contains_key(&fd)
-    }
-
-    /// The run is over: every socket is shut down for reading and writing (they stay
-    /// open), which wakes a call blocked on one, and a `poll` stops waiting.
-    pub(crate) fn end_waits(&mut self) {
-        self.ended = true;
-        for o in self.open.values().filter(|o| o.socket) {
-            // A socket never connected answers ENOTCONN, which changes nothing.
-            let _ = rustix::net::shutdown(&*o.file, rustix::net::Shutdown::Both);
-        }
-    }
-
-    /// Whether the run has ended or exited ([`FdTable::end_waits`]).
-    pub(crate) fn ended(&self) -> bool {
-        self.ended
-    }
-
-    /// Whether `fd` is an open socket.
-    pub(crate) fn is_socket(&self, fd: i32) -> bool {
-        self.open.get(&fd).is_some_and(|o| o.socket)
-    }
-
-    /// Closes every file the GPU has open (its run ended). Sockets are shut down first:
-    /// that wakes a pool worker blocked in `accept`, `recv` or `poll` on one, which
-    /// holds its own handle and would otherwise keep the socket open past the run.
-    pub(crate) fn close_all(&mut self) {
-        self.end_waits();
-        self.open.clear();
-    }
-
-    fn remove(&mut self, fd: i32) -> Result<(), i32> {
-        self.open.remove(&fd).map(drop).ok_or(EBADF)
-    }
-
-    /// The host files open now (for checks that every one lies under a mount).
-    #[cfg(feature = "fuzzing")]
-    pub fn files(&self) -> Vec<Arc<File>> {
-        self.open.values().map(|o| o.file.clone()).collect()
-    }
-}
-
-/// A GPU fd being written to.
-struct Sink {
-    file: Arc<File>,
-    socket: bool,
-}
-
-impl Sink {
-    /// Writes what it takes of `data`; a socket with `MSG_NOSIGNAL`, so a peer that has
-    /// gone answers `EPIPE` rather than ending the host process with `SIGPIPE`.
-    fn write(&self, data: &[u8]) -> std::io::Result<usize> {
-        if self.socket {
-            let flags = rustix::net::SendFlags::NOSIGNAL;
-            return Ok(rustix::net::send(&*self.file, data, flags)?);
-        }
-        (&*self.file).write(data)
-    }
-
-    fn write_all(&self, mut data: &[u8]) -> std::io::Result<()> {
-        while !data.is_empty() {
-            match self.write(data) {
-                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-                Ok(n) => data = &data[n..],
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
+/// What waiting for `h` to be ready for `interest` watches.
+pub(crate) fn watch(h: &Handle, w: &Waitable, interest: Interest) -> Vec<Watch> {
+    vec![Watch {
+        file: h.file.clone(),
+        token: w.token,
+        interest,
+    }]
 }
 
 /// A DMA service's device address and length (`args[1]`, `args[2]`): at most `max`
@@ -272,6 +93,8 @@ fn device_range(call: &Call<'_>, max: u64) -> Result<(u64, u64), Malformed> {
     Ok((addr, len))
 }
 
+pub(crate) use super::fd_table::Listing;
+
 /// The file services and the capabilities they check.
 pub(crate) struct Files {
     /// Shared by the launches of a run over several GPUs.
@@ -281,6 +104,10 @@ pub(crate) struct Files {
     /// The mounts and the virtual cwd: the only places paths resolve to.
     pub sandbox: Arc<Sandbox>,
     pub stdio: Stdio,
+    /// The GPU's fd 0.
+    pub stdin: Arc<Stdin>,
+    /// Where calls wait for the GPU's sockets, pipes and stdin to be ready.
+    pub reactor: Arc<Reactor>,
     /// The launch's GPU-caused log lines.
     pub log: Arc<GuestLog>,
     /// The permission bits the GPU may give a file or directory: [`MODES_DEFAULT`]
@@ -363,6 +190,9 @@ pub(crate) fn open_beneath(
         .truncate(fl & flags::TRUNC != 0)
         // Permission bits only: never setuid, setgid or sticky on the host.
         .mode(mode & 0o777);
+    if fl & flags::NONBLOCK != 0 {
+        o.custom_flags(flags::NONBLOCK);
+    }
     if fl & flags::NOFOLLOW != 0 {
         // A link as the last component is refused (ELOOP), as std's remove_dir_all
         // relies on to never follow a link it meets.
@@ -397,16 +227,23 @@ impl Files {
         self.table().get(fd)
     }
 
+    /// What a call on `fd` needs, out of the table.
+    pub(crate) fn handle(&self, fd: i32) -> Result<Handle, i32> {
+        self.table().handle(fd)
+    }
+
     fn write(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
         let data = call.input;
         let w = match call.fd_arg(0)? {
             fd @ (1 | 2) => self.stdio.write(fd, data).map_err(|e| errno_of(&e))?,
             0 => return Err(EBADF),
-            fd => self
-                .table()
-                .sink(fd)?
-                .write(data)
-                .map_err(|e| errno_of(&e))?,
+            fd => {
+                let h = self.handle(fd)?;
+                match &h.wait {
+                    Some(w) => write_ready(&h, w, data)?,
+                    None => write_some(&h, data).map_err(|e| errno_of(&e))?,
+                }
+            }
         };
         Ok(Reply::value(w as i64))
     }
@@ -422,11 +259,16 @@ impl Files {
         let file = if is_stdio(fd) {
             None
         } else {
-            match self.table().sink(fd) {
-                Ok(f) => Some(f),
+            match self.handle(fd) {
+                Ok(h) => Some(h),
                 Err(e) => return Ok(Reply::errno(e)),
             }
         };
+        if let Some(h) = &file
+            && let Some(w) = &h.wait
+        {
+            return Ok(self.write_from_device_ready(h, w, addr, len));
+        }
         let (done, stop) = if file.is_none() && call.args[4] == POSTED_WAITS {
             // Output in ticket order, streamed in its turn and never held.
             let ticket = call.args[3];
@@ -442,10 +284,16 @@ impl Files {
         } else {
             self.device.stream(addr, len, &mut |piece| match &file {
                 None => self.stdio.write(fd, piece).map(drop),
-                Some(f) => f.write_all(piece),
+                Some(h) => write_all(h, piece),
             })
         };
-        Ok(match stop {
+        Ok(self.streamed(addr, len, done, stop))
+    }
+
+    /// The answer to a `WriteFromDevice` that wrote `done` of `len` bytes from `addr` and
+    /// stopped for `stop`, if it did.
+    fn streamed(&self, addr: u64, len: u64, done: u64, stop: Option<StreamStop>) -> Reply {
+        match stop {
             Some(StreamStop::Copy(e)) => {
                 self.log.warn(
                     Kind::Io,
@@ -459,7 +307,44 @@ impl Files {
             }
             Some(StreamStop::Sink(e)) if done == 0 => Reply::errno(errno_of(&e)),
             _ => Reply::value(done as i64),
-        })
+        }
+    }
+
+    /// `WriteFromDevice` to a socket or pipe: as much as it takes now, from where the
+    /// call's last attempt stopped; the call waits for room (unless the GPU made the
+    /// fd non-blocking, or its send timeout passes) until all of it went.
+    fn write_from_device_ready(&self, h: &Handle, w: &Waitable, addr: u64, len: u64) -> Reply {
+        let attempt = wait::current();
+        let start = attempt.progress.min(len);
+        let mut sent = start;
+        let (_, stop) = self.device.stream(addr + start, len - start, &mut |piece| {
+            let mut at = 0;
+            while at < piece.len() {
+                match write_some(h, &piece[at..]) {
+                    Ok(n) => {
+                        at += n;
+                        sent += n as u64;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        });
+        match stop {
+            Some(StreamStop::Sink(e)) if would_block(&e) => {
+                if w.nonblocking() || attempt.expired {
+                    return if sent > 0 {
+                        Reply::value(sent as i64)
+                    } else {
+                        Reply::errno(EAGAIN)
+                    };
+                }
+                let timeout = w.timeout(Direction::Send);
+                Reply::errno(wait::until_ready(watch(h, w, Interest::WRITE), timeout, sent).0)
+            }
+            stop => self.streamed(addr, len, sent, stop),
+        }
     }
 
     /// `ReadToDevice`: one read from the fd into host memory, then a DMA copy of what it
@@ -468,16 +353,13 @@ impl Files {
         let (addr, len) = device_range(call, DEVICE_READ_MAX)?;
         let mut buf = vec![0u8; len as usize];
         let read = match call.fd_arg(0) {
-            Ok(0) => self.stdio.read(&mut buf),
-            Ok(1 | 2) | Err(_) => return Ok(Reply::errno(EBADF)),
-            Ok(fd) => match self.file(fd) {
-                Ok(f) => (&*f).read(&mut buf),
-                Err(e) => return Ok(Reply::errno(e)),
-            },
+            Ok(0) => self.stdin.read(&mut buf),
+            Ok(1 | 2) | Err(_) => Err(EBADF),
+            Ok(fd) => self.handle(fd).and_then(|h| read_from(&h, &mut buf)),
         };
         let n = match read {
             Ok(n) => n,
-            Err(e) => return Ok(Reply::errno(errno_of(&e))),
+            Err(e) => return Ok(Reply::errno(e)),
         };
         if let Err(e) = self.device.fill(addr, &buf[..n]) {
             self.log.warn(
@@ -494,12 +376,12 @@ impl Files {
         let fd = call.fd_arg(0);
         let buf = &mut call.out[..n];
         Ok((|| {
-            let r = match fd? {
-                0 => self.stdio.read(buf),
+            let n = match fd? {
+                0 => self.stdin.read(buf)?,
                 1 | 2 => return Err(EBADF),
-                fd => (&*self.file(fd)?).read(buf),
+                fd => read_from(&self.handle(fd)?, buf)?,
             };
-            r.map(Reply::bytes).map_err(|e| errno_of(&e))
+            Ok(Reply::bytes(n))
         })())
     }
 
@@ -532,11 +414,26 @@ impl Files {
         put_stat(out, stat_of(&m))
     }
 
+    /// Closes `fd`: out of the table, then closed outside its lock. Calls other GPU
+    /// threads wait in on it, if no other fd refers to its file, answer `EBADF` (Linux
+    /// would leave them waiting on a file nothing can make ready).
     pub(super) fn close(&self, fd: i32) -> Result<(), i32> {
-        if !is_stdio(fd) {
-            self.table().remove(fd)?;
+        if is_stdio(fd) {
+            return Ok(());
         }
+        let (entry, last) = self.table().remove(fd)?;
+        if let Some(token) = last {
+            self.reactor.cancel(token, EBADF);
+        }
+        drop(entry);
         Ok(())
+    }
+
+    /// Closes every file the GPU holds (its run ended), outside the table's lock.
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn close_all(&self) {
+        let all = self.table().take_all();
+        drop(all);
     }
 
     pub(super) fn getcwd(&self, out: &mut [u8]) -> usize {
@@ -604,14 +501,19 @@ impl Handler for Files {
             }
             Service::Read => to_reply(self.read(call)?),
             Service::ReadToDevice => self.read_to_device(call)?,
-            Service::Ping => return Err(Malformed("ping is not a file service".into())),
+            Service::Ping | Service::Collect => {
+                return Err(Malformed(format!(
+                    "{} is not a file service",
+                    service.name()
+                )));
+            }
         })
     }
 
     fn can_block(&self, service: u32) -> bool {
-        // Reading and writing files or stdin: a FIFO waits for its other end, stdin for a
-        // human, and 64 MiB into a file holds up every other port. (std's declared file
-        // services block as their registration says: `services::STD_DECLARED`.)
+        // Reading and writing files: 64 MiB into a file on a slow file system holds up
+        // every other port. (std's declared file services block as their registration
+        // says: `services::STD_DECLARED`.)
         matches!(
             Service::from_id(service),
             Some(Service::Read | Service::ReadToDevice | Service::Write | Service::WriteFromDevice)
@@ -619,18 +521,15 @@ impl Handler for Files {
     }
 
     fn may_block(&self, service: u32, args: &[u64; 6]) -> bool {
-        // Of those, only writes to stdout and stderr stay on the polling threads.
+        // Of those, stdio and the fds waited for by readiness (sockets, pipes) are
+        // served on the polling threads: their host fds never block.
         let fd = i32::try_from(args[0] as i64).unwrap_or(-1);
+        let waitable = || self.table().is_waitable(fd);
         match Service::from_id(service) {
-            Some(Service::Read | Service::ReadToDevice) => fd != 1 && fd != 2,
-            Some(Service::Write | Service::WriteFromDevice) => !is_stdio(fd),
+            Some(Service::Read | Service::ReadToDevice) => !is_stdio(fd) && !waitable(),
+            Some(Service::Write | Service::WriteFromDevice) => !is_stdio(fd) && !waitable(),
             _ => true,
         }
-    }
-
-    fn waits_on_peer(&self, _service: u32, args: &[u64; 6]) -> bool {
-        // A socket's reads and writes wait for its peer.
-        i32::try_from(args[0] as i64).is_ok_and(|fd| self.table().is_socket(fd))
     }
 }
 
@@ -715,4 +614,64 @@ impl Fs for Files {
         }
         self.table().dup(fd).map_err(Errno)
     }
+}
+
+/// Reads what `h` has, up to `buf`'s length: a file at once; a socket or pipe as a
+/// blocking fd would, waiting until it has something (unless the GPU made it
+/// non-blocking, or its receive timeout passes: `EAGAIN`).
+pub(crate) fn read_from(h: &Handle, buf: &mut [u8]) -> Result<usize, i32> {
+    match (&*h.file).read(buf) {
+        Ok(n) => Ok(n),
+        Err(e) if would_block(&e) => match &h.wait {
+            Some(w) if !w.nonblocking() => {
+                let timeout = w.timeout(Direction::Receive);
+                Err(wait::until_ready(watch(h, w, Interest::READ), timeout, 0).0)
+            }
+            _ => Err(EAGAIN),
+        },
+        Err(e) => Err(errno_of(&e)),
+    }
+}
+
+/// Writes `data` to a socket or pipe as a blocking fd does, all of it, waiting for room
+/// as it needs, from where the call's last attempt stopped; unless the GPU made it
+/// non-blocking or its send timeout passes: then what went (`EAGAIN` if nothing).
+pub(crate) fn write_ready(h: &Handle, w: &Waitable, data: &[u8]) -> Result<usize, i32> {
+    let attempt = wait::current();
+    let mut done = (attempt.progress as usize).min(data.len());
+    while done < data.len() {
+        match write_some(h, &data[done..]) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if would_block(&e) => {
+                if w.nonblocking() || attempt.expired {
+                    break;
+                }
+                let timeout = w.timeout(Direction::Send);
+                return Err(
+                    wait::until_ready(watch(h, w, Interest::WRITE), timeout, done as u64).0,
+                );
+            }
+            Err(e) if done == 0 => return Err(errno_of(&e)),
+            Err(_) => break,
+        }
+    }
+    match done {
+        0 if !data.is_empty() => Err(EAGAIN),
+        n => Ok(n),
+    }
+}
+
+/// Writes all of `data` to a file (a regular one: it takes what it is given).
+fn write_all(h: &Handle, mut data: &[u8]) -> std::io::Result<()> {
+    while !data.is_empty() {
+        match write_some(h, data) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

@@ -29,6 +29,9 @@ const CONTINUOUS: u64 = u64::MAX;
 pub(crate) struct Life {
     left: AtomicU64,
     served: AtomicU64,
+    /// Bumped by every change the host makes ([`Serving::finish`], [`Serving::one_more`]):
+    /// a call refunded across one is not given back.
+    epoch: AtomicU64,
 }
 
 impl Life {
@@ -41,12 +44,15 @@ impl Life {
         Life {
             left: AtomicU64::new(left),
             served: AtomicU64::new(0),
+            epoch: AtomicU64::new(0),
         }
     }
 
     /// Takes one call, if any is left: at most the calls allowed are served, however
-    /// many lanes of however many consumers ask at once.
-    pub(crate) fn take(&self) -> bool {
+    /// many lanes of however many consumers ask at once. Returns the host's epoch the
+    /// call was taken in, for [`Life::refund`].
+    pub(crate) fn take(&self) -> Option<u64> {
+        let epoch = self.epoch.load(Acquire);
         // A continuous service's count of calls left is only read, not swapped with
         // itself by a compare-and-swap per call (a call racing `finish()` completes, as
         // one under way does).
@@ -62,7 +68,19 @@ impl Life {
         if taken {
             self.served.fetch_add(1, Relaxed);
         }
-        taken
+        taken.then_some(epoch)
+    }
+
+    /// Gives back a call [`Life::take`] took in `epoch`, for a request the service
+    /// refused as malformed: a call that broke the service's rules was not served. Not
+    /// once the host has changed the count since (a finished service stays finished).
+    pub(crate) fn refund(&self, epoch: u64) {
+        self.served.fetch_sub(1, Relaxed);
+        let _ = self.left.try_update(AcqRel, Acquire, |n| match n {
+            CONTINUOUS => None,
+            _ if self.epoch.load(Acquire) != epoch => None,
+            n => Some(n + 1),
+        });
     }
 }
 
@@ -86,12 +104,14 @@ impl Serving {
     /// Ends the service at once (AMDGPU.jl's `finish!`): calls not yet begun get `EPIPE`;
     /// a call already running completes.
     pub fn finish(&self) {
+        self.life.epoch.fetch_add(1, AcqRel);
         self.life.left.store(0, Release);
     }
 
     /// Allows exactly one more call, then finishes (AMDGPU.jl's `non_continuous!`),
     /// whether the service was continuous, counting down or finished.
     pub fn one_more(&self) {
+        self.life.epoch.fetch_add(1, AcqRel);
         self.life.left.store(1, Release);
     }
 
@@ -118,13 +138,13 @@ mod tests {
     #[test]
     fn each_lifetime_takes_what_it_allows() {
         let once = Life::new(Lifetime::Once);
-        assert!(once.take() && !once.take() && !once.take());
+        assert!(once.take().is_some() && once.take().is_none() && once.take().is_none());
         let three = Life::new(Lifetime::Times(3));
-        assert_eq!((0..10).filter(|_| three.take()).count(), 3);
+        assert_eq!((0..10).filter(|_| three.take().is_some()).count(), 3);
         let none = Life::new(Lifetime::Times(0));
-        assert!(!none.take());
+        assert!(none.take().is_none());
         let always = Life::new(Lifetime::Continuous);
-        assert!((0..1000).all(|_| always.take()));
+        assert!((0..1000).all(|_| always.take().is_some()));
         assert_eq!(always.served.load(Relaxed), 1000);
     }
 
@@ -135,12 +155,30 @@ mod tests {
         };
         assert_eq!(s.calls_left(), None);
         s.finish();
-        assert!(s.is_finished() && !s.life.take());
+        assert!(s.is_finished() && s.life.take().is_none());
         s.one_more();
         assert_eq!(s.calls_left(), Some(1));
-        assert!(s.life.take() && !s.life.take());
+        assert!(s.life.take().is_some() && s.life.take().is_none());
         assert!(s.is_finished());
         assert_eq!(s.served(), 1);
+    }
+
+    /// Issue 31, item 18: a call refused as malformed is not charged; one refunded
+    /// after the host finished the service does not bring it back.
+    #[test]
+    fn a_malformed_call_is_given_back_unless_the_host_changed_the_count() {
+        let once = Life::new(Lifetime::Once);
+        let epoch = once.take().unwrap();
+        once.refund(epoch);
+        assert!(once.take().is_some(), "the refused call was not counted");
+        assert_eq!(once.served.load(Relaxed), 1);
+        let s = Serving {
+            life: Arc::new(Life::new(Lifetime::Times(2))),
+        };
+        let epoch = s.life.take().unwrap();
+        s.finish();
+        s.life.refund(epoch);
+        assert!(s.is_finished());
     }
 
     #[test]
@@ -148,7 +186,7 @@ mod tests {
         let life = Arc::new(Life::new(Lifetime::Times(1000)));
         let taken: usize = std::thread::scope(|s| {
             let handles: Vec<_> = (0..4)
-                .map(|_| s.spawn(|| (0..10_000).filter(|_| life.take()).count()))
+                .map(|_| s.spawn(|| (0..10_000).filter(|_| life.take().is_some()).count()))
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).sum()
         });

@@ -4,14 +4,17 @@
 //! the granted addresses (`net`).
 
 mod env;
+mod fd_table;
 mod fs;
 pub mod lifetime;
 mod net;
 mod process;
 pub mod sandbox;
+mod stdin;
 mod stdio;
 mod tree;
 pub mod typed;
+pub(crate) mod wait;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,11 +24,13 @@ use hostcall_abi::typed::Signature;
 use hostcall_client::std_services::{Environment, Fs, Identity, Lifecycle, Net, Time};
 
 pub(crate) use env::EnvPolicy;
-pub(crate) use fs::{FdTable, Files, MODES_DEFAULT};
+pub(crate) use fd_table::FdTable;
+pub(crate) use fs::{Files, MODES_DEFAULT};
 pub(crate) use net::NetPolicy;
 pub(crate) use process::Process;
 pub use process::Termination;
 pub(crate) use sandbox::{MountSpec, Sandbox};
+pub(crate) use stdin::Stdin;
 
 #[cfg(feature = "fuzzing")]
 pub(crate) use stdio::RETAINED_MAX;
@@ -400,23 +405,16 @@ pub(crate) const STD_DECLARED: &[(&[Signature], Serve)] = &[
             if !FS_QUICK.contains(&sig.name) {
                 *h = Arc::new(typed::Blocking {
                     handler: h.clone(),
-                    waits: false,
+                    waits: sig.name == FS_OPEN,
                 });
             }
         }
         m
     }),
+    // Sockets never block a host thread: a call that is not ready waits in the
+    // reactor (`wait`).
     (<dyn Net>::SERVICES, |c| {
-        let mut m = typed::methods::<dyn Net, _>(c.net.clone());
-        for (sig, h) in &mut m {
-            if NET_WAITS.contains(&sig.name) {
-                *h = Arc::new(typed::Blocking {
-                    handler: h.clone(),
-                    waits: true,
-                });
-            }
-        }
-        m
+        typed::methods::<dyn Net, _>(c.net.clone())
     }),
 ];
 
@@ -427,19 +425,13 @@ pub fn std_declared() -> impl Iterator<Item = &'static Signature> {
 
 /// The file services that never wait on a file system (they read the fd table or the
 /// sandbox's own state): every other one may, and runs on the blocking pool, since
-/// resolving a path may wait on a slow file system and opening a FIFO waits for its
-/// other end.
+/// resolving a path may wait on a slow file system.
 const FS_QUICK: [&str; 5] = ["Fs.close", "Fs.lseek", "Fs.fstat", "Fs.getcwd", "Fs.dup"];
 
-/// The socket services that may wait for a peer (or a `poll` timeout): each runs on
-/// the blocking pool with a worker of its own. The others answer at once.
-const NET_WAITS: [&str; 5] = [
-    "Net.connect",
-    "Net.accept",
-    "Net.sendto",
-    "Net.recvfrom",
-    "Net.poll",
-];
+/// The file service that may wait for another party as long as it likes: opening a
+/// FIFO waits for its other end, perhaps another GPU thread's open. Each such call
+/// gets a pool worker of its own when none is idle (`Handler::waits_on_peer`).
+const FS_OPEN: &str = "Fs.openat";
 
 /// The errno for a host I/O error, in the wire's numbering (Linux's).
 pub(crate) fn errno_of(e: &std::io::Error) -> i32 {
@@ -482,13 +474,7 @@ mod tests {
 
     #[test]
     fn every_quick_file_service_is_declared() {
-        for name in NET_WAITS {
-            assert!(
-                <dyn Net>::SERVICES.iter().any(|s| s.name == name),
-                "{name} is not a method of Net"
-            );
-        }
-        for name in FS_QUICK {
+        for name in FS_QUICK.into_iter().chain([FS_OPEN]) {
             assert!(
                 <dyn Fs>::SERVICES.iter().any(|s| s.name == name),
                 "{name} is not a method of Fs"

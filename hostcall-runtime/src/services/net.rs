@@ -1,29 +1,41 @@
 //! Sockets for the GPU: the host's own, in the GPU's fd table, reaching only what the
 //! embedder granted. A grant names an address and ports to connect (or send) to, or
 //! to listen (or bind) on; everything else answers `EACCES`, as a firewall's refusal
-//! does. Names resolve only when granted, from what the host resolved when the grant
-//! was made, so no program makes the host send a DNS query. Calls that wait for a peer
-//! run on the blocking pool with a worker of their own (`Handler::waits_on_peer`);
-//! the run's end shuts every socket down, which wakes them.
+//! does. A socket listens only on an address and port a listen grant covers, whether
+//! it was bound by `bind` or would be by `listen`. Names resolve only when granted, from
+//! what the host resolved when the grant was made, so no program makes the host send a
+//! DNS query.
+//!
+//! Every host socket is non-blocking. The GPU's own `O_NONBLOCK`, `SO_RCVTIMEO`,
+//! `SO_SNDTIMEO` and `SO_LINGER` are kept beside it and emulated: a call that would
+//! block on Linux waits in the reactor (`services::wait`) until the socket is ready or
+//! its timeout passes, so any number of GPU threads can wait on their peers, each other
+//! included, without a host thread each. A linger time is recorded, never applied: a
+//! close must not hold a host thread for the time it names.
 
 use std::fs::File;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::ops::RangeInclusive;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use hostcall_abi::errno::{EACCES, EAFNOSUPPORT, EINVAL, ENOENT, ENOTCONN, EPROTONOSUPPORT};
+use hostcall_abi::errno::{
+    EACCES, EAFNOSUPPORT, EAGAIN, EINVAL, ENOENT, ENOTCONN, EPROTONOSUPPORT,
+};
 use hostcall_abi::net::consts::*;
 use hostcall_abi::net::{BACKLOG_MAX, POLLFD_SIZE, RESOLVED_MAX, SOCKADDR_MAX, decode, encode};
 use hostcall_abi::typed::Errno;
 use hostcall_client::std_services::Net;
 use rustix::event::{PollFd, PollFlags};
-use rustix::net::sockopt::{self, Timeout};
+use rustix::io::Errno as OsErrno;
+use rustix::net::sockopt;
 use rustix::net::{
     AddressFamily, RecvFlags, SendFlags, Shutdown, SocketAddrAny, SocketFlags, SocketType, ipproto,
 };
 
-use super::fs::Files;
+use super::fd_table::{Direction, Handle, Waitable};
+use super::fs::{Files, write_ready};
+use super::wait::{self, Interest, Watch};
 
 /// Addresses the GPU may reach: one IP and a range of its ports.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,6 +141,18 @@ impl NetPolicy {
         self.listen.iter().any(|g| g.covers(a))
     }
 
+    /// Whether a socket bound to `a` may listen there: a listen grant covering its
+    /// address and port (port 0, unbound: one covering every port of the address).
+    fn may_listen(&self, a: &SocketAddr) -> bool {
+        if a.port() == 0 {
+            return self
+                .listen
+                .iter()
+                .any(|g| g.ip == a.ip() && g.ports == (0..=u16::MAX));
+        }
+        self.listen.iter().any(|g| g.covers(a))
+    }
+
     /// The addresses of `name`: an address itself, or a granted name.
     fn resolve(&self, name: &str) -> Option<Vec<IpAddr>> {
         if let Ok(ip) = name.parse::<IpAddr>() {
@@ -184,12 +208,12 @@ fn int_of(value: &[u8]) -> Result<i32, Errno> {
     Ok(i32::from_ne_bytes(b.try_into().map_err(|_| Errno(EINVAL))?))
 }
 
-/// The timeout option `name` sets: `SO_RCVTIMEO` or `SO_SNDTIMEO`.
-fn which_timeout(name: i32) -> Timeout {
+/// The direction of the timeout option `name`: `SO_RCVTIMEO` or `SO_SNDTIMEO`.
+fn direction(name: i32) -> Direction {
     if name == SO_RCVTIMEO {
-        Timeout::Recv
+        Direction::Receive
     } else {
-        Timeout::Send
+        Direction::Send
     }
 }
 
@@ -213,20 +237,18 @@ fn put(out: &mut [u8], bytes: &[u8]) -> Result<usize, Errno> {
     Ok(bytes.len())
 }
 
-/// How long one host `poll` waits at most before it checks that the run goes on.
-const POLL_SLICE: Duration = Duration::from_millis(100);
-
 impl Sockets {
     /// The open socket `fd` (`ENOTSOCK` for a file).
-    fn sock(&self, fd: i32) -> Result<Arc<File>, Errno> {
+    fn sock(&self, fd: i32) -> Result<(Arc<File>, Arc<Waitable>), Errno> {
         self.files.table().socket(fd).map_err(Errno)
     }
 
-    /// Enters a new host socket in the fd table.
-    fn enter(&self, fd: std::os::fd::OwnedFd) -> Result<i32, Errno> {
+    /// Enters a new host socket (non-blocking) in the fd table, non-blocking for the GPU
+    /// if it asked.
+    fn enter(&self, fd: std::os::fd::OwnedFd, nonblocking: bool) -> Result<i32, Errno> {
         self.files
             .table()
-            .insert_socket(File::from(fd))
+            .insert_socket(File::from(fd), nonblocking)
             .map_err(Errno)
     }
 
@@ -266,6 +288,31 @@ impl Sockets {
     }
 }
 
+/// What a socket call that found its socket not ready answers: `EAGAIN` at once when
+/// the GPU made it non-blocking, asked not to wait (`MSG_DONTWAIT`) or its timeout
+/// passed; otherwise it waits in the reactor for `interest`, at most the GPU's timeout in
+/// direction `d`, with `progress` for its next attempt.
+fn not_ready(
+    (file, w): (&Arc<File>, &Waitable),
+    dontwait: bool,
+    interest: Interest,
+    d: Direction,
+    progress: u64,
+) -> Errno {
+    if dontwait || w.nonblocking() {
+        return Errno(EAGAIN);
+    }
+    let watch = Watch {
+        file: file.clone(),
+        token: w.token,
+        interest,
+    };
+    wait::until_ready(vec![watch], w.timeout(d), progress)
+}
+
+/// The attempt of a `connect` that waits for its connection, in the call's progress.
+const CONNECTING: u64 = 1;
+
 impl Net for Sockets {
     fn socket(&self, domain: i32, ty: i32, protocol: i32) -> Result<i32, Errno> {
         if !self.policy.any() {
@@ -287,74 +334,139 @@ impl Net for Sockets {
             p if p == proto => Some(ipproto::UDP),
             _ => return Err(Errno(EPROTONOSUPPORT)),
         };
-        let mut flags = SocketFlags::CLOEXEC;
-        if ty & SOCK_NONBLOCK != 0 {
-            flags |= SocketFlags::NONBLOCK;
-        }
         self.files.table().socket_room().map_err(Errno)?;
-        self.enter(rustix::net::socket_with(family, kind, flags, protocol).map_err(os)?)
+        let flags = SocketFlags::CLOEXEC | SocketFlags::NONBLOCK;
+        let s = rustix::net::socket_with(family, kind, flags, protocol).map_err(os)?;
+        self.enter(s, ty & SOCK_NONBLOCK != 0)
     }
 
     fn connect(&self, fd: i32, addr: &[u8]) -> Result<(), Errno> {
-        let s = self.sock(fd)?;
+        let (s, w) = self.sock(fd)?;
+        let attempt = wait::current();
+        if attempt.progress == CONNECTING {
+            // Woken (or timed out) waiting for the connection: how it went.
+            return match sockopt::socket_error(&*s).map_err(os)? {
+                Err(e) => Err(os(e)),
+                Ok(()) if rustix::net::getpeername(&*s).is_ok_and(|p| p.is_some()) => Ok(()),
+                Ok(()) if attempt.expired => Err(Errno(OsErrno::INPROGRESS.raw_os_error())),
+                Ok(()) => Err(not_ready(
+                    (&s, &w),
+                    false,
+                    Interest::WRITE,
+                    Direction::Send,
+                    CONNECTING,
+                )),
+            };
+        }
         let a = granted(addr, |a| self.policy.may_connect(a))?;
-        rustix::net::connect(&*s, &a).map_err(os)
+        match rustix::net::connect(&*s, &a) {
+            Err(OsErrno::INPROGRESS) if !w.nonblocking() => Err(not_ready(
+                (&s, &w),
+                false,
+                Interest::WRITE,
+                Direction::Send,
+                CONNECTING,
+            )),
+            r => r.map_err(os),
+        }
     }
 
     fn bind(&self, fd: i32, addr: &[u8]) -> Result<(), Errno> {
-        let s = self.sock(fd)?;
+        let (s, _) = self.sock(fd)?;
         let a = granted(addr, |a| self.policy.may_bind(a))?;
         rustix::net::bind(&*s, &a).map_err(os)
     }
 
     fn listen(&self, fd: i32, backlog: i32) -> Result<(), Errno> {
-        rustix::net::listen(&*self.sock(fd)?, backlog.clamp(0, BACKLOG_MAX)).map_err(os)
+        let (s, _) = self.sock(fd)?;
+        // Where it would listen: where it is bound, or, unbound, every address of its
+        // family and a port of Linux's choosing.
+        let bound = rustix::net::getsockname(&*s)
+            .map_err(os)
+            .and_then(|a| SocketAddr::try_from(a).map_err(|_| Errno(EAFNOSUPPORT)))?;
+        if !self.policy.may_listen(&bound) {
+            return Err(Errno(EACCES));
+        }
+        rustix::net::listen(&*s, backlog.clamp(0, BACKLOG_MAX)).map_err(os)
     }
 
     fn accept(&self, fd: i32, flags: i32, peer: &mut [u8]) -> Result<i32, Errno> {
-        let s = self.sock(fd)?;
+        let (s, w) = self.sock(fd)?;
         self.files.table().socket_room().map_err(Errno)?;
-        let mut f = SocketFlags::CLOEXEC;
-        if flags & SOCK_NONBLOCK != 0 {
-            f |= SocketFlags::NONBLOCK;
+        let f = SocketFlags::CLOEXEC | SocketFlags::NONBLOCK;
+        match rustix::net::acceptfrom_with(&*s, f) {
+            Ok((conn, addr)) => {
+                put_addr(peer, addr)?;
+                self.enter(conn, flags & SOCK_NONBLOCK != 0)
+            }
+            Err(OsErrno::AGAIN) => Err(not_ready(
+                (&s, &w),
+                false,
+                Interest::READ,
+                Direction::Receive,
+                0,
+            )),
+            Err(e) => Err(os(e)),
         }
-        let (conn, addr) = rustix::net::acceptfrom_with(&*s, f).map_err(os)?;
-        put_addr(peer, addr)?;
-        self.enter(conn)
     }
 
     fn sendto(&self, fd: i32, data: &[u8], flags: i32, to: &[u8]) -> Result<usize, Errno> {
-        let s = self.sock(fd)?;
-        let mut f = SendFlags::NOSIGNAL;
-        if flags & MSG_DONTWAIT != 0 {
-            f |= SendFlags::DONTWAIT;
+        let (s, w) = self.sock(fd)?;
+        let dontwait = flags & MSG_DONTWAIT != 0;
+        if to.is_empty() && !dontwait {
+            // A connected socket's send, as a blocking one: all of it.
+            let h = Handle {
+                file: s,
+                socket: true,
+                wait: Some(w.clone()),
+            };
+            return write_ready(&h, &w, data).map_err(Errno);
         }
-        if to.is_empty() {
-            return rustix::net::send(&*s, data, f).map_err(os);
+        let sent = if to.is_empty() {
+            rustix::net::send(&*s, data, SendFlags::NOSIGNAL)
+        } else {
+            let a = granted(to, |a| self.policy.may_connect(a))?;
+            rustix::net::sendto(&*s, data, SendFlags::NOSIGNAL, &a)
+        };
+        match sent {
+            Err(OsErrno::AGAIN) => Err(not_ready(
+                (&s, &w),
+                dontwait,
+                Interest::WRITE,
+                Direction::Send,
+                0,
+            )),
+            r => r.map_err(os),
         }
-        let a = granted(to, |a| self.policy.may_connect(a))?;
-        rustix::net::sendto(&*s, data, f, &a).map_err(os)
     }
 
     fn recvfrom(&self, fd: i32, flags: i32, out: &mut [u8]) -> Result<usize, Errno> {
-        let s = self.sock(fd)?;
+        let (s, w) = self.sock(fd)?;
         if out.len() < SOCKADDR_MAX {
             return Err(Errno(EINVAL));
         }
-        let mut f = RecvFlags::empty();
-        for (bit, flag) in [
-            (MSG_PEEK, RecvFlags::PEEK),
-            (MSG_DONTWAIT, RecvFlags::DONTWAIT),
-            (MSG_WAITALL, RecvFlags::WAITALL),
-        ] {
-            if flags & bit != 0 {
-                f |= flag;
-            }
+        // `MSG_WAITALL` waits for something as a plain receive does, and then answers
+        // what came (a short count; the bytes of an attempt that waited again would not
+        // survive it).
+        let mut f = RecvFlags::DONTWAIT;
+        if flags & MSG_PEEK != 0 {
+            f |= RecvFlags::PEEK;
         }
         let (addr, data) = out.split_at_mut(SOCKADDR_MAX);
-        let (n, _, from) = rustix::net::recvfrom(&*s, data, f).map_err(os)?;
-        put_addr(addr, from)?;
-        Ok(n)
+        match rustix::net::recvfrom(&*s, data, f) {
+            Ok((n, _, from)) => {
+                put_addr(addr, from)?;
+                Ok(n)
+            }
+            Err(OsErrno::AGAIN) => Err(not_ready(
+                (&s, &w),
+                flags & MSG_DONTWAIT != 0,
+                Interest::READ,
+                Direction::Receive,
+                0,
+            )),
+            Err(e) => Err(os(e)),
+        }
     }
 
     fn shutdown(&self, fd: i32, how: i32) -> Result<(), Errno> {
@@ -364,39 +476,42 @@ impl Net for Sockets {
             SHUT_RDWR => Shutdown::Both,
             _ => return Err(Errno(EINVAL)),
         };
-        rustix::net::shutdown(&*self.sock(fd)?, how).map_err(os)
+        rustix::net::shutdown(&*self.sock(fd)?.0, how).map_err(os)
     }
 
     fn setsockopt(&self, fd: i32, level: i32, name: i32, value: &[u8]) -> Result<(), Errno> {
-        let s = self.sock(fd)?;
+        let (s, w) = self.sock(fd)?;
         match (level, name) {
             (SOL_SOCKET, SO_RCVTIMEO | SO_SNDTIMEO) => {
-                sockopt::set_socket_timeout(&*s, which_timeout(name), timeout_of(value)?)
-                    .map_err(os)
+                w.set_timeout(direction(name), timeout_of(value)?);
+                Ok(())
             }
             (SOL_SOCKET, SO_LINGER) => {
                 let (on, secs) = (int_of(value)?, int_of(value.get(4..).unwrap_or(&[]))?);
                 let linger = (on != 0).then(|| Duration::from_secs(secs.max(0) as u64));
-                sockopt::set_socket_linger(&*s, linger).map_err(os)
+                // A linger of 0 resets the connection at close, which never waits: that
+                // one is Linux's. Any other is only recorded.
+                let host = linger.filter(|d| d.is_zero());
+                sockopt::set_socket_linger(&*s, host).map_err(os)?;
+                *w.linger.lock().unwrap_or_else(|p| p.into_inner()) = linger;
+                Ok(())
             }
             _ => Sockets::set_int(&s, level, name, int_of(value)?).map_err(os),
         }
     }
 
     fn getsockopt(&self, fd: i32, level: i32, name: i32, out: &mut [u8]) -> Result<usize, Errno> {
-        let s = self.sock(fd)?;
+        let (s, w) = self.sock(fd)?;
         match (level, name) {
             (SOL_SOCKET, SO_RCVTIMEO | SO_SNDTIMEO) => {
-                let d = sockopt::socket_timeout(&*s, which_timeout(name))
-                    .map_err(os)?
-                    .unwrap_or_default();
+                let d = w.timeout(direction(name)).unwrap_or_default();
                 let mut tv = [0u8; 16];
                 tv[..8].copy_from_slice(&(d.as_secs() as i64).to_ne_bytes());
                 tv[8..].copy_from_slice(&i64::from(d.subsec_micros()).to_ne_bytes());
                 put(out, &tv)
             }
             (SOL_SOCKET, SO_LINGER) => {
-                let l = sockopt::socket_linger(&*s).map_err(os)?;
+                let l = *w.linger.lock().unwrap_or_else(|p| p.into_inner());
                 let mut v = [0u8; 8];
                 v[..4].copy_from_slice(&i32::from(l.is_some()).to_ne_bytes());
                 let secs = l.map_or(0, |d| d.as_secs().min(i32::MAX as u64) as i32);
@@ -411,7 +526,7 @@ impl Net for Sockets {
     }
 
     fn name(&self, fd: i32, peer: u32, out: &mut [u8]) -> Result<(), Errno> {
-        let s = self.sock(fd)?;
+        let (s, _) = self.sock(fd)?;
         let addr = if peer != 0 {
             rustix::net::getpeername(&*s)
                 .map_err(os)?
@@ -423,12 +538,14 @@ impl Net for Sockets {
     }
 
     fn set_nonblocking(&self, fd: i32, on: u32) -> Result<(), Errno> {
-        rustix::io::ioctl_fionbio(&*self.sock(fd)?, on != 0).map_err(os)
+        let (_, w) = self.sock(fd)?;
+        w.nonblocking
+            .store(on != 0, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     fn nonblocking(&self, fd: i32) -> Result<u32, Errno> {
-        let fl = rustix::fs::fcntl_getfl(&*self.sock(fd)?).map_err(os)?;
-        Ok(fl.contains(rustix::fs::OFlags::NONBLOCK).into())
+        Ok(self.sock(fd)?.1.nonblocking().into())
     }
 
     fn poll(&self, fds: &[u8], timeout_ms: i32, revents: &mut [u8]) -> Result<usize, Errno> {
@@ -446,57 +563,66 @@ impl Net for Sockets {
             })
             .collect();
         let mut got = vec![0i16; n];
-        // Sockets are polled on the host; a file or stdio is ready for whatever it was
-        // asked, as Linux answers for a regular file.
-        let mut sockets: Vec<(usize, Arc<File>)> = Vec::new();
+        // Sockets and pipes are polled on the host; a file or stdio is ready for
+        // whatever it was asked, as Linux answers for a regular file.
+        let mut waitable: Vec<(usize, Arc<File>, Arc<Waitable>)> = Vec::new();
         {
             let table = self.files.table();
             for (i, &(fd, events)) in asked.iter().enumerate() {
                 if fd < 0 {
                     continue;
                 }
-                match table.socket(fd) {
-                    Ok(s) => sockets.push((i, s)),
-                    Err(_) if (0..=2).contains(&fd) || table.is_open(fd) => {
+                match table.handle(fd) {
+                    Ok(Handle {
+                        file,
+                        wait: Some(w),
+                        ..
+                    }) => waitable.push((i, file, w)),
+                    Ok(_) => got[i] = events & (POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM),
+                    Err(_) if (0..=2).contains(&fd) => {
                         got[i] = events & (POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM);
                     }
                     Err(_) => got[i] = POLLNVAL,
                 }
             }
         }
-        let wait = if got.iter().any(|&r| r != 0) || timeout_ms == 0 {
-            Some(Duration::ZERO)
-        } else {
-            u64::try_from(timeout_ms).ok().map(Duration::from_millis)
-        };
-        let started = Instant::now();
-        loop {
-            let slice = wait.map_or(POLL_SLICE, |w| {
-                w.saturating_sub(started.elapsed()).min(POLL_SLICE)
-            });
-            let mut polled: Vec<PollFd<'_>> = sockets
+        let mut polled: Vec<PollFd<'_>> = waitable
+            .iter()
+            .map(|(i, f, _)| PollFd::new(&**f, PollFlags::from_bits_retain(asked[*i].1 as u16)))
+            .collect();
+        let ts = rustix::event::Timespec::default();
+        match rustix::event::poll(&mut polled, Some(&ts)) {
+            Ok(_) | Err(OsErrno::INTR) => {}
+            Err(e) => return Err(os(e)),
+        }
+        for (p, (i, _, _)) in polled.iter().zip(&waitable) {
+            got[*i] = p.revents().bits() as i16;
+        }
+        let ready = got.iter().filter(|&&r| r != 0).count();
+        if ready == 0 && timeout_ms != 0 && wait::can_wait() {
+            // Nothing yet: wait for any of them, at most the timeout (none when negative).
+            let watches = waitable
                 .iter()
-                .map(|(i, s)| PollFd::new(&**s, PollFlags::from_bits_retain(asked[*i].1 as u16)))
+                .map(|(i, f, w)| {
+                    let events = asked[*i].1;
+                    let write = events & (POLLOUT | POLLWRNORM) != 0;
+                    Watch {
+                        file: f.clone(),
+                        token: w.token,
+                        interest: Interest {
+                            read: !write || events & !(POLLOUT | POLLWRNORM) != 0,
+                            write,
+                        },
+                    }
+                })
                 .collect();
-            let ts = rustix::event::Timespec::try_from(slice).unwrap_or_default();
-            let ready = match rustix::event::poll(&mut polled, Some(&ts)) {
-                Ok(r) => r,
-                Err(rustix::io::Errno::INTR) => 0,
-                Err(e) => return Err(os(e)),
-            };
-            for (p, (i, _)) in polled.iter().zip(&sockets) {
-                got[*i] = p.revents().bits() as i16;
-            }
-            let expired = wait.is_some_and(|w| started.elapsed() >= w);
-            // The run's end (or its exit) ends every wait, as a process's end does.
-            if ready > 0 || expired || self.files.table().ended() {
-                break;
-            }
+            let timeout = u64::try_from(timeout_ms).ok().map(Duration::from_millis);
+            return Err(wait::until_ready(watches, timeout, 0));
         }
         for (i, r) in got.iter().enumerate() {
             revents[2 * i..2 * i + 2].copy_from_slice(&r.to_ne_bytes());
         }
-        Ok(got.iter().filter(|&&r| r != 0).count())
+        Ok(ready)
     }
 
     fn resolve(&self, name: &[u8], out: &mut [u8]) -> Result<usize, Errno> {

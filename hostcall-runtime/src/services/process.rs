@@ -8,7 +8,7 @@ use hostcall_abi::errno::EIO;
 use hostcall_abi::typed::Errno;
 use hostcall_client::std_services::{Identity, Lifecycle, Time};
 
-use super::{Call, FdTable, Handler, Malformed, Reply};
+use super::{Call, Handler, Malformed, Reply};
 
 /// How the GPU program asked to end, if it did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,47 +30,30 @@ pub enum Termination {
 }
 
 /// State of the process services: the first termination request wins. The launches of
-/// a run over several GPUs share it, each through its own handle (`on_gpu`).
+/// a run over several GPUs share it, each through its own handle (`on_gpu`). Once it is
+/// set, each launch's host answers its calls that wait `Killed` (`Host::run`'s wait
+/// loop), as a process's end stops its threads wherever they wait.
+#[derive(Default)]
 pub(crate) struct Process {
     termination: Arc<Mutex<Option<Termination>>>,
     gpu: Option<u32>,
-    /// The run's files: its sockets are shut down when it terminates.
-    files: Arc<Mutex<FdTable>>,
 }
 
 impl Process {
-    /// The process of a run whose open files are `files`.
-    pub fn new(files: Arc<Mutex<FdTable>>) -> Process {
-        Process {
-            termination: Arc::default(),
-            gpu: None,
-            files,
-        }
-    }
-
     /// The handle the launch on the GPU at place `gpu` of a run serves with.
     pub fn on_gpu(&self, gpu: Option<u32>) -> Process {
         Process {
             termination: self.termination.clone(),
             gpu,
-            files: self.files.clone(),
         }
     }
 
-    /// Records the run's first termination. Its sockets are shut down at once, as a
-    /// process's are when it exits: peers see their connections end, and a call
-    /// another GPU thread has blocked in one, or in `poll`, returns (its launch ends all
-    /// the same).
+    /// Records the run's first termination.
     fn terminate(&self, t: Termination) {
-        let mut slot = self.termination.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.is_none() {
-            *slot = Some(t);
-            drop(slot);
-            self.files
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .end_waits();
-        }
+        self.termination
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(t);
     }
 
     /// The calling GPU thread aborts, after a panic or not.

@@ -14,7 +14,7 @@
 //! writes it a line at a time.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use crate::guest_log::{GuestLog, Kind};
@@ -406,8 +406,6 @@ pub(crate) fn posted_writes() -> [Mutex<Reorder>; 2] {
 pub(crate) struct Stdio {
     /// Pass writes through to the host's stdout/stderr.
     pub echo: bool,
-    /// Let fd 0 read the host's stdin.
-    pub stdin: bool,
     /// Copies of what fds 1 and 2 received, when capturing.
     pub captured: Option<Capture>,
     /// Posted writes to fds 1 and 2, put back in ticket order.
@@ -548,16 +546,6 @@ impl Stdio {
         Ok(missing)
     }
 
-    /// Reads from fd 0, if granted.
-    pub fn read(&self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if !self.stdin {
-            return Err(std::io::Error::from_raw_os_error(
-                hostcall_abi::errno::EBADF,
-            ));
-        }
-        std::io::stdin().lock().read(buf)
-    }
-
     /// Takes what was captured on fd 1 and fd 2 so far.
     pub fn take_captured(&self) -> (Vec<u8>, Vec<u8>) {
         match &self.captured {
@@ -574,7 +562,6 @@ mod tests {
     fn capturing() -> Stdio {
         Stdio {
             echo: false,
-            stdin: false,
             captured: Some(Capture::new(1 << 20)),
             posted: posted_writes(),
             log: Default::default(),
@@ -762,7 +749,6 @@ mod tests {
     fn capture_stops_at_its_limit_and_says_so() {
         let s = Stdio {
             echo: false,
-            stdin: false,
             captured: Some(Capture::new(10)),
             posted: posted_writes(),
             log: Default::default(),

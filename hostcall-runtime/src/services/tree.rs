@@ -4,7 +4,7 @@
 //! resolve beneath a mount's handle, or beneath a directory fd the GPU opened there.
 
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{DirEntryExt, PermissionsExt};
+use std::os::unix::fs::{DirEntryExt, FileTypeExt as _, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -143,6 +143,17 @@ impl Files {
         let b = self.beneath(dirfd, path)?;
         let f = open_beneath(b.dir(), &b.rel, b.access, flags, self.mode_of(mode))
             .map_err(|e| e.map_or(EINVAL, |e| b.errno(&e, &self.log)))?;
+        // A FIFO, a terminal or a socket may keep a read or write waiting: it is made
+        // non-blocking on the host (its description is the runtime's own) and waited
+        // for by readiness, the GPU's own `O_NONBLOCK` kept apart.
+        let t = f.metadata().map_err(|e| errno_of(&e))?.file_type();
+        if t.is_fifo() || t.is_char_device() || t.is_socket() {
+            let fl = rustix::fs::fcntl_getfl(&f).map_err(|e| e.raw_os_error())?;
+            rustix::fs::fcntl_setfl(&f, fl | rustix::fs::OFlags::NONBLOCK)
+                .map_err(|e| e.raw_os_error())?;
+            let nonblocking = flags & super::fs::flags::NONBLOCK != 0;
+            return self.table().insert_waitable(f, b.access, nonblocking);
+        }
         self.table().insert(f, b.access)
     }
 
