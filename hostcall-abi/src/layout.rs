@@ -220,6 +220,21 @@ pub const PORT_POSTED: u32 = 2;
 /// two flag bits (so it counts modulo 2^30).
 pub const PORT_SEQ_SHIFT: u32 = 2;
 
+/// Ports at the end of a channel of `num_ports` kept for requests whose tickets (the
+/// numbers that order stdout and stderr) an earlier request took: the later pieces of a
+/// write, and a piece sent again. The host never holds a request back on one of these,
+/// while it may leave a posted piece it has no room for on any other: so the piece
+/// whose turn it is always finds a port, and held-back pieces can never take every
+/// port from it. None in a channel of one port.
+pub const fn continuation_ports(num_ports: u32) -> u32 {
+    if num_ports < 2 {
+        0
+    } else {
+        let n = num_ports / 16;
+        if n == 0 { 1 } else { n }
+    }
+}
+
 /// Per-port state that only GPU threads touch, in device memory so that taking the
 /// lock never crosses PCIe.
 #[repr(C)]
@@ -317,6 +332,8 @@ pub struct ThreadArea {
 
 const _: () = {
     assert!(size_of::<DeviceConfig>() == 112);
+    assert!(continuation_ports(1) == 0 && continuation_ports(2) == 1);
+    assert!(continuation_ports(128) == 8);
     assert!(size_of::<LaunchState>() == 64);
     assert!(size_of::<FaultRecord>() == 40);
     assert!(size_of::<PortState>() == 8);

@@ -89,10 +89,16 @@
 //!
 //! Posted writes carry a ticket from [`LaunchState::stdio_tickets`]; the host writes them
 //! in ticket order, and serves every port once more after the launch ends so none is
-//! lost. The host holds a bounded amount of output that waits for earlier tickets, so
-//! large writes are not posted: their pieces wait for the host, which answers `EAGAIN`
-//! ([`POSTED_WAITS`]) to one it cannot hold yet, and the writer sends it again; the
-//! piece whose turn it is is always taken, so nothing is dropped and nothing deadlocks. A result is any `i64`: completion is the answer word's `done` bit, never a
+//! lost. The host holds a bounded amount of output that waits for earlier tickets (or
+//! for the host's own stdout to take it), so only writes of one piece are posted, and
+//! one the host has no room for stays on its port, unserved, until it has: the port
+//! waits, nothing is lost. Larger writes are not posted: their pieces wait for the
+//! host, which answers `EAGAIN` ([`POSTED_WAITS`]) to one it cannot hold yet, and the
+//! writer sends it again. A request whose ticket an earlier request took (a write's
+//! later pieces, a piece sent again) takes one of the last [`continuation_ports`],
+//! which the host never holds back: the piece whose turn it is always finds a port and
+//! is always taken, so nothing is dropped and nothing deadlocks (`hostcall-model`'s
+//! ticket model checks this, and finds the deadlock without those ports). A result is any `i64`: completion is the answer word's `done` bit, never a
 //! sentinel value. When every port is locked the caller backs off and retries:
 //! back-pressure, no loss.
 //!
@@ -125,7 +131,7 @@ pub use layout::{
     BULK_PER_LANE, CACHED_CLASSES, CONFIG_SYMBOL, DeviceConfig, Doorbell, FLAG_SINGLE_LANE,
     FaultKind, FaultRecord, HEAP_MAX_BYTES, HEAP_RESERVED, LaneSlot, LaunchState, MAX_KEYS,
     PORT_BULK, PORT_HELD, PORT_POSTED, PORT_SEQ_SHIFT, Port, PortHeader, PortState, START_KERNEL,
-    THREAD_EXIT_KERNEL, ThreadArea, VERSION_SYMBOL, WARP_SIZE,
+    THREAD_EXIT_KERNEL, ThreadArea, VERSION_SYMBOL, WARP_SIZE, continuation_ports,
 };
 pub use service::{
     AT_FDCWD, AT_REMOVEDIR, DEVICE_READ_MAX, DEVICE_WRITE_MAX, NAME_MAX, PATH_MAX, POSTED_WAITS,

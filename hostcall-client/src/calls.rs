@@ -42,6 +42,7 @@ pub fn ping_request(value: u64) -> Request<'static> {
         len_arg: None,
         posted: false,
         numbering: None,
+        continues: false,
     }
 }
 
@@ -72,6 +73,7 @@ pub fn posted_write_request<'a>(
             arg: 2,
             count,
         }),
+        continues: false,
     }
 }
 
@@ -134,8 +136,11 @@ fn write_from_device<P: Platform>(ch: &Channel, fd: i32, data: &[u8]) -> i64 {
     done as i64
 }
 
-/// Writes to stdout or stderr of at most this many bytes go posted, whole.
-pub const POSTED_WHOLE_MAX: usize = 64 * BULK_PER_LANE;
+/// Writes to stdout or stderr of at most this many bytes (one piece, which any packet
+/// carries) go posted. One the host has no room for yet stays on its port until it
+/// has: nothing is lost, and it needs no further port, as a later piece of a longer
+/// write would.
+pub const POSTED_WHOLE_MAX: usize = BULK_PER_LANE;
 /// Larger writes from other than global memory go in parts of this many bytes, each
 /// whole, sent by [`write_ordered`]; from global memory, in parts of
 /// `DEVICE_WRITE_MAX` bytes copied by DMA ([`write_ordered_from_device`]).
@@ -146,11 +151,11 @@ pub const ORDERED_BATCH: usize = 256 * BULK_PER_LANE;
 /// published, and the host writes the pieces of an fd in ticket order. So one thread's
 /// writes keep their order, and no other thread's bytes come inside a write of up to
 /// [`ORDERED_BATCH`] bytes (a larger one may have them between its parts, as POSIX
-/// allows). Up to [`POSTED_WHOLE_MAX`] bytes the pieces are posted, without waiting
-/// for the host; larger writes wait ([`write_ordered`], [`write_ordered_from_device`]),
-/// so that the output the host must hold for them stays bounded and nothing is
-/// dropped. Returns `data.len()`: stdio errors are not reported back, as with CUDA's
-/// `printf`.
+/// allows). A write of one piece ([`POSTED_WHOLE_MAX`] bytes) is posted, without
+/// waiting for the host; larger writes wait ([`write_ordered`],
+/// [`write_ordered_from_device`]), so that the output the host must hold for them stays
+/// bounded and nothing is dropped. Returns `data.len()`: stdio errors are not reported
+/// back, as with CUDA's `printf`.
 pub fn write_posted<P: Platform>(ch: &Channel, fd: i32, data: &[u8], tickets: &AtomicU64) -> i64 {
     if data.len() > POSTED_WHOLE_MAX {
         if P::is_global(data.as_ptr()) {
@@ -168,25 +173,37 @@ pub fn write_posted<P: Platform>(ch: &Channel, fd: i32, data: &[u8], tickets: &A
         }
         return data.len() as i64;
     }
-    let mut pieces = data.chunks(BULK_PER_LANE);
-    let Some(first) = pieces.next() else {
+    if data.is_empty() {
         return 0;
-    };
-    let count = data.len().div_ceil(BULK_PER_LANE) as u64;
-    let reply = ch.exchange::<P>(posted_write_request(fd, first, tickets, count));
-    for (ticket, piece) in (reply.number + 1..).zip(pieces) {
-        let args = [fd as u64, 0, ticket, 0, 0, 0];
-        ch.post::<P>(Service::WritePosted as u32, args, piece, Some(1));
     }
+    ch.exchange::<P>(posted_write_request(fd, data, tickets, 1));
     data.len() as i64
+}
+
+/// A request of `service` carrying a ticket an earlier request took: it waits for its
+/// answer, on a continuation port (`hostcall_abi::continuation_ports`).
+fn continuing<P: Platform>(ch: &Channel, service: Service, args: [u64; 6], send: &[u8]) -> Reply {
+    ch.exchange::<P>(Request {
+        service: service as u32,
+        args,
+        send,
+        send_more: &[],
+        recv: &mut [],
+        len_arg: (!send.is_empty()).then_some(1),
+        posted: false,
+        numbering: None,
+        continues: true,
+    })
 }
 
 /// One part of a large write to stdout or stderr: its pieces take consecutive tickets
 /// when the first is published, and each waits for the host. The host answers `EAGAIN`
 /// for a piece it has no room to hold yet (the output before it has not arrived), and
 /// the piece is sent again after a pause; the piece whose turn it is always goes
-/// through, so the write advances as fast as the host writes the output before it.
-/// Returns whether every piece was taken (it stops at the first the host refuses).
+/// through, so the write advances as fast as the host writes the output before it. The
+/// pieces after the first, and every piece sent again, go on continuation ports, which
+/// the host never holds back. Returns whether every piece was taken (it stops at the
+/// first the host refuses).
 pub fn write_ordered<P: Platform>(ch: &Channel, fd: i32, part: &[u8], tickets: &AtomicU64) -> bool {
     let mut pieces = part.chunks(BULK_PER_LANE);
     let Some(first) = pieces.next() else {
@@ -200,7 +217,7 @@ pub fn write_ordered<P: Platform>(ch: &Channel, fd: i32, part: &[u8], tickets: &
     let ticket = reply.number;
     let piece = |ticket: u64, piece: &[u8]| {
         let args = [fd as u64, 0, ticket, POSTED_WAITS, 0, 0];
-        ch.call::<P>(Service::WritePosted as u32, args, piece, &mut [], Some(1))
+        continuing::<P>(ch, Service::WritePosted, args, piece)
     };
     let took = |r: Reply| r.status == Status::Ok && r.result >= 0;
     took(until_taken::<P>(reply, || piece(ticket, first)))
@@ -212,9 +229,9 @@ pub fn write_ordered<P: Platform>(ch: &Channel, fd: i32, part: &[u8], tickets: &
 /// One part, of at most `DEVICE_WRITE_MAX` bytes in global memory, of a large write to
 /// stdout or stderr: it takes one ticket when published, and the host copies it out of
 /// GPU memory by DMA when that ticket's turn has come, answering `EAGAIN` before; so it
-/// is never held on the host, and moves at DMA speed. This thread's writes to `part`
-/// precede the request's system-scope release, so the host's copy sees them. Returns
-/// whether all of it was written.
+/// is never held on the host, and moves at DMA speed. Sent again, it goes on a
+/// continuation port. This thread's writes to `part` precede the request's system-scope
+/// release, so the host's copy sees them. Returns whether all of it was written.
 pub fn write_ordered_from_device<P: Platform>(
     ch: &Channel,
     fd: i32,
@@ -242,9 +259,10 @@ pub fn write_ordered_from_device<P: Platform>(
             arg: 3,
             count: 1,
         }),
+        continues: false,
     });
     args[3] = reply.number;
-    let again = || ch.call::<P>(Service::WriteFromDevice as u32, args, &[], &mut [], None);
+    let again = || continuing::<P>(ch, Service::WriteFromDevice, args, &[]);
     outcome(until_taken::<P>(reply, again)) == part.len() as i64
 }
 

@@ -9,7 +9,7 @@ use hostcall_abi::park::{PARKED, PARKED_POLL_MAX_NS, Ticket};
 use hostcall_abi::{
     BULK_PER_LANE, DeviceConfig, Doorbell, FLAG_SINGLE_LANE, FaultKind, FaultRecord, LaneSlot,
     LaunchState, PORT_BULK, PORT_HELD, PORT_POSTED, PORT_SEQ_SHIFT, Port, PortState, Service,
-    Status,
+    Status, continuation_ports,
 };
 
 use crate::Platform;
@@ -97,6 +97,10 @@ pub struct Request<'a> {
     pub posted: bool,
     /// Number the request at publication.
     pub numbering: Option<Numbering<'a>>,
+    /// The request carries a ticket an earlier request took (a write's later pieces,
+    /// a piece sent again): it goes on a continuation port
+    /// (`hostcall_abi::continuation_ports`), which the host never holds back.
+    pub continues: bool,
 }
 
 /// A wait that may have to be given up: counts polls, sleeps with a doubling delay
@@ -188,6 +192,7 @@ impl Channel {
             len_arg,
             posted: false,
             numbering: None,
+            continues: false,
         })
     }
 
@@ -210,6 +215,7 @@ impl Channel {
             len_arg,
             posted: true,
             numbering: None,
+            continues: false,
         })
         .result as usize
     }
@@ -232,6 +238,7 @@ impl Channel {
             len_arg: None,
             posted: false,
             numbering: None,
+            continues: false,
         };
         let r = self.exchange_marked::<P, _>(request, &mut clock);
         (r, clock)
@@ -258,6 +265,7 @@ impl Channel {
                 len_arg: None,
                 posted: false,
                 numbering: None,
+                continues: false,
             };
         }
     }
@@ -278,6 +286,7 @@ impl Channel {
             len_arg,
             posted,
             numbering,
+            continues,
         } = *request;
         // Step 1: the packet is the lanes here now that take the same path.
         let lane = P::lane_id();
@@ -293,7 +302,7 @@ impl Channel {
 
         // Step 2: the leader takes a port; every lane learns it and the sequence.
         let (mine, mine_seq) = if is_leader {
-            self.acquire::<P>()
+            self.acquire::<P>(continues)
         } else {
             (0, 0)
         };
@@ -483,17 +492,23 @@ impl Channel {
 
     /// Takes a free port, starting at a place spread by the caller's coordinates so that
     /// warps do not all contend for port 0, and returns it with the sequence its packet
-    /// will be published under. Backs off while all are held. A port whose last request
-    /// was posted is used only once the host has finished with it.
-    fn acquire<P: Platform>(&self) -> (u32, u32) {
+    /// will be published under: one of the continuation ports for a request that
+    /// `continues`, one of the others otherwise. Backs off while all are held. A port
+    /// whose last request was posted is used only once the host has finished with it.
+    fn acquire<P: Platform>(&self, continues: bool) -> (u32, u32) {
         let (block, thread) = P::caller();
-        let n = self.num_ports;
+        let kept = continuation_ports(self.num_ports);
+        let (base, n) = if continues && kept > 0 {
+            (self.num_ports - kept, kept)
+        } else {
+            (0, self.num_ports - kept)
+        };
         let start = block.wrapping_mul(0x9E37_79B1).wrapping_add(thread / 32) % n;
         let mut wait = Wait::new(64);
         let mut first = true;
         loop {
             for i in 0..n {
-                let p = (start + i) % n;
+                let p = base + (start + i) % n;
                 // SAFETY: `p < num_ports`, the length of the state array (`new`'s contract).
                 let state = unsafe { &*self.states.add(p as usize) };
                 // The home port is tried at once; others are read first, so that warps

@@ -114,6 +114,7 @@ fn exchange<P: Platform, V: Plain, const W: usize>(
         len_arg: None,
         posted: false,
         numbering: None,
+        continues: false,
     });
     match reply.status {
         Status::Ok => {}

@@ -39,9 +39,10 @@ pub const SECRET_VALUE: &[u8] = b"s3cr3t-value";
 /// A variable the GPU may read, as the host has it.
 pub const GRANTED_VAR: &str = "HOSTCALL_FUZZ_GRANT";
 
-/// Bytes the services may hold for the GPU: out-of-order posted writes on two fds, and
-/// the capture of two fds with its closing note.
-const HELD_LIMIT: usize = 2 * (64 << 20) + 2 * (DEFAULT_CAPTURE_LIMIT + 256);
+/// Bytes the services may hold for the GPU: out-of-order posted writes on two fds (up to
+/// twice their bound for pieces no consumer admitted: the fuzzer writes the port
+/// itself), and the capture of two fds with its closing note.
+const HELD_LIMIT: usize = 2 * (2 * (64 << 20)) + 2 * (DEFAULT_CAPTURE_LIMIT + 256);
 
 /// The seeded directories, made once per process.
 pub struct World {

@@ -5,9 +5,14 @@
 //!
 //! [`TicketHost::Dropping`] is the host and client before issue 19: every write posted
 //! whole, pieces beyond a ticket window or past the budget refused, and a posted piece
-//! refused is output lost. [`TicketHost::Waiting`] is the host and client now: long
-//! writes go in parts whose pieces wait for the host, which answers `EAGAIN` to one it
-//! cannot hold yet (past half the budget) and always takes the piece whose turn it is.
+//! refused is output lost. [`TicketHost::Waiting`] is the host and client of issue 19:
+//! long writes go in parts whose pieces wait for the host, which answers `EAGAIN` to one
+//! it cannot hold yet (past half the budget) and always takes the piece whose turn it
+//! is; but a posted piece past the budget is still refused. [`TicketHost::Holding`] is
+//! the host and client now: only one-piece writes are posted, and a posted piece the
+//! host cannot hold stays on its port until it can; ports are modelled, and a piece
+//! whose ticket an earlier request took goes on a continuation port, which the host
+//! never holds back.
 //!
 //! Invariants: no piece is dropped; each writer's pieces come out in its order; a part
 //! comes out whole; and the output can always go on (the piece whose turn it is is in
@@ -45,6 +50,24 @@ pub enum TicketHost {
         /// Pieces the host holds at most.
         budget: u8,
     },
+    /// One-piece writes posted; longer ones in waiting parts of `batch` pieces
+    /// (`EAGAIN` past half the budget, the piece in its turn always taken); past
+    /// `dma_over` pieces, parts of one ticket taken only in their turn. A posted piece
+    /// that is not in its turn while `budget` pieces are held stays on its port. A
+    /// request needs a free port: of `ports`, or, for a piece whose ticket an earlier
+    /// request took, of `continuation` (with none, of `ports` too).
+    Holding {
+        /// Pieces of a part of a longer write.
+        batch: u8,
+        /// Pieces of the longest write that is not copied by DMA in its turn.
+        dma_over: u8,
+        /// Pieces the host holds at most.
+        budget: u8,
+        /// Ports for requests that take their tickets.
+        ports: u8,
+        /// Ports for requests whose tickets were taken before.
+        continuation: u8,
+    },
 }
 
 /// Writers, each a list of writes (pieces per write), and the host.
@@ -67,7 +90,7 @@ impl TicketConfig {
         }
     }
 
-    /// Today's host and client, scaled down: posted up to 2 pieces, parts of 2, DMA
+    /// Issue 19's host and client, scaled down: posted up to 2 pieces, parts of 2, DMA
     /// past 4, a budget of 4.
     pub fn today() -> TicketHost {
         TicketHost::Waiting {
@@ -75,6 +98,21 @@ impl TicketConfig {
             batch: 2,
             dma_over: 4,
             budget: 4,
+        }
+    }
+}
+
+impl TicketConfig {
+    /// Today's host and client, scaled down: one-piece writes posted, parts of 2, DMA
+    /// past 4, a budget of one held piece, two ports, and `continuation` ports for the
+    /// requests whose tickets were taken before.
+    pub fn holding(continuation: u8) -> TicketHost {
+        TicketHost::Holding {
+            batch: 2,
+            dma_over: 4,
+            budget: 1,
+            ports: 2,
+            continuation,
         }
     }
 }
@@ -97,6 +135,8 @@ pub(crate) struct Flying {
     ticket: u8,
     piece: Piece,
     waits: bool,
+    /// On a continuation port (its ticket was taken by an earlier request).
+    continues: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -122,6 +162,8 @@ pub(crate) struct State {
     held: Vec<(u8, Piece)>,
     /// The part being written out: its writer and the pieces still to come.
     open_part: Option<(u8, u8)>,
+    /// Ports taken, of the two kinds ([`TicketHost::Holding`]).
+    busy: [u8; 2],
 }
 
 /// A step, for traces.
@@ -139,11 +181,16 @@ impl fmt::Display for Action {
         };
         write!(
             f,
-            "{what} writer {} piece {} (ticket {}{})",
+            "{what} writer {} piece {} (ticket {}{}{})",
             p.piece.writer,
             p.piece.index,
             p.ticket,
-            if p.waits { ", waits" } else { ", posted" }
+            if p.waits { ", waits" } else { ", posted" },
+            if p.continues {
+                ", continuation port"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -170,6 +217,9 @@ impl Tickets {
                             posted_max, batch, ..
                         } if n > posted_max => (batch, true, false),
                         TicketHost::Waiting { .. } => (n, false, false),
+                        TicketHost::Holding { dma_over, .. } if n > dma_over => (1, true, true),
+                        TicketHost::Holding { batch, .. } if n > 1 => (batch, true, false),
+                        TicketHost::Holding { .. } => (1, false, false),
                     };
                     let base = pieces.len() as u8;
                     for i in 0..n {
@@ -188,6 +238,46 @@ impl Tickets {
 
     fn total(&self, w: usize) -> u8 {
         self.parts[w].len() as u8
+    }
+
+    /// The kind of port a request goes on (`[regular, continuation]`), and how many
+    /// of that kind there are; none modelled (no limit) but for a holding host.
+    fn port(&self, continues: bool) -> Option<(usize, u8)> {
+        match self.host {
+            TicketHost::Holding {
+                ports,
+                continuation,
+                ..
+            } => Some(if continues && continuation > 0 {
+                (1, continuation)
+            } else {
+                (0, ports)
+            }),
+            _ => None,
+        }
+    }
+
+    /// Whether the host takes `f` now: a holding host leaves a posted piece on its port
+    /// while it is not in its turn and the budget is full.
+    fn servable(&self, s: &State, f: &Flying) -> bool {
+        match self.host {
+            TicketHost::Holding { budget, .. } => {
+                f.waits || f.ticket == s.next || (s.held.len() as u8) < budget
+            }
+            _ => true,
+        }
+    }
+
+    /// Whether a request of kind `continues` can get a port now or once the host takes
+    /// a piece it will take.
+    fn port_for(&self, s: &State, continues: bool) -> bool {
+        let Some((kind, n)) = self.port(continues) else {
+            return true;
+        };
+        s.busy[kind] < n
+            || s.flying.iter().any(|f| {
+                self.port(f.continues).is_some_and(|(k, _)| k == kind) && self.servable(s, f)
+            })
     }
 
     /// Writes pieces out from `next` while they are held, checking order and wholeness.
@@ -229,9 +319,12 @@ impl Tickets {
             };
             let (_, len, _, _) = self.parts[w][start as usize];
             let owns = (first..first + len).contains(&s.next);
+            // The piece due was reserved by an earlier request: it goes on a
+            // continuation port.
             owns && !wr.blocked
                 && (wr.resend.is_none_or(|r| r.ticket == s.next)
                     && (wr.resend.is_some() || first + (wr.sent - start) == s.next))
+                && self.port_for(s, true)
         })
     }
 }
@@ -258,6 +351,7 @@ impl Space for Tickets {
             flying: Vec::new(),
             held: Vec::new(),
             open_part: None,
+            busy: [0; 2],
         }
     }
 
@@ -271,7 +365,10 @@ impl Space for Tickets {
             let f = match wr.resend {
                 Some(f) => {
                     n.writers[w].resend = None;
-                    f
+                    Flying {
+                        continues: true,
+                        ..f
+                    }
                 }
                 None => {
                     let index = wr.sent;
@@ -289,17 +386,30 @@ impl Space for Tickets {
                             index,
                         },
                         waits,
+                        continues: index != start,
                     }
                 }
             };
+            if let Some((kind, ports)) = self.port(f.continues) {
+                if n.busy[kind] == ports {
+                    continue;
+                }
+                n.busy[kind] += 1;
+            }
             n.writers[w].blocked = f.waits;
             n.flying.push(f);
             n.flying.sort();
             out.push((Action::Publish(f), Next::State(n)));
         }
         for (i, &f) in s.flying.iter().enumerate() {
+            if !self.servable(s, &f) {
+                continue;
+            }
             let mut n = s.clone();
             n.flying.remove(i);
+            if let Some((kind, _)) = self.port(f.continues) {
+                n.busy[kind] -= 1;
+            }
             let w = f.piece.writer as usize;
             n.writers[w].blocked = false;
             let ahead = f.ticket - n.next;
@@ -309,6 +419,9 @@ impl Space for Tickets {
                 TicketHost::Waiting { .. } if turn_only => (u8::MAX, 0),
                 TicketHost::Waiting { budget, .. } if f.waits => (u8::MAX, budget / 2),
                 TicketHost::Waiting { budget, .. } => (u8::MAX, budget),
+                TicketHost::Holding { .. } if turn_only => (u8::MAX, 0),
+                TicketHost::Holding { budget, .. } if f.waits => (u8::MAX, budget / 2),
+                TicketHost::Holding { budget, .. } => (u8::MAX, budget),
             };
             let next = if ahead == 0 {
                 match self.emit(&mut n, f.piece) {

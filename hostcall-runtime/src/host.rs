@@ -78,6 +78,9 @@ const KILL_GRACE: Duration = Duration::from_millis(500);
 /// killed launch's requests takes microseconds.
 const DRAIN_LIMIT: Duration = Duration::from_secs(10);
 const DRAIN_MIN: Duration = Duration::from_millis(100);
+/// Longest the end of a run waits for the host's stdout and stderr to take the GPU's
+/// output (what they have not taken by then follows as they do).
+const OUTPUT_WAIT: Duration = Duration::from_millis(500);
 /// How long a GPU thread waits for a port or an answer before it gives up and ends the
 /// launch with a report, unless set: far beyond any queueing delay, so that only a host
 /// that stopped serving (or a service that blocks) trips it.
@@ -982,12 +985,12 @@ impl Host {
         }
         let calls = server.finish(Instant::now() + left.clamp(DRAIN_MIN, DRAIN_LIMIT));
         let streams = draining.finish(&*device);
-        match files.stdio.flush_posted() {
-            Ok(0) => {}
-            Ok(n) => log::warn!(
+        let output = Instant::now() + left.clamp(DRAIN_MIN, OUTPUT_WAIT);
+        match files.stdio.finish(output) {
+            0 => {}
+            n => log::warn!(
                 "{n} posted stdout/stderr writes never arrived (the launch stopped mid-write)"
             ),
-            Err(e) => log::warn!("writing posted stdout/stderr: {e}"),
         }
         let ended = ended?;
         let elapsed = started.elapsed();
@@ -1038,12 +1041,11 @@ impl Host {
             table: process.table.clone(),
             device,
             sandbox: self.sandbox.clone(),
-            stdio: Stdio {
-                echo: self.b.echo,
-                captured: self.b.capture.then(|| Capture::new(self.b.capture_limit)),
-                posted: crate::services::posted_writes(),
-                log: log.clone(),
-            },
+            stdio: Stdio::new(
+                self.b.echo,
+                self.b.capture.then(|| Capture::new(self.b.capture_limit)),
+                log.clone(),
+            ),
             stdin: process.stdin.clone(),
             reactor: process.reactor.clone(),
             log,

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use hostcall_abi::answer::{Answer, seq_tag};
 use hostcall_abi::errno::{EAGAIN, EIO};
 use hostcall_abi::park::{PARK_AFTER_NS, Ticket};
-use hostcall_abi::{LaneSlot, PORT_BULK, Service, Status, WARP_SIZE};
+use hostcall_abi::{LaneSlot, PORT_BULK, Service, Status, WARP_SIZE, continuation_ports};
 
 use crate::guest_log::{GuestLog, Kind};
 use crate::services::wait::{self, Park};
@@ -370,7 +370,7 @@ pub(crate) fn drain(ctx: &Arc<Context>, deadline: Instant) -> u64 {
             );
             break;
         }
-        drained += serve_port(ctx, p, bell, &mut scratch, Mode::Drain);
+        drained += serve_port(ctx, p, bell, &mut scratch, Mode::Drain).unwrap_or(0);
     }
     ctx.alive.retire();
     drained
@@ -400,8 +400,12 @@ fn consume(
         for p in (k..ports.len).step_by(consumers) {
             let bell = ports.doorbell(p);
             if bell != answered[p] && !ctx.holds.holds(p) {
-                served += serve_port(ctx, p, bell, &mut scratch, Mode::Live);
-                answered[p] = bell;
+                // A packet left on its port (no room for its output yet) is looked at
+                // again on the next sweep.
+                if let Some(n) = serve_port(ctx, p, bell, &mut scratch, Mode::Live) {
+                    served += n;
+                    answered[p] = bell;
+                }
             }
         }
         sweeps = sweeps.wrapping_add(1);
@@ -428,14 +432,15 @@ fn consume(
 /// Serves the packet published on port `p` as sequence `seq` (protocol step 5 in
 /// `hostcall_abi`), lane by lane: a lane whose call may block goes to the pool, one
 /// whose fd is not ready to the reactor, and the others are answered here. Returns the
-/// lanes taken, not counting the collections of parked calls (part of the transport).
+/// lanes taken, not counting the collections of parked calls (part of the transport);
+/// `None` for a packet left on its port for now ([`admitted`]).
 pub(crate) fn serve_port(
     ctx: &Arc<Context>,
     p: usize,
     seq: u32,
     scratch: &mut Scratch,
     mode: Mode,
-) -> u64 {
+) -> Option<u64> {
     let ports = ctx.ports;
     let mask = ports.lane_mask(p);
     if mask == 0 {
@@ -444,11 +449,14 @@ pub(crate) fn serve_port(
             format_args!("malformed packet on port {p}: empty lane mask; answered without serving"),
         );
         ports.store_response(p, seq);
-        return 0;
+        return Some(0);
     }
     let alone = mask.count_ones() == 1;
     ports.prefetch(p, mask);
     let killing = ctx.killing.load(Relaxed);
+    if mode == Mode::Live && !killing && !admitted(ctx, p, mask) {
+        return None;
+    }
     let mut held = None;
     let mut collected = 0;
     let mut lanes = mask;
@@ -513,7 +521,28 @@ pub(crate) fn serve_port(
         // The consumer's share: the last answer, here or in a job, stores `response`.
         Some(h) => h.done(ctx),
     }
-    (mask.count_ones() - collected) as u64
+    Some((mask.count_ones() - collected) as u64)
+}
+
+/// Whether the packet of `mask`'s lanes on port `p` may be taken now: a posted piece
+/// for stdout or stderr the host has no room for stays on its port, unserved, until it
+/// has (the port waits; nothing is lost). Never so on a continuation port, which the
+/// host never holds back (`hostcall_abi::continuation_ports`): there go the pieces that
+/// must always find a port for the output to go on. Packets of other calls (their first
+/// lane's) are taken at once.
+fn admitted(ctx: &Context, p: usize, mask: u32) -> bool {
+    let Some(admission) = &ctx.services.admission else {
+        return true;
+    };
+    let kept = continuation_ports(ctx.ports.len as u32) as usize;
+    if p >= ctx.ports.len - kept
+        || ctx.ports.slot(p, mask.trailing_zeros() as usize).service != Service::WritePosted as u32
+    {
+        return true;
+    }
+    (0..WARP_SIZE)
+        .filter(|l| mask & (1 << l) != 0)
+        .all(|l| admission.admits(&ctx.ports.slot(p, l)))
 }
 
 /// Answers lane `lane`'s `Collect` of a parked call with that call's answer

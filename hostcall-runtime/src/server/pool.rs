@@ -189,6 +189,8 @@ impl BlockingPool {
 const WARM: Duration = Duration::from_micros(500);
 
 fn worker(shared: &Shared) {
+    crate::services::wait::blocking_thread();
+    crate::services::wait::serving_live(true);
     loop {
         let warm_until = Instant::now() + WARM;
         let job = loop {

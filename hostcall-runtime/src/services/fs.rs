@@ -235,7 +235,7 @@ impl Files {
     fn write(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
         let data = call.input;
         let w = match call.fd_arg(0)? {
-            fd @ (1 | 2) => self.stdio.write(fd, data).map_err(|e| errno_of(&e))?,
+            fd @ (1 | 2) => self.stdio.write(fd, data),
             0 => return Err(EBADF),
             fd => {
                 let h = self.handle(fd)?;
@@ -283,7 +283,10 @@ impl Files {
             }
         } else {
             self.device.stream(addr, len, &mut |piece| match &file {
-                None => self.stdio.write(fd, piece).map(drop),
+                None => {
+                    self.stdio.write(fd, piece);
+                    Ok(())
+                }
                 Some(h) => write_all(h, piece),
             })
         };
@@ -521,15 +524,30 @@ impl Handler for Files {
     }
 
     fn may_block(&self, service: u32, args: &[u64; 6]) -> bool {
-        // Of those, stdio and the fds waited for by readiness (sockets, pipes) are
-        // served on the polling threads: their host fds never block.
+        // Of those, stdin and the fds waited for by readiness (sockets, pipes) are served
+        // on the polling threads: their host fds never block. So is a write to stdout or
+        // stderr while its writer has room; one that must wait for room, and a copy from
+        // GPU memory into them (up to 64 MiB, as the writer takes it), go to the pool.
         let fd = i32::try_from(args[0] as i64).unwrap_or(-1);
         let waitable = || self.table().is_waitable(fd);
         match Service::from_id(service) {
             Some(Service::Read | Service::ReadToDevice) => !is_stdio(fd) && !waitable(),
-            Some(Service::Write | Service::WriteFromDevice) => !is_stdio(fd) && !waitable(),
+            Some(Service::Write) if fd == 1 || fd == 2 => !self.stdio.has_room(fd),
+            Some(Service::WriteFromDevice) if fd == 1 || fd == 2 => true,
+            Some(Service::Write | Service::WriteFromDevice) => fd != 0 && !waitable(),
             _ => true,
         }
+    }
+}
+
+impl super::Admission for Files {
+    /// A posted piece for stdout or stderr is taken once its fd has room for it.
+    fn admits(&self, slot: &hostcall_abi::LaneSlot) -> bool {
+        let [fd, len, ticket, waits, ..] = slot.args;
+        slot.service != Service::WritePosted as u32
+            || waits == POSTED_WAITS
+            || !matches!(fd, 1 | 2)
+            || self.stdio.admits(fd as i32, ticket, len as usize)
     }
 }
 

@@ -34,7 +34,7 @@ pub(crate) use stdin::Stdin;
 
 #[cfg(feature = "fuzzing")]
 pub(crate) use stdio::RETAINED_MAX;
-pub(crate) use stdio::{Capture, Stdio, posted_writes};
+pub(crate) use stdio::{Capture, Stdio};
 
 /// One lane's request as a service sees it: copied out of the GPU-writable port before
 /// the service runs, so what a service checks is what it uses.
@@ -177,6 +177,14 @@ pub(crate) struct Entry {
     pub life: Option<Arc<lifetime::Life>>,
 }
 
+/// Whether the consumer takes a packet now, or leaves it on its port for a later sweep
+/// (the host has no room yet for a posted piece of it: the port waits, the piece is not
+/// lost). Asked only of packets on ports that are not continuation ports.
+pub(crate) trait Admission: Send + Sync {
+    /// Whether the lane's request of `slot` may be taken now.
+    fn admits(&self, slot: &hostcall_abi::LaneSlot) -> bool;
+}
+
 /// Ids of each range below this distance from its start are looked up by index: every
 /// call of the hot path is one.
 const DENSE_IDS: usize = 256;
@@ -210,6 +218,8 @@ pub struct ServiceTable {
     pub(crate) unserved: Unserved,
     /// The launch's memory, for typed services' device pointers.
     pub(crate) device: Option<Arc<typed::DeviceAccess>>,
+    /// What decides whether a posted packet is taken now.
+    pub(crate) admission: Option<Arc<dyn Admission>>,
 }
 
 impl Default for ServiceTable {
@@ -224,6 +234,7 @@ impl Default for ServiceTable {
             idle: Vec::new(),
             unserved: Unserved::default(),
             device: None,
+            admission: None,
         }
     }
 }
@@ -331,14 +342,8 @@ impl ServiceTable {
         let startup_blocks = env.startup();
         let mut t = ServiceTable::default();
         let stdio = files.clone();
-        t.on_idle(Arc::new(move || {
-            if let Err(e) = stdio.stdio.flush() {
-                stdio.log.warn(
-                    crate::guest_log::Kind::Io,
-                    format_args!("writing GPU stdout/stderr: {e}"),
-                );
-            }
-        }));
+        t.on_idle(Arc::new(move || stdio.stdio.flush()));
+        t.admission = Some(files.clone());
         let ping: Arc<dyn Handler> = process.clone();
         t.register(Service::Ping as u32, ping);
         for s in [

@@ -107,6 +107,8 @@ pub(crate) struct Park {
 thread_local! {
     /// Whether calls served on this thread may wait (a consumer of a live launch).
     static MAY_WAIT: Cell<bool> = const { Cell::new(false) };
+    /// Whether this thread may block in a system call or on a lock (a pool worker).
+    static MAY_BLOCK: Cell<bool> = const { Cell::new(false) };
     /// The attempt being run again, while a waiting call is.
     static AGAIN: Cell<Option<Attempt>> = const { Cell::new(None) };
     /// The request to wait that the call just served made.
@@ -161,6 +163,17 @@ pub(crate) fn until_ready(watches: Vec<Watch>, timeout: Option<Duration>, progre
 /// launch), or not (the drain at the launch's end).
 pub(crate) fn serving_live(may: bool) {
     MAY_WAIT.set(may);
+}
+
+/// Makes this thread one that may block (a pool worker): a service it runs may wait
+/// for room or a system call rather than answer at once.
+pub(crate) fn blocking_thread() {
+    MAY_BLOCK.set(true);
+}
+
+/// Whether a service may block on this thread (a pool worker, never a consumer).
+pub(crate) fn may_block_here() -> bool {
+    MAY_BLOCK.get()
 }
 
 /// The request to wait the call just served made, if it made one.

@@ -1,0 +1,252 @@
+//! The GPU's fds 1 and 2: the host process's own stdout and stderr, optionally also
+//! captured (the demo and tests inspect what the kernel printed).
+//!
+//! Each fd's output goes through its [`reorder`] buffer, which puts posted writes back
+//! in ticket order, and then to its [`echo`] thread, the only host thread that writes
+//! the host's stream for the GPU. A consumer never writes there itself, nor waits for
+//! room: what the fd holds is bounded, and past the bound a posted piece stays on its
+//! port ([`Stdio::admits`]), a waiting piece is answered `EAGAIN`, and a direct write
+//! waits for room on a pool thread (`Files::may_block`). So a reader of the host's
+//! stdout that pauses holds up the GPU's output, and nothing else.
+
+mod capture;
+mod echo;
+mod reorder;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+pub(crate) use capture::Capture;
+#[cfg(feature = "fuzzing")]
+pub(crate) use reorder::RETAINED_MAX;
+pub(crate) use reorder::{PostedError, Writer};
+
+use crate::guest_log::{GuestLog, Kind};
+use crate::services::wait;
+use echo::Echo;
+use reorder::{FLUSH_BYTES, Reorder};
+
+/// One of fds 1 and 2.
+struct Fd {
+    n: i32,
+    reorder: Mutex<Reorder>,
+    /// Its writer to the host's own fd, when echoing.
+    echo: Option<Echo>,
+}
+
+/// Host stdio as the GPU sees it.
+pub(crate) struct Stdio {
+    /// Copies of what fds 1 and 2 received, when capturing.
+    pub captured: Option<Capture>,
+    fds: [Fd; 2],
+    /// The launch's GPU-caused log lines.
+    log: Arc<GuestLog>,
+}
+
+impl Stdio {
+    /// Fds 1 and 2, written to the host's own when `echo`, copied into `captured`.
+    pub fn new(echo: bool, captured: Option<Capture>, log: Arc<GuestLog>) -> Stdio {
+        let fd = |n: i32, reorder: Reorder| Fd {
+            n,
+            reorder: Mutex::new(reorder),
+            echo: echo.then(|| Echo::new(n)),
+        };
+        Stdio {
+            captured,
+            fds: [fd(1, Reorder::default()), fd(2, Reorder::by_lines())],
+            log,
+        }
+    }
+
+    fn fd(&self, fd: i32) -> &Fd {
+        &self.fds[usize::from(fd == 2)]
+    }
+
+    fn reorder<'a>(&self, fd: &'a Fd) -> MutexGuard<'a, Reorder> {
+        fd.reorder.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Hands `data` to `fd`'s destinations (capture, writer); never waits.
+    fn emit(&self, fd: &Fd, data: Vec<u8>) {
+        if data.is_empty() {
+            return;
+        }
+        if let Some(cap) = &self.captured {
+            cap.add(fd.n, &data);
+        }
+        if let Some(e) = &fd.echo {
+            e.push(data);
+        }
+    }
+
+    /// Whether `fd`'s writer takes more now.
+    fn room(&self, fd: &Fd) -> bool {
+        fd.echo.as_ref().is_none_or(Echo::has_room)
+    }
+
+    /// Hands `fd`'s in-order bytes to its writer, if it has room (or `force`).
+    fn flush_fd(&self, fd: &Fd, r: &mut Reorder, force: bool) {
+        if r.out.is_empty() || !(force || self.room(fd)) {
+            return;
+        }
+        let keep = if r.out.capacity() > 2 * FLUSH_BYTES {
+            FLUSH_BYTES
+        } else {
+            r.out.capacity()
+        };
+        let out = std::mem::replace(&mut r.out, Vec::with_capacity(keep));
+        self.emit(fd, out);
+    }
+
+    /// Waits for room in `fd`'s writer where this thread may block (a pool worker);
+    /// elsewhere (a consumer) goes on, the bound then passed by one write.
+    fn wait_room(&self, fd: &Fd) {
+        if let Some(e) = &fd.echo
+            && wait::may_block_here()
+        {
+            e.wait_room();
+        }
+    }
+
+    /// Whether fd 1 or 2 takes a direct write now without waiting.
+    pub fn has_room(&self, fd: i32) -> bool {
+        self.room(self.fd(fd))
+    }
+
+    /// Writes to fd 1 or 2, after the posted bytes already in order.
+    pub fn write(&self, fd: i32, data: &[u8]) -> usize {
+        let fd = self.fd(fd);
+        self.wait_room(fd);
+        let mut r = self.reorder(fd);
+        self.flush_fd(fd, &mut r, true);
+        self.emit(fd, data.to_vec());
+        data.len()
+    }
+
+    /// Whether the consumer should take a posted piece of `len` bytes under `ticket` for
+    /// fd 1 or 2 now, or leave it on its port until the fd has room for it (its turn
+    /// comes, or its writer takes what waits).
+    pub fn admits(&self, fd: i32, ticket: u64, len: usize) -> bool {
+        let fd = self.fd(fd);
+        let mut r = self.reorder(fd);
+        self.flush_fd(fd, &mut r, false);
+        r.admits(ticket, len)
+    }
+
+    /// A posted write to fd 1 or 2 with its ticket: in order now, or kept until its turn;
+    /// refused if the ticket is not one a well-behaved kernel could send now, or if there
+    /// is no room to keep it (a writer that `waits` sends it again).
+    pub fn write_posted(
+        &self,
+        fd: i32,
+        writer: Writer,
+        ticket: u64,
+        data: &[u8],
+        waits: bool,
+    ) -> Result<(), PostedError> {
+        let fd = self.fd(fd);
+        let mut r = self.reorder(fd);
+        r.insert(ticket, writer, data, waits)?;
+        if r.out.len() >= FLUSH_BYTES {
+            self.flush_fd(fd, &mut r, false);
+        }
+        Ok(())
+    }
+
+    /// Runs `write` with a sink into fd 1 or 2 once `ticket` is the next one due (the
+    /// bytes before it handed to the writer, `writer`'s unended line among them), then
+    /// moves past the ticket: for output too large to hold, which is only taken in its
+    /// turn. The sink waits for room in the writer between pieces, outside the fd's
+    /// lock (the ticket stays due meanwhile, so nothing else passes it). `NotYet` while
+    /// earlier tickets are missing; refused as for [`Stdio::write_posted`] if no kernel
+    /// could send it now.
+    pub fn at_turn<R>(
+        &self,
+        fd: i32,
+        writer: Writer,
+        ticket: u64,
+        write: impl FnOnce(&mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> R,
+    ) -> Result<R, PostedError> {
+        let fd = self.fd(fd);
+        {
+            let mut r = self.reorder(fd);
+            if r.ahead(ticket)? > 0 {
+                return Err(PostedError::NotYet {
+                    ticket,
+                    next: r.next,
+                });
+            }
+            r.end_line(writer);
+            self.flush_fd(fd, &mut r, true);
+        }
+        let done = write(&mut |piece| {
+            self.wait_room(fd);
+            self.emit(fd, piece.to_vec());
+            Ok(())
+        });
+        let mut r = self.reorder(fd);
+        r.next += 1;
+        r.advance();
+        self.flush_fd(fd, &mut r, false);
+        Ok(done)
+    }
+
+    /// Hands whatever in-order posted bytes are buffered to the writers that have room
+    /// (a consumer went idle).
+    pub fn flush(&self) {
+        for fd in &self.fds {
+            self.flush_fd(fd, &mut self.reorder(fd), false);
+        }
+    }
+
+    /// The launch ended: writes whatever posted data still waits, in ticket order, and
+    /// waits for the writers until `deadline` (what they have not written by then they
+    /// write as the host's streams take it); returns how many tickets never arrived
+    /// (writes cut short by a trap).
+    pub fn finish(&self, deadline: Instant) -> u64 {
+        let mut missing = 0;
+        for fd in &self.fds {
+            let mut r = self.reorder(fd);
+            missing += r.close();
+            self.flush_fd(fd, &mut r, true);
+        }
+        for fd in &self.fds {
+            let Some(e) = &fd.echo else { continue };
+            match e.finish(deadline) {
+                (0, 0) => {}
+                (0, dropped) => self.log.warn(
+                    Kind::Io,
+                    format_args!("{dropped} bytes of GPU output to fd {} were dropped after the host's stream refused a write", fd.n),
+                ),
+                (left, _) => log::warn!(
+                    "{left} bytes of GPU output to fd {} are still to be written: the host's stream takes them slowly; they follow as it does",
+                    fd.n
+                ),
+            }
+        }
+        missing
+    }
+
+    /// Takes what was captured on fd 1 and fd 2 so far.
+    pub fn take_captured(&self) -> (Vec<u8>, Vec<u8>) {
+        match &self.captured {
+            Some(c) => (c.take(1), c.take(2)),
+            None => Default::default(),
+        }
+    }
+
+    /// Bytes of posted writes waiting for earlier tickets, over both fds.
+    #[cfg(feature = "fuzzing")]
+    pub fn held(&self) -> usize {
+        self.fds.iter().map(|fd| self.reorder(fd).held()).sum()
+    }
+
+    /// Bytes the reorder buffers keep allocated beyond what they hold, over both fds.
+    #[cfg(feature = "fuzzing")]
+    pub fn retained(&self) -> usize {
+        self.fds.iter().map(|fd| self.reorder(fd).retained()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests;
