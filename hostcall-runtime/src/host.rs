@@ -717,12 +717,19 @@ impl ProcessState {
     /// the one file it is using, if any).
     pub(crate) fn end(&self) {
         self.reactor.stop();
-        let files = self
-            .table
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take_all();
+        let (files, opens) = {
+            let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
+            (t.take_all(), t.release_opens())
+        };
         drop(files);
+        for (dir, rel) in opens {
+            // The other end of a FIFO a pool thread still waits to open; its open then
+            // returns, and its answer is dropped.
+            let mut o = cap_std::fs::OpenOptions::new();
+            o.read(true).write(true);
+            cap_std::fs::OpenOptionsExt::custom_flags(&mut o, crate::services::NONBLOCK);
+            drop(dir.open_with(&rel, &o));
+        }
         self.log.finish();
     }
 }

@@ -9,7 +9,7 @@ mod common;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Acquire, Release};
-use std::sync::{Arc, Once};
+use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
 use common::{mkfifo, quiet, within};
@@ -21,6 +21,31 @@ use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{Error, HostBuilder, Launch, Outcome};
 
 const O_RDONLY: i32 = 0;
+
+/// The tests here look at the process's threads: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// The host's threads still alive in this process (their names start `hostcall-`).
+fn host_threads() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim().to_owned())
+        .filter(|name| name.starts_with("hostcall-"))
+        .collect()
+}
+
+/// Waits up to a second for the host's threads to be gone; returns those left.
+fn threads_left() -> Vec<String> {
+    let until = Instant::now() + Duration::from_secs(1);
+    loop {
+        let left = host_threads();
+        if left.is_empty() || Instant::now() > until {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
 
 /// Makes fd 0 the read end of a pipe whose write end stays open and unwritten: a read
 /// of stdin waits for ever.
@@ -71,11 +96,13 @@ fn waiting_host(dir: &std::path::Path) -> HostBuilder {
 
 /// Issue 31, item 10: at its timeout a launch whose threads wait in stdin, a FIFO's
 /// `open` and `accept` is stopped: each call is answered `Killed`, each thread traps,
-/// and the run ends within half a second of the timeout. Such calls sat in the blocking
-/// pool, which the kill did not reach: the launch was reported still running, its
-/// threads never answered, and with no wait limit they never ended.
+/// and the run ends within half a second of the timeout, leaving no host thread
+/// behind. Such calls sat in the blocking pool, which the kill did not reach: the launch
+/// was reported still running, its threads never answered, with no wait limit they
+/// never ended, and a pool thread stayed blocked in the FIFO's `open`.
 #[test]
 fn a_timeout_answers_calls_waiting_in_stdin_a_fifo_and_accept() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let host = waiting_host(dir.path()).timeout(Duration::from_millis(500));
     let mut m =
@@ -101,6 +128,7 @@ fn a_timeout_answers_calls_waiting_in_stdin_a_fifo_and_accept() {
     names.sort_unstable();
     assert_eq!(names, ["Fs.openat", "Net.accept", "read"], "{err}");
     assert!(took < Duration::from_millis(1500), "{took:?}");
+    assert_eq!(threads_left(), Vec::<String>::new());
 }
 
 /// Issue 31, item 10: an `exit` on one GPU ends the other GPU's launch, whose thread
@@ -108,6 +136,7 @@ fn a_timeout_answers_calls_waiting_in_stdin_a_fifo_and_accept() {
 /// for the call to return (5.9 s for a socket, up to the timeout for stdin).
 #[test]
 fn an_exit_on_one_gpu_answers_the_other_gpus_waiting_calls() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     for what in 0..3 {
         let dir = tempfile::tempdir().unwrap();
         let host = waiting_host(dir.path()).timeout(Duration::from_secs(20));
@@ -149,6 +178,7 @@ fn an_exit_on_one_gpu_answers_the_other_gpus_waiting_calls() {
 /// and the service ids under it; it is refused, and says why.
 #[test]
 fn a_module_whose_stopped_kernel_still_runs_refuses_another_run() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let spin = Arc::new(AtomicBool::new(true));
     let s = spin.clone();
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |_: &EmuThread| {

@@ -114,6 +114,11 @@ pub(crate) struct FdTable {
     limit: usize,
     /// How many of them may be sockets.
     socket_limit: usize,
+    /// FIFOs a pool thread is opening now, by key: an open that waits for the FIFO's
+    /// other end, perhaps for ever. The run's end opens each once itself
+    /// ([`FdTable::release_opens`]), so that the waiting open returns and no thread is
+    /// left behind in it.
+    fifo_opens: HashMap<u64, (cap_std::fs::Dir, std::path::PathBuf)>,
 }
 
 impl FdTable {
@@ -124,6 +129,7 @@ impl FdTable {
             next: 3,
             limit,
             socket_limit,
+            fifo_opens: HashMap::new(),
         }
     }
 
@@ -266,6 +272,26 @@ impl FdTable {
     /// after letting the lock go.
     pub fn take_all(&mut self) -> Vec<OpenFile> {
         self.open.drain().map(|(_, o)| o).collect()
+    }
+
+    /// Notes that a pool thread opens the FIFO `rel` beneath `dir` and may wait for its
+    /// other end; returns the key that [`FdTable::opened`] takes back.
+    pub fn opening(&mut self, dir: cap_std::fs::Dir, rel: std::path::PathBuf) -> u64 {
+        let key = new_token();
+        self.fifo_opens.insert(key, (dir, rel));
+        key
+    }
+
+    /// The open noted under `key` returned.
+    pub fn opened(&mut self, key: u64) {
+        self.fifo_opens.remove(&key);
+    }
+
+    /// The FIFOs pool threads are opening now, taken out: the run's end opens each
+    /// (read and write, non-blocking, which never waits on Linux), which counts as the
+    /// other end every waiting open waits for.
+    pub fn release_opens(&mut self) -> Vec<(cap_std::fs::Dir, std::path::PathBuf)> {
+        self.fifo_opens.drain().map(|(_, o)| o).collect()
     }
 
     /// The host files open now (for checks that every one lies under a mount).

@@ -141,8 +141,19 @@ impl Files {
         mode: u32,
     ) -> Result<i32, i32> {
         let b = self.beneath(dirfd, path)?;
-        let f = open_beneath(b.dir(), &b.rel, b.access, flags, self.mode_of(mode))
-            .map_err(|e| e.map_or(EINVAL, |e| b.errno(&e, &self.log)))?;
+        // An open of a FIFO without O_NONBLOCK waits for the other end: noted, so that
+        // the run's end can end the wait.
+        let waits = flags & super::fs::flags::NONBLOCK == 0
+            && b.dir().metadata(&b.rel).is_ok_and(|m| m.file_type().is_fifo());
+        let noted = match b.dir().try_clone() {
+            Ok(dir) if waits => Some(self.table().opening(dir, b.rel.clone())),
+            _ => None,
+        };
+        let opened = open_beneath(b.dir(), &b.rel, b.access, flags, self.mode_of(mode));
+        if let Some(key) = noted {
+            self.table().opened(key);
+        }
+        let f = opened.map_err(|e| e.map_or(EINVAL, |e| b.errno(&e, &self.log)))?;
         // A FIFO, a terminal or a socket may keep a read or write waiting: it is made
         // non-blocking on the host (its description is the runtime's own) and waited
         // for by readiness, the GPU's own `O_NONBLOCK` kept apart.
