@@ -136,15 +136,30 @@ impl<'a> Ring<'a> {
 
     /// Reserves `length` words for a batch of `messages` messages: drops them (counted)
     /// if the ring is full and dropping is on, else waits until the host has made room.
+    /// Dropping reserves only where it found room, in one compare-and-swap: checked and
+    /// reserved in two steps, another writer could take the room between them, and this
+    /// one would wait, as dropping promises never to (`hostcall-model`'s streams model
+    /// finds it).
     fn reserve<P: Platform>(&self, length: u64, messages: u64) -> Reserved {
         let mut read_tail = false;
         if self.drop_when_full {
-            let (room, read) = self.room::<P>(self.cursor.reserved.load(Relaxed) + length);
-            if !room {
-                self.cursor.dropped.fetch_add(messages, Relaxed);
-                return Reserved::Dropped;
+            let mut at = self.cursor.reserved.load(Relaxed);
+            loop {
+                let (room, read) = self.room::<P>(at + length);
+                read_tail |= read;
+                if !room {
+                    self.cursor.dropped.fetch_add(messages, Relaxed);
+                    return Reserved::Dropped;
+                }
+                match self
+                    .cursor
+                    .reserved
+                    .compare_exchange_weak(at, at + length, Relaxed, Relaxed)
+                {
+                    Ok(_) => return Reserved::At { at, read_tail },
+                    Err(now) => at = now,
+                }
             }
-            read_tail = read;
         }
         let at = self.cursor.reserved.fetch_add(length, Relaxed);
         let mut pause = 32;

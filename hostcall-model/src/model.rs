@@ -261,6 +261,18 @@ pub enum Violation {
         /// Its message.
         message: u8,
     },
+    /// The host took a message word for the commit word of a batch: it is off the
+    /// ring's batch boundaries from then on.
+    Misframed {
+        /// The position of the word.
+        at: u8,
+    },
+    /// A writer of a stream that drops when full reserved a record with no room for it,
+    /// and waits.
+    DropWaits {
+        /// The writer.
+        writer: u8,
+    },
     /// A stream message neither arrived nor was counted as dropped.
     MessageLost {
         /// The writer.
@@ -311,6 +323,8 @@ impl Violation {
             Violation::Torn { .. } => "torn write",
             Violation::Stalled => "stalled output",
             Violation::TornMessage { .. } => "torn message",
+            Violation::Misframed { .. } => "misframed ring",
+            Violation::DropWaits { .. } => "dropping writer waits",
             Violation::MessageLost { .. } => "lost message",
             Violation::RunTwice { .. } => "thread run twice",
             Violation::JoinedEarly { .. } => "joined early",
@@ -374,6 +388,14 @@ impl fmt::Display for Violation {
             Violation::TornMessage { writer, message } => write!(
                 f,
                 "the host took writer {writer}'s message {message} before all its words were there"
+            ),
+            Violation::Misframed { at } => write!(
+                f,
+                "the host took the message word at position {at} for a batch's commit word"
+            ),
+            Violation::DropWaits { writer } => write!(
+                f,
+                "writer {writer} of a ring that drops when full reserved without room and waits"
             ),
             Violation::MessageLost { writer, message } => write!(
                 f,

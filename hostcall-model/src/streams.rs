@@ -14,26 +14,36 @@
 //!    add on a position counter in device memory, which only grows.
 //! 2. While the record would overwrite words the host has not taken
 //!    (`position + length - tail > capacity`), it waits, reading `tail` from host memory.
-//!    With [`WhenFull::Drop`] it checks for room before reserving instead, and counts a
-//!    message that finds none as dropped.
+//!    With [`WhenFull::Drop`] it reserves only where there is room, in one step (a
+//!    compare-and-swap on the counter), and counts a message that finds none as
+//!    dropped; [`StreamConfig::two_step_drop`] checks for room and reserves in two
+//!    steps, as the code did, and a writer that dropping should never hold up can then
+//!    wait.
 //! 3. It stores the message's words, then (with [`StreamConfig::fenced`]) a system
 //!    fence, then the header, which names the record's position.
 //! 4. The host reads the header at the position it has taken up to. Only a header that
 //!    names that position ([`HeaderCheck::Position`]) marks a complete record. It reads
-//!    the message, advances its own position, and from time to time publishes it as
-//!    `tail`.
+//!    the message, clears the record's words (with [`StreamConfig::clears`]), advances
+//!    its own position, and from time to time publishes it as `tail`.
+//!
+//! A message word is user data: it may hold any value, that of a header naming the
+//! position the host expects included (a hash, a negative number, a random word).
+//! With [`StreamConfig::any_words`], a message word the host finds where it expects a
+//! header may pass for one. Cleared words never do (a header has a bit no cleared
+//! word has), and a writer stores a record's words only once the host has published a
+//! `tail` past the words it cleared, so the word at the host's position is its record's
+//! header, or cleared.
 //!
 //! A GPU thread's stores to host memory may become visible in any order unless a fence
 //! separates them. The model keeps each writer's stores pending until a step makes one
 //! visible, and lets any store before the writer's first pending fence go first.
 //! Atomics in device memory and the host's own steps are sequentially consistent.
 //!
-//! The model compares whole positions. A header word can carry only a few bits of one:
-//! the word the host finds at its position is always from exactly one lap before, if
-//! not the record's own (writers reserve contiguous records, so every lap writes every
-//! word, and a writer gets room over a word only after the host took the record that
-//! held it). So the low 16 bits of the position in words tell them apart in any ring
-//! shorter than 2^16 words.
+//! A header word carries only a few bits of a position (16 in the code): a header the
+//! host finds at its position is either the record's own or one from an earlier lap,
+//! and with the words cleared, from no earlier lap at all. [`HeaderCheck::LowBits`]
+//! compares as few bits as the code does, in a ring as much shorter than their range as
+//! the code's is.
 //!
 //! Invariants: the host takes only whole messages of the record it expects; each
 //! writer's messages arrive in its order; every message arrives or, with dropping, is
@@ -59,9 +69,22 @@ pub enum HeaderCheck {
     /// The header names the record's position in the stream: a header left from an
     /// earlier lap of the ring names an earlier position.
     Position,
+    /// The header names the low bits of the position, as the code's 16 bits do.
+    LowBits(u8),
     /// The header names only its offset in the ring, as a header without a lap count
     /// would: a header from an earlier lap looks complete.
     Offset,
+}
+
+impl HeaderCheck {
+    /// What a header of the record at `at` names, in a ring of `capacity` words.
+    fn of(self, at: u8, capacity: u8) -> u8 {
+        match self {
+            HeaderCheck::Position => at,
+            HeaderCheck::LowBits(bits) => at % (1 << bits),
+            HeaderCheck::Offset => at % capacity,
+        }
+    }
 }
 
 /// Writers, each a list of messages, and one ring.
@@ -77,19 +100,30 @@ pub struct StreamConfig {
     pub full: WhenFull,
     /// How the host recognises a complete record.
     pub check: HeaderCheck,
+    /// The host clears the words of each record it took before publishing `tail`.
+    pub clears: bool,
+    /// A message word may hold any value, a header's that the host expects included.
+    pub any_words: bool,
+    /// With dropping, the room check and the reservation are two steps.
+    pub two_step_drop: bool,
 }
 
 impl StreamConfig {
     /// Three writers of two messages each, of one and two words, in a ring of five
     /// words: records wrap around its end, writers wait for room, and a record is often
-    /// reserved while an earlier one is still being written.
+    /// reserved while an earlier one is still being written. As the code is: the host
+    /// clears what it took, compares 3 bits of the position (the ring's 5 words are
+    /// under 8, as the code's rings are under 2^16), and message words may be anything.
     pub fn standard(full: WhenFull) -> StreamConfig {
         StreamConfig {
             writers: vec![vec![1, 2], vec![2, 1], vec![1, 1]],
             capacity: 5,
             fenced: true,
             full,
-            check: HeaderCheck::Position,
+            check: HeaderCheck::LowBits(3),
+            clears: true,
+            any_words: true,
+            two_step_drop: false,
         }
     }
 }
@@ -130,6 +164,8 @@ enum Pending {
 enum Pc {
     /// About to submit message `message` (or done, past its last).
     Start,
+    /// Found room (dropping, in two steps), about to reserve.
+    Checked,
     /// Reserved at `at`; waiting for room.
     Wait,
     /// Storing word `i` of the message.
@@ -168,12 +204,14 @@ struct State {
 #[derive(Clone, Copy, Debug)]
 enum Action {
     Reserve { writer: u8, at: u8 },
+    Check { writer: u8 },
     Drop { writer: u8 },
     Room { writer: u8 },
     Store { writer: u8, offset: u8, word: Word },
     Issue { writer: u8, what: Pending },
     Retire { writer: u8 },
     Take { writer: u8, message: u8, at: u8 },
+    Misread { at: u8 },
     Publish { tail: u8 },
 }
 
@@ -181,6 +219,7 @@ impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Action::Reserve { writer, at } => write!(f, "writer {writer} reserves at {at}"),
+            Action::Check { writer } => write!(f, "writer {writer} finds room"),
             Action::Drop { writer } => write!(f, "writer {writer} finds no room and drops"),
             Action::Room { writer } => write!(f, "writer {writer} sees room"),
             Action::Issue { writer, what } => write!(f, "writer {writer} issues {what:?}"),
@@ -198,6 +237,10 @@ impl fmt::Display for Action {
                 message,
                 at,
             } => write!(f, "host takes writer {writer}'s message {message} at {at}"),
+            Action::Misread { at } => write!(
+                f,
+                "host reads a message word at {at} that looks like the header it expects"
+            ),
             Action::Publish { tail } => write!(f, "host publishes tail {tail}"),
         }
     }
@@ -224,25 +267,36 @@ impl Streams {
         let cap = self.c.capacity;
         match wr.pc {
             Pc::Start if wr.message == self.total(w) => {}
-            Pc::Start => {
+            Pc::Start | Pc::Checked => {
                 let len = self.record(w, wr.message);
                 let mut n = s.clone();
-                if self.c.full == WhenFull::Drop && s.reserved + len - s.tail > cap {
+                let drops = self.c.full == WhenFull::Drop;
+                if drops && wr.pc == Pc::Start && s.reserved + len - s.tail > cap {
                     let nw = &mut n.writers[w];
                     nw.dropped |= 1 << nw.message;
                     nw.message += 1;
                     out.push((Action::Drop { writer }, Next::State(n)));
                     return;
                 }
+                if drops && self.c.two_step_drop && wr.pc == Pc::Start {
+                    n.writers[w].pc = Pc::Checked;
+                    out.push((Action::Check { writer }, Next::State(n)));
+                    return;
+                }
                 n.writers[w].at = s.reserved;
                 n.writers[w].pc = Pc::Wait;
                 n.reserved += len;
+                let next = if drops && s.reserved + len - s.tail > cap {
+                    Next::Flagged(n, Violation::DropWaits { writer })
+                } else {
+                    Next::State(n)
+                };
                 out.push((
                     Action::Reserve {
                         writer,
                         at: s.reserved,
                     },
-                    Next::State(n),
+                    next,
                 ));
             }
             Pc::Wait => {
@@ -273,10 +327,7 @@ impl Streams {
                 out.push((Action::Issue { writer, what }, Next::State(n)));
             }
             Pc::Header => {
-                let at = match self.c.check {
-                    HeaderCheck::Position => wr.at,
-                    HeaderCheck::Offset => wr.at % cap,
-                };
+                let at = self.c.check.of(wr.at, cap);
                 let word = Word::Header {
                     writer,
                     message: wr.message,
@@ -344,10 +395,17 @@ impl Streams {
     /// it is complete, or publish how far it has taken.
     fn host_steps(&self, s: &State, out: &mut Vec<(Action, Next<State>)>) {
         let cap = self.c.capacity;
-        let expected = match self.c.check {
-            HeaderCheck::Position => s.taken,
-            HeaderCheck::Offset => s.taken % cap,
-        };
+        let expected = self.c.check.of(s.taken, cap);
+        if self.c.any_words
+            && s.taken < s.reserved
+            && let Word::Body { .. } = s.ring[(s.taken % cap) as usize]
+        {
+            // A message word where the host expects a header may look like one.
+            out.push((
+                Action::Misread { at: s.taken },
+                Next::Broken(Violation::Misframed { at: s.taken }),
+            ));
+        }
         if s.taken < s.reserved
             && let Word::Header {
                 writer,
@@ -381,7 +439,13 @@ impl Streams {
                 let mut n = s.clone();
                 n.arrived[w] += 1;
                 n.after_last[w] = message + 1;
-                n.taken += self.record(w, message);
+                let len = self.record(w, message);
+                if self.c.clears {
+                    for i in 0..len {
+                        n.ring[((s.taken + i) % cap) as usize] = Word::Empty;
+                    }
+                }
+                n.taken += len;
                 Next::State(n)
             };
             out.push((action, next));

@@ -234,3 +234,31 @@ fn a_submitted_message_waits_for_room_and_goes_on_when_the_host_takes() {
     assert_eq!(*order.lock().unwrap(), ["host takes", "second queued"]);
     assert_eq!(mem.cursor.dropped.load(Relaxed), 1);
 }
+
+/// Issue 31, item 1: a message word that looks like a commit word. One writer sends
+/// one-word messages through a 16-word ring, a batch of three words each (commit word,
+/// record header, the word), and the host takes each batch as it comes. Once caught up,
+/// the host reads the word at its position before the next commit word is there: a word
+/// of the last lap, the message of the batch six before, here made to equal the commit
+/// word the host expects (bit 63 and the position's low 16 bits). It was taken for one:
+/// the host left the batch boundaries for good. Now the host clears the words it took,
+/// so whatever the messages hold, each arrives as sent.
+#[test]
+fn a_message_that_looks_like_a_commit_word_is_taken_as_a_message() {
+    let mem = Memory::new(16);
+    let ring = mem.ring(false);
+    let mut reader = RingReader::new();
+    let mut got = Vec::new();
+    let sent: Vec<u64> = (0..40u64)
+        .map(|i| BatchHeader::new(1, 3 * i + 18).encode())
+        .collect();
+    for m in &sent {
+        ring.submit::<Emu, u64>(5, m);
+        let took = reader.take(&mem.words, &mem.control, |tag, words| {
+            got.push((tag, words.to_vec()))
+        });
+        assert_eq!(took, Ok(1), "after {} messages", got.len());
+    }
+    let expected: Vec<(u32, Vec<u64>)> = sent.iter().map(|&m| (5, vec![m])).collect();
+    assert_eq!(got, expected);
+}

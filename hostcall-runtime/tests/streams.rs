@@ -290,3 +290,39 @@ fn a_stream_another_host_serves_or_a_ring_too_small_is_refused_in_one_sentence()
         other => panic!("{other:?}"),
     }
 }
+
+/// Issue 31, item 9: a callback that panics. It killed its reader thread, whose rings
+/// (other streams' too) were never read again: writers waiting for room spun to the
+/// timeout. Now the panic is caught and said once, and every ring is read on: every
+/// other message arrives, and the run completes.
+#[test]
+fn a_panicking_callback_is_said_once_and_every_ring_is_read_on() {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let callbacks = Callbacks::new()
+        .on(1, |m| {
+            assert!(m[1] % 7 != 3, "the callback refuses message {}", m[1])
+        })
+        .on_every(keep(&got));
+    let spec = StreamSpec {
+        rings: 2,
+        ring_bytes: 1024,
+        when_full: WhenFull::Wait,
+    };
+    let started = Instant::now();
+    let (report, _) = run(spec, callbacks, WarpMode::Independent, 1);
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let taken = by_thread(&got.lock().unwrap());
+    let total = u64::from(BLOCKS * THREADS) * EACH;
+    let panics = report.streams[0].callback_panics;
+    assert!(
+        panics > 0,
+        "the callback panicked, and the report counts it"
+    );
+    // A message on which a callback panicked reaches no later callback of its chain;
+    // every other reached them all, after the first panic too.
+    assert_eq!(
+        taken.values().map(Vec::len).sum::<usize>() as u64 + panics,
+        total
+    );
+    assert_eq!(report.streams[0].messages, total);
+}

@@ -25,8 +25,8 @@ use hostcall_client::std_services::{Environment, Fs, Identity, Lifecycle, Net, T
 
 pub(crate) use env::EnvPolicy;
 pub(crate) use fd_table::FdTable;
-pub(crate) use fs::{Files, MODES_DEFAULT};
 pub(crate) use fs::flags::NONBLOCK;
+pub(crate) use fs::{Files, MODES_DEFAULT};
 pub(crate) use net::NetPolicy;
 pub(crate) use process::Process;
 pub use process::Termination;

@@ -144,7 +144,9 @@ impl Files {
         // An open of a FIFO without O_NONBLOCK waits for the other end: noted, so that
         // the run's end can end the wait.
         let waits = flags & super::fs::flags::NONBLOCK == 0
-            && b.dir().metadata(&b.rel).is_ok_and(|m| m.file_type().is_fifo());
+            && b.dir()
+                .metadata(&b.rel)
+                .is_ok_and(|m| m.file_type().is_fifo());
         let noted = match b.dir().try_clone() {
             Ok(dir) if waits => Some(self.table().opening(dir, b.rel.clone())),
             _ => None,

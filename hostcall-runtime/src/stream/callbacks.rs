@@ -80,7 +80,13 @@ const COUNTED_FAST: usize = 64;
 /// reader threads counting at once do not contend for one cache line.
 const COUNT_SHARDS: usize = 16;
 
-/// A ready-made callback: messages counted per tag.
+/// Distinct tags past [`COUNTED_FAST`] a [`TagCounter`] counts one by one: tags are the
+/// GPU's to choose, and a map entry for each of 2^32 would take over 100 GB. Messages
+/// of further tags are counted together ([`TagCounter::uncounted`]).
+pub const TAGS_MAX: usize = 65_536;
+
+/// A ready-made callback: messages counted per tag (per tag up to [`TAGS_MAX`] tags,
+/// then together).
 #[derive(Clone, Debug, Default)]
 pub struct TagCounter(Arc<TagCounts>);
 
@@ -88,6 +94,8 @@ pub struct TagCounter(Arc<TagCounts>);
 struct TagCounts {
     small: [Shard; COUNT_SHARDS],
     other: Mutex<BTreeMap<u32, u64>>,
+    /// Messages of tags past [`TAGS_MAX`].
+    uncounted: AtomicU64,
 }
 
 /// One thread's copy of the fast counts, on cache lines of its own.
@@ -100,6 +108,7 @@ impl Default for TagCounts {
         TagCounts {
             small: [const { Shard([const { AtomicU64::new(0) }; COUNTED_FAST]) }; COUNT_SHARDS],
             other: Mutex::default(),
+            uncounted: AtomicU64::new(0),
         }
     }
 }
@@ -124,8 +133,25 @@ impl TagCounter {
             Some(n) => {
                 n.fetch_add(1, Relaxed);
             }
-            None => *lock(&counts.other).entry(tag).or_default() += 1,
+            None => {
+                let mut other = lock(&counts.other);
+                let room = other.len() < TAGS_MAX;
+                match other.get_mut(&tag) {
+                    Some(n) => *n += 1,
+                    None if room => {
+                        other.insert(tag, 1);
+                    }
+                    None => {
+                        counts.uncounted.fetch_add(1, Relaxed);
+                    }
+                }
+            }
         }
+    }
+
+    /// Messages of tags past the first [`TAGS_MAX`] of their kind, counted together.
+    pub fn uncounted(&self) -> u64 {
+        self.0.uncounted.load(Relaxed)
     }
 
     /// Messages counted so far, per tag.
@@ -314,6 +340,26 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 31, item 15: a counter kept an entry for every tag the GPU chose: 4,194,304
+    /// fresh tags cost 117 MiB. Past `TAGS_MAX` tags, messages are counted together.
+    #[test]
+    fn a_tag_counter_holds_at_most_its_bound_of_tags() {
+        let counter = TagCounter::new();
+        let count = counter.callback();
+        let tags = TAGS_MAX as u32 + 1000;
+        for tag in 0..tags {
+            count(tag + COUNTED_FAST as u32, &[]);
+        }
+        count(7, &[]);
+        let counts = counter.counts();
+        assert_eq!(counts.len(), TAGS_MAX + 1);
+        assert_eq!(counter.uncounted(), 1000);
+        assert_eq!(
+            counts.values().sum::<u64>() + counter.uncounted(),
+            u64::from(tags) + 1
+        );
+    }
 
     #[test]
     fn chains_of_small_and_large_tags_run_in_order_and_only_for_their_tag() {

@@ -6,6 +6,7 @@
 mod callbacks;
 mod reader;
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicU64;
@@ -15,7 +16,9 @@ use std::time::Duration;
 
 use hostcall_abi::stream::{RING_MAX_WORDS, RingControl, RingCursor, StreamDesc};
 
-pub use callbacks::{Callbacks, FileWriter, HeatMap, Histogram, STREAM_FILE_MAGIC, TagCounter};
+pub use callbacks::{
+    Callbacks, FileWriter, HeatMap, Histogram, STREAM_FILE_MAGIC, TAGS_MAX, TagCounter,
+};
 pub use reader::{BrokenRecord, RingReader};
 
 use crate::module::{DeviceMemory, GpuModule, HostMemory};
@@ -85,6 +88,9 @@ pub struct StreamReport {
     /// Records the host could not take (only a kernel ignoring the protocol writes one):
     /// their rings were read no further.
     pub broken: Vec<BrokenRecord>,
+    /// Messages on which a callback panicked (the panic was caught; the rings were read
+    /// on).
+    pub callback_panics: u64,
 }
 
 /// A stream the host serves: its shape and callbacks.
@@ -129,24 +135,38 @@ impl InLaunch {
     }
 }
 
-/// A reader thread's rings (stream, ring, reader) and the messages it has taken per
-/// stream.
+/// A reader thread's rings (stream, ring, reader), and per stream the messages it has
+/// taken and the callback panics it caught.
 struct Shard {
     rings: Vec<(usize, usize, RingReader)>,
     messages: Vec<u64>,
+    panics: Vec<u64>,
 }
 
 impl Shard {
-    /// Takes what its rings hold now, handing each message to its stream's callbacks
-    /// where it lies in the ring; returns the messages taken. Other shards read and
-    /// dispatch their rings meanwhile.
+    /// Takes what its rings hold now, handing each message to its stream's callbacks;
+    /// returns the messages taken. Other shards read and dispatch their rings meanwhile.
+    /// A callback that panics has its panic caught (the embedder's panic hook reports
+    /// it; the first is also said here, once per stream and thread): the message counts
+    /// as taken, and the rings are read on.
     fn take_all(&mut self, streams: &[InLaunch]) -> usize {
         let mut taken = 0;
         for (s, r, reader) in &mut self.rings {
             let (words, control) = streams[*s].ring(*r);
             let callbacks = &streams[*s].callbacks;
+            let panics = &mut self.panics[*s];
             let n = reader
-                .take(words, control, |tag, m| callbacks.dispatch(tag, m))
+                .take(words, control, |tag, m| {
+                    let run = AssertUnwindSafe(|| callbacks.dispatch(tag, m));
+                    if std::panic::catch_unwind(run).is_err() {
+                        if *panics == 0 {
+                            log::error!(
+                                "a callback of stream {s} panicked on a message tagged {tag}; its messages are still taken (the run's report counts its panics)"
+                            );
+                        }
+                        *panics += 1;
+                    }
+                })
                 .unwrap_or(0);
             self.messages[*s] += n as u64;
             taken += n;
@@ -221,6 +241,7 @@ impl LaunchStreams {
             .map(|_| Shard {
                 rings: Vec::new(),
                 messages: vec![0; self.streams.len()],
+                panics: vec![0; self.streams.len()],
             })
             .collect();
         for (g, &(s, r)) in all.iter().enumerate() {
@@ -297,8 +318,12 @@ impl Draining {
                 }
             };
             shard.take_all(&self.streams);
-            for (report, n) in reports.iter_mut().zip(&shard.messages) {
+            for (report, (n, p)) in reports
+                .iter_mut()
+                .zip(shard.messages.iter().zip(&shard.panics))
+            {
                 report.messages += n;
+                report.callback_panics += p;
             }
             for (s, _, reader) in &shard.rings {
                 reports[*s].broken.extend(reader.broken());
@@ -320,6 +345,13 @@ fn dropped(s: &InLaunch, device: &dyn DeviceMemory) -> u64 {
             Ok(())
         },
     );
+    dropped_in(&bytes)
+}
+
+/// The dropped counts of the ring cursors in `bytes`, summed. GPU-writable: a kernel
+/// that ignores the protocol may write any count, so the sum saturates rather than
+/// overflowing.
+fn dropped_in(bytes: &[u8]) -> u64 {
     bytes
         .as_chunks::<{ size_of::<RingCursor>() }>()
         .0
@@ -328,12 +360,26 @@ fn dropped(s: &InLaunch, device: &dyn DeviceMemory) -> u64 {
             let at = std::mem::offset_of!(RingCursor, dropped);
             u64::from_le_bytes(cursor[at..at + 8].try_into().expect("8 bytes"))
         })
-        .sum()
+        .fold(0, u64::saturating_add)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 31, item 15: dropped counts forged by the GPU overflowed the sum: the
+    /// host panicked (in a debug build).
+    #[test]
+    fn forged_dropped_counts_saturate() {
+        let mut bytes = vec![0u8; 3 * size_of::<RingCursor>()];
+        let at = std::mem::offset_of!(RingCursor, dropped);
+        for c in 0..2 {
+            let o = c * size_of::<RingCursor>() + at;
+            bytes[o..o + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+        }
+        assert_eq!(dropped_in(&bytes), u64::MAX);
+        assert_eq!(dropped_in(&bytes[2 * size_of::<RingCursor>()..]), 0);
+    }
 
     #[test]
     fn the_default_stream_is_64_rings_of_256_kib_that_wait() {

@@ -1,6 +1,12 @@
 //! The host's side of one ring (`hostcall_abi::stream`, which states the protocol):
 //! take every complete batch at the front, in order, hand each message to the caller,
 //! and publish how far it has taken, so that writers waiting for room go on.
+//!
+//! A batch is copied out of the ring (GPU-writable memory, read with relaxed atomic
+//! loads: the host never holds a reference into it) and its words cleared before the
+//! position past it is published: the word at the host's position is then the next
+//! batch's commit word or a cleared one, never a message word of an earlier lap that
+//! happens to look like the commit word it expects.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -24,12 +30,11 @@ pub struct BrokenRecord {
     pub room: u64,
 }
 
-/// How far the host has taken one ring, and the room to copy out a message that wraps
-/// around the ring's end.
+/// How far the host has taken one ring, and the room to copy a batch out into.
 #[derive(Debug, Default)]
 pub struct RingReader {
     taken: u64,
-    wrapped: Vec<u64>,
+    batch: Vec<u64>,
     broken: Option<BrokenRecord>,
 }
 
@@ -50,10 +55,10 @@ impl RingReader {
     }
 
     /// Takes the complete batches at the front of the ring `words`, in order, at most
-    /// one ring's worth, calling `each(tag, message)` for each message and publishing
-    /// the new position in `control` after each batch. Messages are read where they lie (copied only
-    /// where one wraps around the ring's end). Returns the messages taken, or why the
-    /// ring can be read no further.
+    /// one ring's worth, calling `each(tag, message)` for each message with a copy of
+    /// its words, and publishing the new position in `control` after each batch, whose
+    /// words are cleared first. Returns the messages taken, or why the ring can be read
+    /// no further.
     pub fn take(
         &mut self,
         words: &[AtomicU64],
@@ -80,42 +85,29 @@ impl RingReader {
             if length >= ring {
                 return Err(self.stop(control, at, batch.words, ring - 1));
             }
-            // Offsets from the commit word, brought back into the ring without dividing.
-            let wrap = |i: u64| {
-                let i = index + i as usize;
-                if i >= words.len() { i - words.len() } else { i }
-            };
-            let mut i = 1;
-            while i <= length {
-                let record = RecordHeader::decode(words[wrap(i)].load(Relaxed));
-                let m = u64::from(record.words);
-                if i + m > length {
-                    return Err(self.stop(control, at + i, record.words, length - i));
+            // The batch's words, copied out and then cleared (the commit word last of
+            // all), each a relaxed load and store: the acquire above orders them after
+            // the writers' stores, and the release of `tail` orders them before any
+            // writer's next store to these words.
+            self.batch.clear();
+            let mut i = index;
+            for _ in 0..length {
+                i = if i + 1 == words.len() { 0 } else { i + 1 };
+                self.batch.push(words[i].load(Relaxed));
+                words[i].store(0, Relaxed);
+            }
+            words[index].store(0, Relaxed);
+            let mut r = 0;
+            while r < self.batch.len() {
+                let record = RecordHeader::decode(self.batch[r]);
+                let m = usize::from(record.words);
+                if r + 1 + m > self.batch.len() {
+                    let room = (self.batch.len() - r - 1) as u64;
+                    return Err(self.stop(control, at + 1 + r as u64, record.words, room));
                 }
-                let first = wrap(i + 1);
-                let last = first + m as usize;
-                // The message where it lies: one piece, or two where it wraps.
-                let (before_end, after_start) = if last <= words.len() {
-                    (&words[first..last], &words[..0])
-                } else {
-                    (&words[first..], &words[..last - words.len()])
-                };
-                // SAFETY: the words lie inside a batch whose commit word was read with
-                // acquire, which the writers' fences put after every word of the batch;
-                // no writer stores to them before `tail` is published past them, after
-                // the slices are gone.
-                let (before_end, after_start) =
-                    unsafe { (settled(before_end), settled(after_start)) };
-                if after_start.is_empty() {
-                    each(record.tag, before_end);
-                } else {
-                    self.wrapped.clear();
-                    self.wrapped.extend_from_slice(before_end);
-                    self.wrapped.extend_from_slice(after_start);
-                    each(record.tag, &self.wrapped);
-                }
+                each(record.tag, &self.batch[r + 1..r + 1 + m]);
                 taken += 1;
-                i += 1 + m;
+                r += 1 + m;
             }
             self.taken = at + 1 + length;
             // Room goes back batch by batch, so that writers waiting for it go on
@@ -149,14 +141,4 @@ impl RingReader {
     fn publish(&self, control: &RingControl) {
         control.tail.store(self.taken, Release);
     }
-}
-
-/// `words` as plain integers, read where they lie.
-///
-/// # Safety
-/// No store to `words` may happen while the slice returned lives, and every store
-/// before it must happen before this call.
-unsafe fn settled(words: &[AtomicU64]) -> &[u64] {
-    // SAFETY: `AtomicU64` has `u64`'s size and alignment; the caller rules out races.
-    unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u64>(), words.len()) }
 }
