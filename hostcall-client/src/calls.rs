@@ -3,7 +3,8 @@
 //! (`crate::std_services`). Results are `i64`: a value, or `-errno` on failure.
 //! Transport errors (unknown service, malformed request) arrive as `-ENOSYS` / `-EINVAL`.
 
-use core::sync::atomic::AtomicU64;
+use core::sync::atomic::Ordering::Acquire;
+use core::sync::atomic::{AtomicU64, fence};
 
 use hostcall_abi::errno::{EAGAIN, EINVAL, EIO, ENAMETOOLONG, ENOSYS, ERANGE};
 use hostcall_abi::stat::STAT_SIZE;
@@ -290,9 +291,12 @@ pub fn read<P: Platform>(ch: &Channel, fd: i32, buf: &mut [u8]) -> i64 {
     if buf.len() >= DEVICE_READ_MIN && P::is_global(buf.as_ptr()) {
         let n = buf.len().min(DEVICE_READ_MAX as usize);
         let args = [fd as u64, buf.as_mut_ptr() as u64, n as u64, 0, 0, 0];
-        // The host's copy precedes its answer's release, and `simple` returns after this
-        // lane's acquire of the answer: reads of `buf` from here on see the bytes.
-        return simple::<P>(ch, Service::ReadToDevice, args);
+        let r = simple::<P>(ch, Service::ReadToDevice, args);
+        // The host's copy precedes its answer's release; the answer (inline, polled
+        // relaxed) then this acquire fence order this lane's reads of `buf` after the
+        // copy.
+        fence(Acquire);
+        return r;
     }
     let args = [fd as u64, 0, 0, 0, 0, 0];
     outcome(ch.call::<P>(Service::Read as u32, args, &[], buf, Some(1)))

@@ -28,10 +28,12 @@ pub(crate) enum Kind {
     Io,
     /// A call of a service whose lifetime has ended.
     Finished,
+    /// A GPU thread's `abort` or `panic_abort` (the first ends the run).
+    Abort,
 }
 
 impl Kind {
-    const ALL: [Kind; 7] = [
+    const ALL: [Kind; 8] = [
         Kind::Malformed,
         Kind::UnknownService,
         Kind::Escape,
@@ -39,6 +41,7 @@ impl Kind {
         Kind::Unserved,
         Kind::Io,
         Kind::Finished,
+        Kind::Abort,
     ];
 
     fn name(self) -> &'static str {
@@ -50,6 +53,7 @@ impl Kind {
             Kind::Unserved => "unserved-request",
             Kind::Io => "host-io",
             Kind::Finished => "finished-service",
+            Kind::Abort => "abort",
         }
     }
 }
@@ -61,12 +65,12 @@ pub(crate) struct GuestLog {
 }
 
 impl GuestLog {
-    /// Logs `line` as a warning (an error for a handler panic) unless this launch has
-    /// already shown [`SHOWN_PER_KIND`] lines of `kind`; the first one past the limit
-    /// says that the rest are counted.
+    /// Logs `line` as a warning (an error for a handler panic or an abort) unless this
+    /// launch has already shown [`SHOWN_PER_KIND`] lines of `kind`; the first one past
+    /// the limit says that the rest are counted.
     pub fn warn(&self, kind: Kind, line: fmt::Arguments<'_>) {
         let n = self.counts[kind as usize].fetch_add(1, Relaxed);
-        let level = if kind == Kind::HandlerPanic {
+        let level = if matches!(kind, Kind::HandlerPanic | Kind::Abort) {
             log::Level::Error
         } else {
             log::Level::Warn

@@ -839,12 +839,13 @@ impl Host {
             self.files_allowed,
             self.b.max_sockets,
         )));
+        let log = Arc::<GuestLog>::default();
         ProcessState {
             table,
             stdin: Arc::new(Stdin::new(self.b.stdin)),
             reactor: Arc::default(),
-            process: Arc::default(),
-            log: Arc::default(),
+            process: Arc::new(Process::new(log.clone())),
+            log,
         }
     }
 

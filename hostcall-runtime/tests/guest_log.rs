@@ -42,3 +42,29 @@ fn unknown_services_warn_twenty_times_then_count() {
         &lines[lines.len().saturating_sub(3)..]
     );
 }
+
+/// Issue 31, item 16: every `abort` and `panic_abort` call logged a line of its own,
+/// outside the per-launch limit (80,000 calls, 80,000 lines). The first ends the run;
+/// the lines of those that follow are limited as every GPU-caused line is.
+#[test]
+fn aborts_log_at_most_the_launchs_lines() {
+    common::warnings();
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", |t: &EmuThread| {
+        for _ in 0..200 {
+            hostcall_client::calls::abort::<hostcall_runtime::emulated::Emu>(t.channel());
+        }
+    });
+    let host = Host::builder().echo_output(false).build().unwrap();
+    let report = host
+        .run(&mut m, &Launch::linear("k", 4, 1, vec![]))
+        .unwrap();
+    assert!(
+        matches!(report.outcome, Outcome::Aborted { .. }),
+        "{report:?}"
+    );
+    let aborted = common::warnings()
+        .iter()
+        .filter(|l| l.contains(") aborted"))
+        .count();
+    assert!(aborted <= 21, "{aborted} lines about aborts");
+}

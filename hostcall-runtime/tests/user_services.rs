@@ -513,3 +513,28 @@ fn a_posted_call_of_a_blocking_service_leaves_the_next_call_its_answer() {
     assert_eq!(r.outcome, Outcome::Completed, "{r:?}");
     assert_eq!(*got.lock().unwrap(), [0, 1, 2]);
 }
+
+/// Issue 31, item 16: a module's service names and declarations are the GPU program's
+/// bytes; the load error that quotes them reached the operator's terminal raw (an
+/// escape sequence clears the screen). Now they are quoted escaped.
+#[test]
+fn a_modules_service_names_reach_load_errors_escaped() {
+    static EVIL: [hostcall_abi::typed::Signature; 1] = [hostcall_abi::typed::Signature {
+        name: "Evil.\x1b[2Jname",
+        text: "fn x(&self)\r\n",
+        id: hostcall_abi::typed::UNBOUND,
+        fingerprint: 1,
+        reads_input: false,
+    }];
+    let mut m = EmulatedModule::new(WarpMode::Independent)
+        .uses(&EVIL)
+        .kernel("k", |_| {});
+    let err = quiet()
+        .build()
+        .unwrap()
+        .run(&mut m, &Launch::linear("k", 1, 1, vec![]))
+        .unwrap_err()
+        .to_string();
+    assert!(!err.contains('\x1b') && !err.contains('\r'), "{err:?}");
+    assert!(err.contains(r"Evil.\x1b[2Jname"), "{err}");
+}

@@ -9,6 +9,7 @@ use hostcall_abi::typed::Errno;
 use hostcall_client::std_services::{Identity, Lifecycle, Time};
 
 use super::{Call, Handler, Malformed, Reply};
+use crate::guest_log::{GuestLog, Kind};
 
 /// How the GPU program asked to end, if it did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,18 +34,29 @@ pub enum Termination {
 /// a run over several GPUs share it, each through its own handle (`on_gpu`). Once it is
 /// set, each launch's host answers its calls that wait `Killed` (`Host::run`'s wait
 /// loop), as a process's end stops its threads wherever they wait.
-#[derive(Default)]
 pub(crate) struct Process {
     termination: Arc<Mutex<Option<Termination>>>,
     gpu: Option<u32>,
+    /// The run's GPU-caused log lines: each abort is one, within the launch's limit.
+    log: Arc<GuestLog>,
 }
 
 impl Process {
+    /// The process of a run whose GPU-caused lines go to `log`.
+    pub fn new(log: Arc<GuestLog>) -> Process {
+        Process {
+            termination: Arc::default(),
+            gpu: None,
+            log,
+        }
+    }
+
     /// The handle the launch on the GPU at place `gpu` of a run serves with.
     pub fn on_gpu(&self, gpu: Option<u32>) -> Process {
         Process {
             termination: self.termination.clone(),
             gpu,
+            log: self.log.clone(),
         }
     }
 
@@ -64,10 +76,9 @@ impl Process {
             block,
             thread,
         };
-        log::error!(
-            "GPU thread ({who}) {}",
-            if panicked { "panicked" } else { "aborted" }
-        );
+        let what = if panicked { "panicked" } else { "aborted" };
+        self.log
+            .warn(Kind::Abort, format_args!("GPU thread ({who}) {what}"));
         self.terminate(Termination::Abort {
             gpu: self.gpu,
             block,

@@ -15,6 +15,7 @@ use hostcall_abi::typed::{
 use hostcall_client::typed::closure_fixed_len;
 
 use super::{Call, Handler, Malformed, Reply};
+use crate::guest_log::escaped;
 use crate::module::{DeviceMemory, GpuModule};
 use crate::{Error, Result};
 
@@ -318,13 +319,16 @@ impl Declared {
     /// Checks every service `module` calls against these, and writes the ids into its
     /// slots. A service with a fixed id that no one serves is left to the default
     /// handler when there is one (`catch_all`); anything else that does not match
-    /// refuses the module, in one sentence.
+    /// refuses the module, in one sentence. What the module says of itself (symbols,
+    /// names, declarations) is quoted escaped: a module is the GPU program's, and its
+    /// bytes must not reach an operator's terminal raw.
     pub fn bind(&self, module: &mut dyn GpuModule, catch_all: bool) -> Result<()> {
+        let quoted = |s: &str| escaped(s.as_bytes());
         for slot in module.service_slots()? {
             let rec = SlotRecord::parse(&slot.bytes).map_err(|why| {
                 Error::Service(format!(
                     "the GPU module's service slot `{}` is not one: {why}",
-                    slot.symbol
+                    quoted(&slot.symbol)
                 ))
             })?;
             let id = match self.by_name.get(rec.name) {
@@ -332,7 +336,8 @@ impl Declared {
                 None => {
                     return Err(Error::Service(format!(
                         "the GPU module calls service `{}` (`{}`), which this host does not serve",
-                        rec.name, rec.text
+                        quoted(rec.name),
+                        quoted(rec.text)
                     )));
                 }
                 Some((_, sig)) if sig.fingerprint != rec.fingerprint => {
@@ -343,7 +348,9 @@ impl Declared {
                     };
                     return Err(Error::Service(format!(
                         "the GPU module calls service `{}` as `{}`, but this host serves it as `{}`{why}",
-                        rec.name, rec.text, sig.text
+                        quoted(rec.name),
+                        quoted(rec.text),
+                        sig.text
                     )));
                 }
                 Some((id, _)) => *id,
