@@ -6,12 +6,14 @@
 //!   exit code is the program's.
 //! - `cargo gpu build [CRATE] [OPTIONS] -o FILE`: writes FILE, one executable holding this
 //!   runner, the module and the options, to carry to a machine with a GPU and run there
-//!   as `FILE ARGS`.
+//!   as `FILE ARGS`. Its user sees what it is granted there (`FILE --gpu-grants`) and may
+//!   take grants away (`recipient`).
 //!
-//! The program sees only what OPTIONS grant (directories, variables, stdin).
+//! The program sees only what OPTIONS grant (directories, variables, stdin, sockets).
 
 mod options;
 mod package;
+mod recipient;
 mod run;
 
 use std::ffi::OsString;
@@ -123,10 +125,14 @@ fn main() -> ExitCode {
         } => source.build(&options).and_then(|program| {
             program.write_executable(&std::env::current_exe()?, &out)?;
             eprintln!(
-                "cargo gpu: wrote {} (run it as `{} ARGS`)",
+                "cargo gpu: wrote {} (run it as `{} ARGS`; `{} --gpu-grants` shows what it is granted where it runs)",
+                out.display(),
                 out.display(),
                 out.display()
             );
+            for note in recipient::resolved_at_start(&options) {
+                eprintln!("cargo gpu: note: {note}");
+            }
             Ok(ExitCode::SUCCESS)
         }),
     };

@@ -49,6 +49,10 @@ pub struct RunOptions {
     /// launch. Default: four per multiprocessor, one per warp scheduler.
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,
+    /// Stop the program after SECONDS (0: never). Default: the runtime's limit, 600 s
+    /// or HOSTCALL_TIMEOUT_S, so that a program that hangs does not hold the GPU.
+    #[arg(long = "timeout", value_name = "SECONDS")]
+    pub timeout_s: Option<u64>,
 }
 
 /// A `--grant` value made absolute: the host folder and the guest path it is mounted at.
@@ -127,6 +131,9 @@ impl RunOptions {
         if let Some(t) = self.threads {
             push("--threads", &t.to_string());
         }
+        if let Some(t) = self.timeout_s {
+            push("--timeout", &t.to_string());
+        }
         if self.stdin {
             args.push("--stdin".to_owned());
         }
@@ -191,6 +198,11 @@ impl RunOptions {
         for l in &self.listen {
             host = host.allow_listen(l);
         }
+        host = match self.timeout_s {
+            Some(0) => host.no_timeout(),
+            Some(s) => host.timeout(std::time::Duration::from_secs(s)),
+            None => host,
+        };
         Ok(host.stdin(self.stdin).args(args))
     }
 }
@@ -220,6 +232,7 @@ mod tests {
             stack_kib: Some(64),
             heap_mib: Some(4096),
             threads: Some(8),
+            timeout_s: Some(30),
         };
         let back = Cli::parse_from(std::iter::once("x".to_owned()).chain(o.to_args())).options;
         assert_eq!(back.to_args(), o.to_args());

@@ -2,7 +2,6 @@
 //! `main` launched on one GPU thread (`hostcall_abi::START_KERNEL`).
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::Parser;
 use hostcall_abi::{FRAME_STACKS, START_KERNEL, WARP_SIZE};
@@ -11,6 +10,7 @@ use hostcall_runtime::{Host, Launch};
 
 use crate::options::RunOptions;
 use crate::package::Program;
+use crate::recipient;
 
 /// Default threads per multiprocessor: one per warp scheduler (four on Hopper).
 const THREADS_PER_MULTIPROCESSOR: u32 = 4;
@@ -33,7 +33,8 @@ pub fn run(program: &Program, options: &RunOptions, args: &[String]) -> ExitCode
     }
 }
 
-/// Runs a packaged program with this process's arguments and the options it recorded.
+/// Runs a packaged program with the options it recorded, narrowed by the runner flags
+/// its user gave first (`recipient`), and the rest of this process's arguments.
 pub fn packaged(program: &Program) -> ExitCode {
     #[derive(Parser)]
     struct Recorded {
@@ -41,14 +42,32 @@ pub fn packaged(program: &Program) -> ExitCode {
         options: RunOptions,
     }
     let recorded = std::iter::once(program.name.clone()).chain(program.options.iter().cloned());
-    let options = match Recorded::try_parse_from(recorded) {
+    let mut options = match Recorded::try_parse_from(recorded) {
         Ok(r) => r.options,
         Err(e) => {
             eprintln!("error: the program's recorded options: {e}");
             return ExitCode::from(NOT_RUN);
         }
     };
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (flags, args) = match recipient::split(std::env::args().skip(1).collect()) {
+        Ok(split) => split,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(NOT_RUN);
+        }
+    };
+    if let Err(e) = flags.narrow(&mut options) {
+        eprintln!("error: {e}");
+        return ExitCode::from(NOT_RUN);
+    }
+    if flags.show {
+        print!(
+            "{} is granted, started here:\n{}",
+            program.name,
+            recipient::describe(&options)
+        );
+        return ExitCode::SUCCESS;
+    }
     run(program, &options, &args)
 }
 
@@ -82,14 +101,6 @@ fn launch(
         None => module.process_heap_bytes()?,
     };
     host = host.heap_bytes(heap);
-    // A process has no time limit, and a program granted stdin may wait on it for ever.
-    host = match std::env::var_os("HOSTCALL_TIMEOUT_S") {
-        Some(_) => host,
-        None => host.no_timeout(),
-    };
-    if options.stdin {
-        host = host.wait_limit(Duration::ZERO);
-    }
     // One warp per block: warp 0 runs `main`, each other warp's lane 0 is held back for a
     // thread (libc-hostcall's start kernel), and blocks of one warp spread over the SMs.
     let most = FRAME_STACKS as u32 - 1;

@@ -538,3 +538,43 @@ fn a_modules_service_names_reach_load_errors_escaped() {
     assert!(!err.contains('\x1b') && !err.contains('\r'), "{err:?}");
     assert!(err.contains(r"Evil.\x1b[2Jname"), "{err}");
 }
+
+/// Issue 31, item 3: an embedder's service that may block, called by two lanes of one
+/// warp at once, each waiting for the other (a rendezvous). The packet went to one pool
+/// job that served its lanes one after the other: the first waited for ever for the
+/// second, queued behind it. Each lane is a job of its own now.
+#[test]
+fn lanes_of_one_packet_calling_a_blocking_service_are_served_apart() {
+    struct Rendezvous(std::sync::Barrier);
+    impl Handler for Rendezvous {
+        fn call(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
+            self.0.wait();
+            Ok(Reply::value(call.args[0] as i64))
+        }
+        fn can_block(&self, _: u32) -> bool {
+            true
+        }
+    }
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = got.clone();
+    let mut m = EmulatedModule::new(WarpMode::Lockstep).kernel("k", move |t: &EmuThread| {
+        let r =
+            t.channel()
+                .call::<Emu>(13, [u64::from(t.thread), 0, 0, 0, 0, 0], &[], &mut [], None);
+        g.lock().unwrap().push(r.result);
+    });
+    let run = common::within(std::time::Duration::from_secs(30), "Host::run", move || {
+        quiet()
+            .service(13, Arc::new(Rendezvous(std::sync::Barrier::new(2))))
+            .timeout(std::time::Duration::from_secs(10))
+            .build()
+            .unwrap()
+            .run(&mut m, &Launch::linear("k", 1, 2, vec![]))
+            .map(|r| r.outcome)
+            .map_err(|e| e.to_string())
+    });
+    assert_eq!(run, Ok(Outcome::Completed));
+    let mut got = got.lock().unwrap().clone();
+    got.sort_unstable();
+    assert_eq!(got, [0, 1]);
+}
