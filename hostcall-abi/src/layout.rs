@@ -265,6 +265,12 @@ pub struct PortHeader {
     pub lane_mask: AtomicU32,
 }
 
+/// `LaneSlot::seq` bit: the request is posted, nobody waits for its answer. A host that
+/// serves it later (a call that may block) frees the port at once and drops the answer,
+/// and never parks it. Sequences count modulo 2^30 ([`PORT_SEQ_SHIFT`]), so the bit is
+/// free.
+pub const SLOT_POSTED: u32 = 1 << 31;
+
 /// One lane's request. When its answer is not inline (see [`crate::answer`]), the host
 /// writes the result into `args[0]` and the bulk bytes it wrote back into `args[5]`.
 #[repr(C, align(64))]
@@ -272,8 +278,9 @@ pub struct PortHeader {
 pub struct LaneSlot {
     /// A [`crate::Service`] id.
     pub service: u32,
-    /// The sequence number of the packet this request belongs to: the host serves the
-    /// slot only if it equals the `request` it was handed.
+    /// The sequence number of the packet this request belongs to (the host serves the
+    /// slot only if it equals the `request` it was handed), and [`SLOT_POSTED`] for a
+    /// posted request.
     pub seq: u32,
     /// Linear block index of the caller, for traces and error reports.
     pub block: u32,
@@ -281,6 +288,18 @@ pub struct LaneSlot {
     pub thread: u32,
     /// The service's arguments.
     pub args: [u64; 6],
+}
+
+impl LaneSlot {
+    /// The sequence of the packet the request was written for.
+    pub const fn sequence(&self) -> u32 {
+        self.seq & !SLOT_POSTED
+    }
+
+    /// Whether the request is posted ([`SLOT_POSTED`]).
+    pub const fn posted(&self) -> bool {
+        self.seq & SLOT_POSTED != 0
+    }
 }
 
 /// A port: doorbell, an answer word per lane, a request slot per lane, bulk buffers.

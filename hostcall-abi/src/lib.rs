@@ -36,8 +36,9 @@
 //!    host has finished reading the posted packet. Posted requests that must keep their
 //!    order (stdout, stderr) take their ticket now, while the port is held, so tickets
 //!    are handed out in nearly the order the host will see them.
-//! 3. **Request.** Each lane writes its [`LaneSlot`] (service, `seq`, coordinates,
-//!    arguments), its bulk bytes, and [`answer::PENDING`] into its answer word. In a
+//! 3. **Request.** Each lane writes its [`LaneSlot`] (service, `seq` with
+//!    [`SLOT_POSTED`] if posted, coordinates, arguments), its bulk bytes, and, unless
+//!    posted, [`answer::PENDING`] into its answer word. In a
 //!    packet of several lanes each lane then issues a system-scope fence, and all meet
 //!    at `bar.warp.sync(packet)`.
 //! 4. **Publish.** The leader stores the lane mask (relaxed), then the port's doorbell
@@ -54,7 +55,10 @@
 //!    port, its consumer does not serve the port again, and whoever writes the packet's
 //!    last answer stores `response`, after it. Stored before (when the lane was handed
 //!    off), a posted packet's next owner would reuse the slots while a late answer was
-//!    still to be written into them (`hostcall-model`'s pooled host checks this).
+//!    still to be written into them. A posted lane ([`SLOT_POSTED`]) handed off holds
+//!    nothing: nobody waits for its answer, which is dropped. A stop answers every lane
+//!    handed off; a consumer that hands one off after a stop answers it itself
+//!    (`hostcall-model`'s holding host checks all of this, stops included).
 //! 6. **Answer.** Each waiting lane polls its own answer word until it is no longer
 //!    pending. An inline answer is the word itself, read by one single-copy-atomic load,
 //!    so the polls are relaxed; a lane whose result or bulk bytes are in its slot issues
@@ -130,8 +134,8 @@ pub mod typed;
 pub use layout::{
     BULK_PER_LANE, CACHED_CLASSES, CONFIG_SYMBOL, DeviceConfig, Doorbell, FLAG_SINGLE_LANE,
     FaultKind, FaultRecord, HEAP_MAX_BYTES, HEAP_RESERVED, LaneSlot, LaunchState, MAX_KEYS,
-    PORT_BULK, PORT_HELD, PORT_POSTED, PORT_SEQ_SHIFT, Port, PortHeader, PortState, START_KERNEL,
-    THREAD_EXIT_KERNEL, ThreadArea, VERSION_SYMBOL, WARP_SIZE, continuation_ports,
+    PORT_BULK, PORT_HELD, PORT_POSTED, PORT_SEQ_SHIFT, Port, PortHeader, PortState, SLOT_POSTED,
+    START_KERNEL, THREAD_EXIT_KERNEL, ThreadArea, VERSION_SYMBOL, WARP_SIZE, continuation_ports,
 };
 pub use service::{
     AT_FDCWD, AT_REMOVEDIR, DEVICE_READ_MAX, DEVICE_WRITE_MAX, NAME_MAX, PATH_MAX, POSTED_WAITS,

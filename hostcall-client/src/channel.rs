@@ -8,8 +8,8 @@ use hostcall_abi::answer::{self, Answer};
 use hostcall_abi::park::{PARKED, PARKED_POLL_MAX_NS, Ticket};
 use hostcall_abi::{
     BULK_PER_LANE, DeviceConfig, Doorbell, FLAG_SINGLE_LANE, FaultKind, FaultRecord, LaneSlot,
-    LaunchState, PORT_BULK, PORT_HELD, PORT_POSTED, PORT_SEQ_SHIFT, Port, PortState, Service,
-    Status, continuation_ports,
+    LaunchState, PORT_BULK, PORT_HELD, PORT_POSTED, PORT_SEQ_SHIFT, Port, PortState, SLOT_POSTED,
+    Service, Status, continuation_ports,
 };
 
 use crate::Platform;
@@ -361,7 +361,7 @@ impl Channel {
         unsafe {
             slot.write(LaneSlot {
                 service,
-                seq,
+                seq: if posted { seq | SLOT_POSTED } else { seq },
                 block,
                 thread,
                 args,

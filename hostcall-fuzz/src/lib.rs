@@ -14,7 +14,13 @@
 //!   the GPU made or moved resolves outside its mount);
 //! - nothing in the root has group or other write permission.
 //!
-//! `cargo fuzz run serve` (in `fuzz/`) drives it; `tests/corpus.rs` replays the corpus.
+//! [`run_launch`] makes the same requests as a launch's GPU threads through the real
+//! client, on the emulated backend, with a short time limit and no answer limited in
+//! time (a `poll` may wait for ever, a FIFO's read for a writer): `Host::run` must
+//! return within its time limit plus a second, whatever the threads asked.
+//!
+//! `cargo fuzz run serve` and `cargo fuzz run launch` (in `fuzz/`) drive them;
+//! `tests/corpus.rs` replays the corpus through both.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -23,14 +29,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU8};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arbitrary::{Arbitrary, Unstructured};
 use hostcall_abi::{
     BULK_PER_LANE, LaneSlot, PORT_BULK, Port, STD_BASE, Service, Status, WARP_SIZE,
 };
+use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::fuzzing::{DEVICE_BASE, DEVICE_BYTES, PortBench};
-use hostcall_runtime::{DEFAULT_CAPTURE_LIMIT, Host, HostBuilder, Unserved};
+use hostcall_runtime::{DEFAULT_CAPTURE_LIMIT, Host, HostBuilder, Launch, Unserved};
 
 /// A variable the GPU may never read, set in the fuzzing process.
 pub const SECRET_VAR: &str = "HOSTCALL_FUZZ_SECRET";
@@ -365,6 +372,25 @@ fn input_bytes(input: &Input) -> (Vec<u8>, [usize; 2]) {
     }
 }
 
+/// Lane `lane`'s request: its service (std's services, and two ids past them that nobody
+/// serves), its arguments (an fd from `fds`, a device address from `device`), and its
+/// input bytes, cut to what its packet's bulk buffer holds.
+fn request(lane: &Lane, lone: bool, fds: &[u64], device: u64) -> (u32, [u64; 6], Vec<u8>) {
+    let (mut input, parts) = input_bytes(&lane.input);
+    input.truncate(if lone { PORT_BULK } else { BULK_PER_LANE });
+    let arg = |a: &Arg| match *a {
+        Arg::Raw(v) => v,
+        Arg::InputLen => input.len() as u64,
+        Arg::Small(v) => v as u64,
+        Arg::Fd(k) => fds[k as usize % fds.len()],
+        Arg::Flags(f) => (f & KNOWN_FLAGS) as u64,
+        Arg::Device(o) => device + (o as u64 % DEVICE_BYTES as u64),
+        Arg::PartLen(second) => parts[second as usize] as u64,
+    };
+    let service = SERVICES[lane.service as usize % SERVICES.len()];
+    (service, lane.args.map(|a| arg(&a)), input)
+}
+
 /// Rewrites bytes of the port until told to stop.
 fn mutator(port: usize, stop: Arc<AtomicBool>, seed: u64) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
@@ -409,27 +435,13 @@ pub fn run(data: &[u8]) {
         let seq = bench.next_seq();
         let mut services = Vec::new();
         for (i, lane) in lanes.iter().enumerate() {
-            let (input, parts) = input_bytes(&lane.input);
-            let cap = if lone { PORT_BULK } else { BULK_PER_LANE };
-            let input = &input[..input.len().min(cap)];
-            let arg = |a: &Arg| match *a {
-                Arg::Raw(v) => v,
-                Arg::InputLen => input.len() as u64,
-                Arg::Small(v) => v as u64,
-                Arg::Fd(k) => fds[k as usize % fds.len()],
-                Arg::Flags(f) => (f & KNOWN_FLAGS) as u64,
-                Arg::Device(o) => DEVICE_BASE + (o as u64 % DEVICE_BYTES as u64),
-                Arg::PartLen(second) => parts[second as usize] as u64,
-            };
-            // std's services, and two ids past them that nobody serves.
-            let service = SERVICES[lane.service as usize % SERVICES.len()];
+            let (service, mut args, input) = request(lane, lone, &fds, DEVICE_BASE);
             services.push(service);
             let (bulk, _) = bulk_of(bench.port(), i, lone);
             for (k, b) in input.iter().enumerate() {
                 // SAFETY: `k < cap`, inside the lane's bulk buffer.
                 unsafe { &*bulk.add(k).cast::<AtomicU8>() }.store(*b, Relaxed);
             }
-            let mut args = lane.args.map(|a| arg(&a));
             if service == std_id("Net.poll") {
                 // `poll` rightly waits as long as it is asked (its timeout is the fixed
                 // part's second word): the fuzzer asks for at most 50 ms.
@@ -516,6 +528,81 @@ pub fn run(data: &[u8]) {
         panics_before,
         "a handler panicked"
     );
+}
+
+/// A fuzzed launch's time limit.
+const LAUNCH_LIMIT: Duration = Duration::from_millis(300);
+
+/// How long past its time limit `Host::run` may take to return (issue 31).
+const RETURN_GRACE: Duration = Duration::from_secs(1);
+
+/// Runs one fuzz case as a launch: lane `i` of each packet is thread `i`'s next call,
+/// made through the client on the emulated backend (lockstep warps when the case would
+/// mutate the port, whose bytes the client owns here). Panics if `Host::run` takes
+/// longer than its time limit plus [`RETURN_GRACE`], or an invariant of the root breaks.
+pub fn run_launch(data: &[u8]) {
+    let Ok(case) = Case::arbitrary_take_rest(Unstructured::new(data)) else {
+        return;
+    };
+    let packets: Vec<Vec<Lane>> = case
+        .packets
+        .iter()
+        .take(6)
+        .map(|p| p.lanes.iter().take(WARP_SIZE).cloned().collect::<Vec<_>>())
+        .filter(|lanes| !lanes.is_empty())
+        .collect();
+    let Some(threads) = packets.iter().map(Vec::len).max() else {
+        return;
+    };
+    let world = world();
+    let mode = if case.mutate {
+        WarpMode::Lockstep
+    } else {
+        WarpMode::Independent
+    };
+    let mut module = EmulatedModule::new(mode).kernel("k", move |t: &EmuThread| {
+        let mut fds = vec![0, 1, 2];
+        for packet in &packets {
+            let Some(lane) = packet.get(t.thread as usize) else {
+                continue;
+            };
+            // An emulated thread's device addresses are its own pointers: a made-up
+            // one is not a call a GPU thread could survive either.
+            let (service, args, input) = request(lane, packet.len() == 1, &fds, 0);
+            if [Service::WriteFromDevice, Service::ReadToDevice]
+                .map(|s| s as u32)
+                .contains(&service)
+            {
+                continue;
+            }
+            let mut out = vec![0u8; BULK_PER_LANE];
+            let r = t
+                .channel()
+                .call::<Emu>(service, args, &input, &mut out, None);
+            if r.status == Status::Ok && service == open_id() && r.result >= 0 {
+                fds.push(r.result as u64);
+            }
+        }
+    });
+    let host = world
+        .builder()
+        .timeout(LAUNCH_LIMIT)
+        .stdin(false)
+        .build()
+        .expect("a host over the seeded root");
+    let started = Instant::now();
+    let report = host.run(&mut module, &Launch::linear("k", 1, threads as u32, vec![]));
+    let took = started.elapsed();
+    assert!(
+        took <= LAUNCH_LIMIT + RETURN_GRACE,
+        "Host::run returned {took:?} after it started, with a time limit of {LAUNCH_LIMIT:?}: {report:?}"
+    );
+    assert!(
+        world.outside_is_untouched(),
+        "something was created outside the root"
+    );
+    let widened = world.widened();
+    assert!(widened.is_empty(), "the GPU widened access: {widened:?}");
 }
 
 /// Lane `lane`'s bulk buffer in `port`.

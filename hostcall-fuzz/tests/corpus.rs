@@ -1,5 +1,6 @@
 //! Replays every input of the fuzz corpus (`corpus/serve`, kept minimal with
-//! `cargo fuzz cmin`): each must keep every invariant of `hostcall_fuzz::run`.
+//! `cargo fuzz cmin`): each must keep every invariant of `hostcall_fuzz::run`, and of
+//! `hostcall_fuzz::run_launch` as a launch.
 
 #[test]
 fn the_fuzz_corpus_keeps_every_invariant() {
@@ -18,4 +19,25 @@ fn the_fuzz_corpus_keeps_every_invariant() {
         hostcall_fuzz::run(&std::fs::read(case).expect("a corpus input"));
     }
     println!("{} corpus inputs replayed", cases.len());
+}
+
+/// Every sixteenth input, as a launch (each takes up to its 300 ms limit and the run's
+/// end: all of them take five minutes; the fuzzer runs them all).
+#[test]
+fn the_fuzz_corpus_as_launches_returns_within_the_time_limit() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/serve");
+    let mut cases: Vec<_> = std::fs::read_dir(&dir)
+        .expect("the corpus dir")
+        .map(|e| e.expect("a corpus entry").path())
+        .collect();
+    cases.sort();
+    let started = std::time::Instant::now();
+    for case in &cases {
+        hostcall_fuzz::run_launch(&std::fs::read(case).expect("a corpus input"));
+    }
+    println!(
+        "{} corpus inputs launched in {:?}",
+        cases.len(),
+        started.elapsed()
+    );
 }

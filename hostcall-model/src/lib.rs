@@ -19,16 +19,25 @@
 //!   block a lane until every lane of the mask is waiting at an operation of the same
 //!   kind with the same mask, *wherever it is in the program*, or has exited: an exited
 //!   lane counts as arrived.
-//! * **One port**: the lock and sequence counter in device memory, the header's
-//!   `request`/`response`/lane mask, one request slot and one answer word per lane id.
+//! * **Ports** ([`Config::ports`]; a leader takes any free one): the lock and sequence
+//!   counter in device memory, the header's `request`/`response`/lane mask, one request
+//!   slot and one answer word per lane id.
 //!   Every step is atomic and memory is sequentially consistent: the model checks the
 //!   protocol's structure (who may touch what, when), while the acquire/release pairs
 //!   that make each step's writes visible are stated in `hostcall_abi`'s docs.
 //! * **The host** serves a published packet lane by lane, interleaved with everything
 //!   else, then answers the header ([`HostModel::Atomic`]); or, as the runtime's server
-//!   does ([`HostModel::Pooled`]), a consumer goes by its own record of the sequence it
-//!   last took, serves posted packets itself and hands waiting ones to a pool job whose
-//!   answers and `response` store are steps of their own.
+//!   did before issue 31 ([`HostModel::Pooled`]), a consumer goes by its own record of
+//!   the sequence it last took, serves posted packets itself and hands waiting ones to a
+//!   pool job whose answers and `response` store are steps of their own; or, as the
+//!   runtime's server does now ([`HostModel::Holding`]), the consumer serves each lane
+//!   itself or hands it off as a job of its own (a call that may block:
+//!   [`Config::blocking`], which may wait for another call, or for ever), the port stays
+//!   the packet's until its waiting lanes have answers, a handed-off lane may be
+//!   **parked** (answered a ticket; it frees the port and collects its answer later,
+//!   alone), a **stop** may come at any step and must reach every call, and the **end**
+//!   of the run serves what is left. Each knob of [`Holding`] is a way the server was;
+//!   [`Holding::today`] is how it is.
 //!
 //! # Invariants ([`Violation`])
 //!
@@ -36,8 +45,11 @@
 //! * the host serves only slots written for the packet it was handed;
 //! * a port is released only once every lane of its packet has finished with its slot
 //!   and bulk buffer;
-//! * every request is served exactly once, and the run ends with nothing outstanding;
-//! * no deadlock: some step is always possible until every lane has exited.
+//! * every request is served exactly once, and the run ends with nothing outstanding
+//!   (no parked call's ticket left uncollected), unless a stop ended it: a lane that
+//!   reads `Killed` traps, which ends the launch;
+//! * no deadlock: some step is always possible until every lane has exited, and a run
+//!   that only a stop could end is a deadlock unless a call in it never ends by itself.
 //!
 //! Two protocols are encoded, as sequences of [`Op`]s per lane: [`Protocol::V1`], the
 //! protocol as it landed first (packets of the raw `activemask`, posted and waiting
@@ -59,13 +71,16 @@
 //! worker that retires after a thread that panicked.
 
 mod explore;
+mod holding;
 mod model;
 mod spawn;
 mod streams;
 mod tickets;
 
 pub use explore::{Report, Trace, check};
-pub use model::{CallKind, Config, HostModel, LaneRef, Op, Protocol, Token, Violation};
+pub use model::{
+    Blocks, CallKind, Config, Holding, HostModel, LaneRef, Op, Protocol, Stop, Token, Violation,
+};
 pub use spawn::{SpawnConfig, Then, check_spawn};
 pub use streams::{HeaderCheck, StreamConfig, WhenFull, check_streams};
 pub use tickets::{TicketConfig, TicketHost, check_tickets};

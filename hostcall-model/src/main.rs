@@ -1,7 +1,10 @@
 //! `hostcall-model [v1 | v1-recheck | v2] [atomic | pooled | pooled-late]`: explores the
 //! protocol in the standard configuration, with the host served as `HostModel` says
-//! (`pooled` is the runtime's server, `pooled-late` the one before issue 19), and prints
-//! each violation with its shortest trace. Exits 1 if any.
+//! (`pooled` is the runtime's server before issue 31, `pooled-late` the one before issue
+//! 19), and prints each violation with its shortest trace. Exits 1 if any.
+//!
+//! `hostcall-model holding`: today's server (`HostModel::Holding`) in `Config::holding`'s
+//! scope, a stop explored at every step.
 //!
 //! `hostcall-model tickets [waiting | dropping]`: the same for the host's ordering of
 //! posted output (`waiting` is today's, `dropping` the one before issue 19).
@@ -13,12 +16,16 @@
 use std::process::ExitCode;
 
 use hostcall_model::{
-    Config, HeaderCheck, HostModel, Protocol, Report, StreamConfig, TicketConfig, TicketHost,
-    WhenFull, check, check_streams, check_tickets,
+    Config, HeaderCheck, Holding, HostModel, Protocol, Report, StreamConfig, TicketConfig,
+    TicketHost, WhenFull, check, check_streams, check_tickets,
 };
 
 fn main() -> ExitCode {
     let arg = std::env::args().nth(1).unwrap_or_else(|| "v2".into());
+    if arg == "holding" {
+        let config = Config::holding(Holding::today());
+        return print("Holding::today() on two ports", &check(&config));
+    }
     if arg == "tickets" {
         let host = match std::env::args().nth(2).as_deref().unwrap_or("waiting") {
             "waiting" => TicketConfig::today(),

@@ -136,6 +136,79 @@ pub enum HostModel {
         /// since issue 19); else the pool job stores it after its answers (before).
         response_at_handover: bool,
     },
+    /// The runtime's server since issue 31: the consumer serves each lane of a packet
+    /// itself, or, for a call that may block ([`Config::blocking`]), hands it off;
+    /// [`Holding`] says how (each knob set as the runtime has it, or as it was).
+    Holding(Holding),
+}
+
+/// How [`HostModel::Holding`] hands lanes off, stops and ends. [`Holding::today`] is the
+/// runtime's server; each other value is one it was, whose bug a test shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Holding {
+    /// Each lane handed off is a job of its own; else one job serves its packet's lanes
+    /// in turn (before issue 31, for all but sockets).
+    pub per_lane: bool,
+    /// The port stays the packet's until its last lane is answered (or parked), and that
+    /// answer stores `response`; else the consumer stores it when it has handed the
+    /// lanes over (issue 19), and a posted packet's next owner may go ahead.
+    pub hold_port: bool,
+    /// A lane handed off may be parked: answered a ticket on its port (which it then
+    /// frees), its answer collected by a call of its own once its wake word is set.
+    pub parks: bool,
+    /// A posted lane handed off frees its port at once (nobody waits for its answer,
+    /// which is dropped); else it holds the port like a waiting lane, and may be parked
+    /// (a ticket nobody collects).
+    pub posted_free: bool,
+    /// What a stop (a timeout, a kill) answers `Killed`, and whether one is explored.
+    pub stop: Stop,
+    /// Whether the end of the run serves what was handed off (and what may block in
+    /// its drain), or drops it.
+    pub end_serves: bool,
+}
+
+impl Holding {
+    /// The runtime's server now.
+    pub fn today() -> Holding {
+        Holding {
+            per_lane: true,
+            hold_port: true,
+            parks: true,
+            posted_free: true,
+            stop: Stop::Everything,
+            end_serves: true,
+        }
+    }
+}
+
+/// What a stop reaches. A stop may come at any step; every call answered `Killed`
+/// traps its thread, which on a GPU ends the whole launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// No stop is explored.
+    Never,
+    /// Only calls taken after the stop are answered `Killed` (before issue 31): a lane
+    /// already handed off waits for its job.
+    NewCalls,
+    /// Lanes handed off before the stop are answered `Killed` too, and jobs started
+    /// after it run nothing; but a lane the consumer hands off as the stop comes is
+    /// answered by nobody.
+    HandedAtStop,
+    /// As [`Stop::HandedAtStop`], and a consumer that hands a lane off after a stop
+    /// answers it `Killed` itself.
+    Everything,
+}
+
+/// How a call that may block is served (one of [`Config::blocking`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blocks {
+    /// It may take any time: its answer can come at any step.
+    Later,
+    /// It waits for another call (a FIFO's reader for its writer, a `recv` for its
+    /// peer's `send`): its answer can come once that call has been served.
+    Until(Token),
+    /// It never ends by itself (an `accept` nobody connects to): only a stop answers it.
+    Forever,
 }
 
 /// A configuration to explore: the protocol, the host, the main warp's lanes (lane ids
@@ -150,6 +223,11 @@ pub struct Config {
     pub main: Vec<Vec<CallKind>>,
     /// Lane id and calls of each lane of the foreign warp.
     pub foreign: Vec<(u8, Vec<CallKind>)>,
+    /// Ports the lanes may take (a leader takes any free one).
+    pub ports: u8,
+    /// The calls that may block, and how ([`HostModel::Holding`] hands them off; the
+    /// other hosts ignore this).
+    pub blocking: Vec<(Token, Blocks)>,
 }
 
 impl Config {
@@ -162,6 +240,44 @@ impl Config {
             host: HostModel::Atomic,
             main: vec![vec![Either, Either]; 3],
             foreign: vec![(1, vec![Either])],
+            ports: 1,
+            blocking: Vec::new(),
+        }
+    }
+
+    /// Issue 31's scope for [`HostModel::Holding`]: two ports, a lane that waits for a
+    /// call of a foreign lane with the same lane id, and a second lane whose call may be
+    /// posted or not and may block; with `host`'s stops explored at every step.
+    pub fn holding(host: Holding) -> Config {
+        use CallKind::{Either, Waiting};
+        Config {
+            protocol: Protocol::V2,
+            host: HostModel::Holding(host),
+            main: vec![vec![Waiting], vec![Either]],
+            foreign: vec![(0, vec![Either])],
+            ports: 2,
+            blocking: vec![
+                (Token::main(0, 0), Blocks::Until(Token::foreign(0, 0))),
+                (Token::main(1, 0), Blocks::Later),
+            ],
+        }
+    }
+}
+
+impl Token {
+    /// Call `call` of the main warp's lane `lane`.
+    pub fn main(lane: u8, call: u8) -> Token {
+        Token {
+            who: LaneRef { warp: 0, lane },
+            call,
+        }
+    }
+
+    /// Call `call` of the foreign warp's lane `lane`.
+    pub fn foreign(lane: u8, call: u8) -> Token {
+        Token {
+            who: LaneRef { warp: 1, lane },
+            call,
         }
     }
 }
@@ -305,6 +421,9 @@ pub enum Violation {
         /// The thread.
         thread: u8,
     },
+    /// The run ended with a parked call's ticket still out: its wake word is never
+    /// given back.
+    Uncollected(Token),
 }
 
 impl Violation {
@@ -331,6 +450,7 @@ impl Violation {
             Violation::JoinFailed { .. } => "join failed",
             Violation::HandleReused { .. } => "handle reused",
             Violation::ThreadLost { .. } => "thread lost",
+            Violation::Uncollected(_) => "ticket never collected",
         }
     }
 }
@@ -418,13 +538,16 @@ impl fmt::Display for Violation {
                 )
             }
             Violation::ThreadLost { thread } => write!(f, "thread {thread} never ran"),
+            Violation::Uncollected(t) => {
+                write!(f, "{t} was parked and its answer is never collected")
+            }
         }
     }
 }
 
 /// The port's lock, in device memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Lock {
+pub(crate) enum Lock {
     Free,
     Held,
     FreePosted,
@@ -432,40 +555,56 @@ enum Lock {
 
 /// A lane's request slot.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-struct Slot {
-    request: Option<Token>,
+pub(crate) struct Slot {
+    pub request: Option<Token>,
     /// Ghost: the packet (its leader's token) the slot was written for.
-    packet: Option<Token>,
+    pub packet: Option<Token>,
+    /// The request collects the answer of the lane's parked call.
+    pub collect: bool,
     /// V1: the status word says answered.
-    answered: bool,
+    pub answered: bool,
     /// V1: the answer the host wrote into the slot.
-    reply: Option<Token>,
+    pub reply: Option<Token>,
 }
 
 /// A lane's answer word (V2): pending, or the host's answer tagged with a sequence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Answer {
+pub(crate) enum Answer {
     Pending,
-    Done { seq: u8, reply: Option<Token> },
+    Done {
+        seq: u8,
+        reply: Option<Token>,
+    },
+    /// The call was stopped: the lane traps.
+    Killed {
+        seq: u8,
+    },
+    /// The call was parked: the lane frees the port and collects its answer later.
+    Parked {
+        seq: u8,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Port {
-    lock: Lock,
-    seq: u8,
-    request: u8,
-    response: u8,
-    mask: u8,
+pub(crate) struct Port {
+    pub lock: Lock,
+    pub seq: u8,
+    pub request: u8,
+    pub response: u8,
+    pub mask: u8,
     /// Ghost: the packet published as `request`.
-    packet: Option<Token>,
-    /// Whether that packet is posted (the real host tells from its services).
-    posted: bool,
-    slots: [Slot; MAX_LANES],
-    answers: [Answer; MAX_LANES],
+    pub packet: Option<Token>,
+    /// Whether that packet is posted (the host tells from its services).
+    pub posted: bool,
+    pub slots: [Slot; MAX_LANES],
+    pub answers: [Answer; MAX_LANES],
+    /// [`HostModel::Pooled`] and [`HostModel::Holding`]: the sequence the consumer last
+    /// took (its own record).
+    pub taken: u8,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Lane {
+pub(crate) struct Lane {
     pc: u8,
     call: u8,
     /// Whether this call is posted (`None` until chosen).
@@ -476,32 +615,83 @@ struct Lane {
     group: u8,
     /// The packet's id: its leader's token.
     packet: Option<Token>,
+    /// The port the packet took.
+    port: u8,
     /// The sequence this lane's packet is published under.
     seq: u8,
     /// Leader: the lock it took was "free, answer pending".
     took_posted: bool,
     /// The lane is done with its slot (answer read, or posted request written).
     finished: bool,
-    exited: bool,
+    /// Its call was answered a ticket: once the port is released, it collects.
+    parked: bool,
+    /// This request collects its parked call's answer (alone, after its wake word).
+    collecting: bool,
+    pub exited: bool,
 }
 
+/// What the consumer is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Host {
+pub(crate) enum Host {
     Idle,
     Serving {
+        port: u8,
         seq: u8,
         todo: u8,
         packet: Option<Token>,
+        /// [`HostModel::Holding`]: a stop had come when the sweep began.
+        killing: bool,
     },
 }
 
-/// A waiting packet handed to the pool ([`HostModel::Pooled`]).
+/// A packet handed to the pool ([`HostModel::Pooled`]), or one lane of it or all its
+/// lanes handed off ([`HostModel::Holding`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Job {
-    seq: u8,
-    todo: u8,
-    packet: Option<Token>,
-    responded: bool,
+pub(crate) struct Job {
+    pub port: u8,
+    pub seq: u8,
+    pub todo: u8,
+    pub packet: Option<Token>,
+    pub responded: bool,
+    /// [`HostModel::Holding`]: each lane's request, copied out at the hand-off.
+    pub requests: [Option<Token>; MAX_LANES],
+    /// [`HostModel::Holding`]: its answers are written (else dropped: posted lanes).
+    pub answers: bool,
+}
+
+/// A packet some of whose lanes were handed off ([`HostModel::Holding`]), until every
+/// one of them has its final answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Hold {
+    pub port: u8,
+    pub seq: u8,
+    /// The packet is posted.
+    pub posted: bool,
+    /// Answers on the port still to come, and one while the consumer still serves the
+    /// packet.
+    pub left: u8,
+    /// `left` came to 0: `response` is stored and the port is its consumer's again.
+    pub released: bool,
+    pub handed: u8,
+    /// Lanes with their final answer (a result or `Killed`).
+    pub answered: u8,
+    /// Lanes answered a ticket on the port.
+    pub parked: u8,
+    /// Each handed-off lane's request, copied out at the hand-off.
+    pub requests: [Option<Token>; MAX_LANES],
+}
+
+/// A parked call's entry in the host's table (one per lane: a lane parks one call at a
+/// time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Ticket {
+    None,
+    /// Out; the call's answer is still to come.
+    Waiting(Token),
+    /// Its answer is in the table and the wake word is set.
+    Done(Token),
+    /// A stop answered it `Killed` and set the wake word.
+    Killed,
 }
 
 /// The most jobs the modelled pool holds at once (the consumer waits past it).
@@ -510,15 +700,23 @@ const MAX_JOBS: usize = 2;
 /// A state of the whole configuration.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct State {
-    lanes: Vec<Lane>,
-    port: Port,
-    host: Host,
-    /// [`HostModel::Pooled`]: the sequence the consumer last took (its own record).
-    taken: u8,
-    /// [`HostModel::Pooled`]: the pool's jobs, in the order handed over.
-    jobs: Vec<Job>,
+    pub lanes: Vec<Lane>,
+    pub ports: Vec<Port>,
+    pub host: Host,
+    /// The pool's jobs, in the order handed over.
+    pub jobs: Vec<Job>,
+    /// [`HostModel::Holding`]: packets with lanes handed off.
+    pub holds: Vec<Hold>,
+    /// [`HostModel::Holding`]: each lane's parked call.
+    pub tickets: Vec<Ticket>,
+    /// A stop has come.
+    pub stopped: bool,
+    /// A lane read `Killed` and trapped: the launch is over.
+    pub trapped: bool,
+    /// Every lane exited and the host ended the run.
+    pub ended: bool,
     /// Ghost: requests served so far, one bit per token.
-    served: u64,
+    pub served: u64,
 }
 
 /// A step taken, for traces.
@@ -527,15 +725,24 @@ pub(crate) enum Action {
     ActiveMask { warp: u8, mask: u8, posted: u8 },
     Sync { warp: u8, op: Op, mask: u8 },
     Step { lane: LaneRef, op: Op },
-    HostBegin { seq: u8, mask: u8 },
+    Acquire { lane: LaneRef, port: u8 },
+    HostBegin { port: u8, seq: u8, mask: u8 },
     HostServe { lane: u8 },
-    HostAnswer { seq: u8 },
+    HostAnswer { port: u8, seq: u8 },
     HostToPool { seq: u8, mask: u8 },
     PoolServe { lane: u8 },
     PoolResponse { seq: u8 },
+    HandOff { port: u8, lane: u8 },
+    Killed { port: u8, lane: u8 },
+    Collect { port: u8, lane: u8 },
+    JobAnswer { port: u8, lane: u8 },
+    JobDropped { port: u8, lane: u8 },
+    Park { port: u8, lane: u8 },
+    Stop,
+    End,
 }
 
-fn outcome(n: State, flagged: Option<Violation>) -> Next {
+pub(crate) fn outcome(n: State, flagged: Option<Violation>) -> Next {
     match flagged {
         Some(v) => Next::Flagged(n, v),
         None => Next::State(n),
@@ -575,11 +782,18 @@ impl fmt::Display for Action {
                 )
             }
             Action::Step { lane, op } => write!(f, "{lane}: {op:?}"),
-            Action::HostBegin { seq, mask } => {
-                write!(f, "host: sees request {seq} for lanes {}", mask_text(mask))
+            Action::Acquire { lane, port } => write!(f, "{lane}: LeaderAcquire of port {port}"),
+            Action::HostBegin { port, seq, mask } => {
+                write!(
+                    f,
+                    "host: sees request {seq} on port {port} for lanes {}",
+                    mask_text(mask)
+                )
             }
             Action::HostServe { lane } => write!(f, "host: serves slot {lane}"),
-            Action::HostAnswer { seq } => write!(f, "host: response = {seq}"),
+            Action::HostAnswer { port, seq } => {
+                write!(f, "host: response = {seq} on port {port}")
+            }
             Action::HostToPool { seq, mask } => write!(
                 f,
                 "host: hands request {seq} for lanes {} to the pool",
@@ -587,17 +801,42 @@ impl fmt::Display for Action {
             ),
             Action::PoolServe { lane } => write!(f, "pool: answers slot {lane}"),
             Action::PoolResponse { seq } => write!(f, "pool: response = {seq}"),
+            Action::HandOff { port, lane } => {
+                write!(f, "host: hands off lane {lane} of port {port}")
+            }
+            Action::Killed { port, lane } => {
+                write!(f, "host: answers lane {lane} of port {port} Killed")
+            }
+            Action::Collect { port, lane } => write!(
+                f,
+                "host: answers lane {lane}'s collection on port {port} from its ticket"
+            ),
+            Action::JobAnswer { port, lane } => {
+                write!(f, "job: serves lane {lane} of port {port} and answers it")
+            }
+            Action::JobDropped { port, lane } => write!(
+                f,
+                "job: lane {lane} of port {port} is not served (the run is stopping or over)"
+            ),
+            Action::Park { port, lane } => {
+                write!(f, "timer: parks lane {lane} of port {port} (a ticket)")
+            }
+            Action::Stop => write!(f, "stop: the launch is killed"),
+            Action::End => write!(f, "host: the kernel ended; the run ends"),
         }
     }
 }
 
 /// A configuration made ready to explore: who each lane is and what it calls.
 pub(crate) struct Model {
-    protocol: Protocol,
-    host: HostModel,
+    pub protocol: Protocol,
+    pub host: HostModel,
     program: &'static [Op],
-    who: Vec<LaneRef>,
+    pub who: Vec<LaneRef>,
     calls: Vec<Vec<CallKind>>,
+    ports: u8,
+    /// How each lane's each call may block.
+    blocks: Vec<Vec<Option<Blocks>>>,
 }
 
 /// What one step of the port protocol leads to.
@@ -643,25 +882,54 @@ impl Model {
             "lane ids must be below {MAX_LANES}"
         );
         assert!(calls.iter().map(Vec::len).max().unwrap_or(0) <= 8 && who.len() <= 8);
+        assert!(config.ports >= 1, "a port at least");
+        let mut blocks: Vec<Vec<Option<Blocks>>> =
+            calls.iter().map(|c| vec![None; c.len()]).collect();
+        for (t, b) in &config.blocking {
+            let i = who
+                .iter()
+                .position(|w| *w == t.who)
+                .expect("a blocking call's lane is configured");
+            blocks[i][t.call as usize] = Some(*b);
+        }
         Model {
             protocol: config.protocol,
             host: config.host,
             program: config.protocol.program(),
             who,
             calls,
+            ports: config.ports,
+            blocks,
         }
     }
 
-    fn token(&self, i: usize, call: u8) -> Token {
+    pub fn token(&self, i: usize, call: u8) -> Token {
         Token {
             who: self.who[i],
             call,
         }
     }
 
-    fn token_bit(&self, t: Token) -> u64 {
-        let i = self.who.iter().position(|w| *w == t.who).expect("a lane");
-        1 << (i * 8 + t.call as usize)
+    pub fn token_bit(&self, t: Token) -> u64 {
+        1 << (self.index(t.who) * 8 + t.call as usize)
+    }
+
+    /// The index of lane `who` in the state's lanes.
+    pub fn index(&self, who: LaneRef) -> usize {
+        self.who.iter().position(|w| *w == who).expect("a lane")
+    }
+
+    /// Whether some call never ends by itself ([`Blocks::Forever`]).
+    pub fn never_ends(&self) -> bool {
+        self.blocks
+            .iter()
+            .flatten()
+            .any(|b| *b == Some(Blocks::Forever))
+    }
+
+    /// How call `t` may block, if it may.
+    pub fn blocks(&self, t: Token) -> Option<Blocks> {
+        self.blocks[self.index(t.who)][t.call as usize]
     }
 
     fn fixed_kind(&self, i: usize, call: u8) -> Option<bool> {
@@ -681,42 +949,68 @@ impl Model {
                 mask: 0,
                 group: 0,
                 packet: None,
+                port: 0,
                 seq: 0,
                 took_posted: false,
                 finished: false,
+                parked: false,
+                collecting: false,
                 exited: self.calls[i].is_empty(),
             })
             .collect();
+        let port = Port {
+            lock: Lock::Free,
+            seq: 0,
+            request: 0,
+            response: 0,
+            mask: 0,
+            packet: None,
+            posted: false,
+            slots: [Slot::default(); MAX_LANES],
+            answers: [Answer::Done {
+                seq: 0,
+                reply: None,
+            }; MAX_LANES],
+            taken: 0,
+        };
         State {
             lanes,
-            port: Port {
-                lock: Lock::Free,
-                seq: 0,
-                request: 0,
-                response: 0,
-                mask: 0,
-                packet: None,
-                posted: false,
-                slots: [Slot::default(); MAX_LANES],
-                answers: [Answer::Done {
-                    seq: 0,
-                    reply: None,
-                }; MAX_LANES],
-            },
+            ports: vec![port; self.ports as usize],
             host: Host::Idle,
-            taken: 0,
             jobs: Vec::new(),
+            holds: Vec::new(),
+            tickets: vec![Ticket::None; self.who.len()],
+            stopped: false,
+            trapped: false,
+            ended: false,
             served: 0,
         }
     }
 
-    /// Whether `s` is a correct end: every lane exited and nothing is outstanding.
+    /// Whether `s` is a correct end: every lane exited and nothing is outstanding, or
+    /// a stopped call trapped (the launch is over; the run's end stops what is left).
     pub fn finished(&self, s: &State) -> Result<bool, Violation> {
-        if !s.lanes.iter().all(|l| l.exited) || s.host != Host::Idle || !s.jobs.is_empty() {
+        if s.trapped {
+            return Ok(true);
+        }
+        if !s.lanes.iter().all(|l| l.exited)
+            || s.host != Host::Idle
+            || !s.jobs.is_empty()
+            || !s.holds.is_empty()
+        {
             return Ok(false);
         }
-        if s.port.request != s.port.response {
+        if s.ports.iter().any(|p| p.request != p.response) {
             return Ok(false);
+        }
+        for (i, t) in s.tickets.iter().enumerate() {
+            if let Ticket::Waiting(t) | Ticket::Done(t) = t {
+                return Err(Violation::Uncollected(*t));
+            }
+            debug_assert!(*t == Ticket::None || s.stopped, "lane {i}");
+        }
+        if s.stopped {
+            return Ok(true);
         }
         for (i, c) in self.calls.iter().enumerate() {
             for call in 0..c.len() as u8 {
@@ -732,12 +1026,14 @@ impl Model {
     /// Every step possible from `s`.
     pub fn successors(&self, s: &State) -> Vec<(Action, Next)> {
         let mut out = Vec::new();
+        if s.trapped {
+            return out;
+        }
         self.active_masks(s, &mut out);
+        self.collections(s, &mut out);
         self.syncs(s, &mut out);
         for i in 0..s.lanes.len() {
-            if let Some(step) = self.lane_step(s, i) {
-                out.push(step);
-            }
+            self.lane_step(s, i, &mut out);
         }
         self.host_steps(s, &mut out);
         out
@@ -747,13 +1043,17 @@ impl Model {
         self.program[l.pc as usize]
     }
 
-    /// `activemask`: any non-empty subset of a warp's lanes waiting at the entry.
+    /// `activemask`: any non-empty subset of a warp's lanes waiting at the entry (a lane
+    /// that collects a parked call's answer goes alone: [`Model::collections`]).
     fn active_masks(&self, s: &State, out: &mut Vec<(Action, Next)>) {
         for warp in [0u8, 1] {
             let at_entry: Vec<usize> = (0..s.lanes.len())
                 .filter(|&i| {
                     let l = &s.lanes[i];
-                    self.who[i].warp == warp && !l.exited && self.op(l) == ActiveMask
+                    self.who[i].warp == warp
+                        && !l.exited
+                        && !l.collecting
+                        && self.op(l) == ActiveMask
                 })
                 .collect();
             for subset in 1u32..(1 << at_entry.len()) {
@@ -794,6 +1094,32 @@ impl Model {
                     out.push((Action::ActiveMask { warp, mask, posted }, Next::State(n)));
                 }
             }
+        }
+    }
+
+    /// A lane whose call was parked starts its collection, alone, once its wake word is
+    /// set.
+    fn collections(&self, s: &State, out: &mut Vec<(Action, Next)>) {
+        for (i, l) in s.lanes.iter().enumerate() {
+            if l.exited || !l.collecting || self.op(l) != ActiveMask {
+                continue;
+            }
+            if !matches!(s.tickets[i], Ticket::Done(_) | Ticket::Killed) {
+                continue;
+            }
+            let mut n = s.clone();
+            let mask = 1 << self.who[i].lane;
+            n.lanes[i].mask = mask;
+            n.lanes[i].group = mask;
+            self.advance(&mut n, i);
+            out.push((
+                Action::ActiveMask {
+                    warp: self.who[i].warp,
+                    mask,
+                    posted: 0,
+                },
+                Next::State(n),
+            ));
         }
     }
 
@@ -859,13 +1185,25 @@ impl Model {
                     }
                 }
             }
+            let port = if op == Broadcast {
+                waiting
+                    .iter()
+                    .find(|&&j| self.is_leader(j, &s.lanes[j]))
+                    .map(|&j| s.lanes[j].port)
+            } else {
+                None
+            };
             for &j in &waiting {
-                // V2: every lane then reads the sequence its packet will be published
-                // under. The counter changes only at the lock holder's publication,
-                // which waits for this lane at the next barrier: the read commutes with
-                // every step in between, so it is taken here, with the broadcast.
-                if op == Broadcast && self.protocol == Protocol::V2 {
-                    n.lanes[j].seq = s.port.seq.wrapping_add(1);
+                if let Some(p) = port {
+                    n.lanes[j].port = p;
+                    // V2: every lane then reads the sequence its packet will be
+                    // published under. The counter changes only at the lock holder's
+                    // publication, which waits for this lane at the next barrier: the
+                    // read commutes with every step in between, so it is taken here,
+                    // with the broadcast.
+                    if self.protocol == Protocol::V2 {
+                        n.lanes[j].seq = s.ports[p as usize].seq.wrapping_add(1);
+                    }
                 }
                 self.advance(&mut n, j);
             }
@@ -877,15 +1215,16 @@ impl Model {
         l.group.trailing_zeros() as u8 == self.who[i].lane
     }
 
-    /// The next non-synchronous step of lane `i`, if it can take one.
-    fn lane_step(&self, s: &State, i: usize) -> Option<(Action, Next)> {
+    /// The next non-synchronous step of lane `i`, if it can take one (a leader may take
+    /// any free port: one step per port).
+    fn lane_step(&self, s: &State, i: usize, out: &mut Vec<(Action, Next)>) {
         let l = s.lanes[i];
         if l.exited {
-            return None;
+            return;
         }
         let op = self.op(&l);
         if op == ActiveMask || op.is_sync() {
-            return None;
+            return;
         }
         let who = self.who[i];
         let action = Action::Step { lane: who, op };
@@ -893,104 +1232,128 @@ impl Model {
         let mut n = s.clone();
         let me = self.token(i, l.call);
         let slot = who.lane as usize;
+        let p = l.port as usize;
         let mut flagged = None;
         debug_assert!(leader || !op.leader_only());
         match op {
             LeaderAcquire => {
-                if s.port.lock == Lock::Held {
-                    return None;
+                for (k, port) in s.ports.iter().enumerate() {
+                    if port.lock == Lock::Held {
+                        continue;
+                    }
+                    let mut n = s.clone();
+                    n.lanes[i].took_posted = port.lock == Lock::FreePosted;
+                    n.lanes[i].port = k as u8;
+                    n.ports[k].lock = Lock::Held;
+                    self.advance(&mut n, i);
+                    let action = Action::Acquire {
+                        lane: who,
+                        port: k as u8,
+                    };
+                    out.push((action, Next::State(n)));
                 }
-                n.lanes[i].took_posted = s.port.lock == Lock::FreePosted;
-                n.port.lock = Lock::Held;
+                return;
             }
             LeaderWaitPosted => {
-                if l.took_posted && s.port.response != s.port.seq {
-                    return None;
+                if l.took_posted && s.ports[p].response != s.ports[p].seq {
+                    return;
                 }
             }
             WriteSlot => {
-                n.port.slots[slot] = Slot {
+                n.ports[p].slots[slot] = Slot {
                     request: Some(me),
                     packet: l.packet,
+                    collect: l.collecting,
                     answered: false,
                     reply: None,
                 };
-                n.port.answers[slot] = Answer::Pending;
+                n.ports[p].answers[slot] = Answer::Pending;
                 n.lanes[i].finished = l.posted == Some(true);
             }
             Publish => {
                 if leader {
-                    let seq = s.port.seq.wrapping_add(1);
-                    n.port.seq = seq;
-                    n.port.mask = l.group;
-                    n.port.request = seq;
-                    n.port.packet = l.packet;
-                    n.port.posted = l.posted == Some(true);
+                    let seq = s.ports[p].seq.wrapping_add(1);
+                    let port = &mut n.ports[p];
+                    port.seq = seq;
+                    port.mask = l.group;
+                    port.request = seq;
+                    port.packet = l.packet;
+                    port.posted = l.posted == Some(true);
                     n.lanes[i].seq = seq;
                     if l.posted == Some(true) {
-                        n.port.lock = Lock::FreePosted;
+                        n.ports[p].lock = Lock::FreePosted;
                         flagged = self.release_check(s, i);
                     }
                 }
                 if l.posted == Some(true) {
                     self.end_call(&mut n, i);
-                    return Some((action, outcome(n, flagged)));
+                    out.push((action, outcome(n, flagged)));
+                    return;
                 }
             }
             LeaderPollResponse => {
-                if s.port.response != l.seq {
-                    return None;
+                if s.ports[p].response != l.seq {
+                    return;
                 }
             }
             ReadSlot => {
                 let recheck = matches!(self.protocol, Protocol::V1 { recheck: true });
-                let sl = s.port.slots[slot];
+                let sl = s.ports[p].slots[slot];
                 if recheck && !(sl.answered && sl.request == Some(me)) {
-                    return None;
+                    return;
                 }
                 let got = if sl.answered { sl.reply } else { None };
                 if got != Some(me) {
-                    return Some((
-                        action,
-                        Next::Broken(Violation::WrongReply { expected: me, got }),
-                    ));
+                    let v = Violation::WrongReply { expected: me, got };
+                    out.push((action, Next::Broken(v)));
+                    return;
                 }
                 n.lanes[i].finished = true;
             }
-            PollAnswer => match s.port.answers[slot] {
-                Answer::Pending => return None,
-                Answer::Done { seq, reply } => {
-                    if seq != l.seq {
-                        return Some((
-                            action,
-                            Next::Broken(Violation::ForeignAnswer {
-                                lane: who,
-                                expected: l.seq,
-                                found: seq,
-                            }),
-                        ));
-                    }
-                    if reply != Some(me) {
-                        return Some((
-                            action,
-                            Next::Broken(Violation::WrongReply {
-                                expected: me,
-                                got: reply,
-                            }),
-                        ));
-                    }
-                    n.lanes[i].finished = true;
+            PollAnswer => {
+                let (seq, reply) = match s.ports[p].answers[slot] {
+                    Answer::Pending => return,
+                    Answer::Done { seq, reply } => (seq, Some(reply)),
+                    Answer::Killed { seq } | Answer::Parked { seq } => (seq, None),
+                };
+                if seq != l.seq {
+                    let v = Violation::ForeignAnswer {
+                        lane: who,
+                        expected: l.seq,
+                        found: seq,
+                    };
+                    out.push((action, Next::Broken(v)));
+                    return;
                 }
-            },
+                match (s.ports[p].answers[slot], reply) {
+                    (_, Some(reply)) if reply != Some(me) => {
+                        let v = Violation::WrongReply {
+                            expected: me,
+                            got: reply,
+                        };
+                        out.push((action, Next::Broken(v)));
+                        return;
+                    }
+                    (Answer::Killed { .. }, _) => {
+                        // The thread traps, which ends the launch.
+                        n.trapped = true;
+                        out.push((action, Next::State(n)));
+                        return;
+                    }
+                    (Answer::Parked { .. }, _) => n.lanes[i].parked = true,
+                    _ => {}
+                }
+                n.lanes[i].finished = true;
+            }
             LeaderRelease => {
-                n.port.lock = Lock::Free;
+                n.ports[p].lock = Lock::Free;
                 flagged = self.release_check(s, i);
             }
             Return => unreachable!("`advance` returns on reaching it"),
             ActiveMask | MatchPosted | Broadcast | Barrier => unreachable!("handled as syncs"),
         }
         self.advance(&mut n, i);
-        Some((action, outcome(n, flagged)))
+        out.push((action, outcome(n, flagged)));
     }
 
     /// Moves lane `i` to its next step, past leader-only steps it does not take: they
@@ -1035,18 +1398,28 @@ impl Model {
             })
     }
 
+    /// Lane `i`'s request is done: on to its next call, or, if it was parked, to the
+    /// collection of its answer.
     fn end_call(&self, n: &mut State, i: usize) {
-        let call = n.lanes[i].call + 1;
+        let parked = n.lanes[i].parked;
+        let call = n.lanes[i].call + u8::from(!parked);
         n.lanes[i] = Lane {
             pc: 0,
             call,
-            posted: self.fixed_kind(i, call),
+            posted: if parked {
+                Some(false)
+            } else {
+                self.fixed_kind(i, call)
+            },
             mask: 0,
             group: 0,
             packet: None,
+            port: 0,
             seq: 0,
             took_posted: false,
             finished: false,
+            parked: false,
+            collecting: parked,
             exited: call as usize >= self.calls[i].len(),
         };
     }
@@ -1062,77 +1435,114 @@ impl Model {
                     self.pool_job(s, j, out);
                 }
             }
+            HostModel::Holding(h) => self.holding_host(s, h, out),
         }
+    }
+
+    /// A port with a request not yet answered (by the header).
+    fn published(&self, s: &State) -> impl Iterator<Item = usize> {
+        (0..s.ports.len()).filter(move |&p| s.ports[p].request != s.ports[p].response)
     }
 
     fn atomic_host(&self, s: &State, out: &mut Vec<(Action, Next)>) {
         match s.host {
             Host::Idle => {
-                if s.port.request != s.port.response {
+                for p in self.published(s) {
+                    let port = &s.ports[p];
                     let mut n = s.clone();
                     n.host = Host::Serving {
-                        seq: s.port.request,
-                        todo: s.port.mask,
-                        packet: s.port.packet,
+                        port: p as u8,
+                        seq: port.request,
+                        todo: port.mask,
+                        packet: port.packet,
+                        killing: false,
                     };
-                    out.push((
-                        Action::HostBegin {
-                            seq: s.port.request,
-                            mask: s.port.mask,
-                        },
-                        Next::State(n),
-                    ));
+                    let action = Action::HostBegin {
+                        port: p as u8,
+                        seq: port.request,
+                        mask: port.mask,
+                    };
+                    out.push((action, Next::State(n)));
                 }
             }
-            Host::Serving { seq, todo: 0, .. } => {
+            Host::Serving {
+                port, seq, todo: 0, ..
+            } => {
                 let mut n = s.clone();
-                n.port.response = seq;
+                n.ports[port as usize].response = seq;
                 n.host = Host::Idle;
-                out.push((Action::HostAnswer { seq }, Next::State(n)));
+                out.push((Action::HostAnswer { port, seq }, Next::State(n)));
             }
-            Host::Serving { seq, todo, packet } => self.host_serve(s, seq, todo, packet, out),
+            Host::Serving {
+                port,
+                seq,
+                todo,
+                packet,
+                ..
+            } => self.host_serve(s, (port, seq), todo, packet, out),
         }
     }
 
-    /// The runtime's consumer: a doorbell other than its own record is a new packet;
-    /// posted packets it serves itself, waiting ones go to the pool.
+    /// The runtime's consumer before issue 31: a doorbell other than its own record is
+    /// a new packet; posted packets it serves itself, waiting ones go to the pool.
     fn consumer(&self, s: &State, response_at_handover: bool, out: &mut Vec<(Action, Next)>) {
         match s.host {
             Host::Idle => {
-                if s.port.request == s.taken {
-                    return;
-                }
-                let (seq, mask, packet) = (s.port.request, s.port.mask, s.port.packet);
-                let mut n = s.clone();
-                if s.port.posted {
-                    n.host = Host::Serving {
-                        seq,
-                        todo: mask,
-                        packet,
-                    };
-                    out.push((Action::HostBegin { seq, mask }, Next::State(n)));
-                } else if s.jobs.len() < MAX_JOBS {
-                    n.jobs.push(Job {
-                        seq,
-                        todo: mask,
-                        packet,
-                        responded: response_at_handover,
-                    });
-                    if response_at_handover {
-                        n.port.response = seq;
+                for p in 0..s.ports.len() {
+                    let port = &s.ports[p];
+                    if port.request == port.taken {
+                        continue;
                     }
-                    n.taken = seq;
-                    out.push((Action::HostToPool { seq, mask }, Next::State(n)));
+                    let (seq, mask, packet) = (port.request, port.mask, port.packet);
+                    let mut n = s.clone();
+                    if port.posted {
+                        n.host = Host::Serving {
+                            port: p as u8,
+                            seq,
+                            todo: mask,
+                            packet,
+                            killing: false,
+                        };
+                        let action = Action::HostBegin {
+                            port: p as u8,
+                            seq,
+                            mask,
+                        };
+                        out.push((action, Next::State(n)));
+                    } else if s.jobs.len() < MAX_JOBS {
+                        n.jobs.push(Job {
+                            port: p as u8,
+                            seq,
+                            todo: mask,
+                            packet,
+                            responded: response_at_handover,
+                            requests: [None; MAX_LANES],
+                            answers: true,
+                        });
+                        if response_at_handover {
+                            n.ports[p].response = seq;
+                        }
+                        n.ports[p].taken = seq;
+                        out.push((Action::HostToPool { seq, mask }, Next::State(n)));
+                    }
                 }
             }
-            Host::Serving { seq, todo: 0, .. } => {
+            Host::Serving {
+                port, seq, todo: 0, ..
+            } => {
                 let mut n = s.clone();
-                n.port.response = seq;
-                n.taken = seq;
+                n.ports[port as usize].response = seq;
+                n.ports[port as usize].taken = seq;
                 n.host = Host::Idle;
-                out.push((Action::HostAnswer { seq }, Next::State(n)));
+                out.push((Action::HostAnswer { port, seq }, Next::State(n)));
             }
-            Host::Serving { seq, todo, packet } => self.host_serve(s, seq, todo, packet, out),
+            Host::Serving {
+                port,
+                seq,
+                todo,
+                packet,
+                ..
+            } => self.host_serve(s, (port, seq), todo, packet, out),
         }
     }
 
@@ -1142,7 +1552,7 @@ impl Model {
         let job = s.jobs[j];
         if job.todo == 0 && !job.responded {
             let mut n = s.clone();
-            n.port.response = job.seq;
+            n.ports[job.port as usize].response = job.seq;
             n.jobs[j].responded = true;
             if n.jobs[j].todo == 0 {
                 n.jobs.remove(j);
@@ -1151,9 +1561,10 @@ impl Model {
             return;
         }
         let lane = job.todo.trailing_zeros() as u8;
+        let at = (job.port, job.seq);
         self.push_served(
             s,
-            job.seq,
+            at,
             lane,
             job.packet,
             Action::PoolServe { lane },
@@ -1171,17 +1582,20 @@ impl Model {
     fn host_serve(
         &self,
         s: &State,
-        seq: u8,
+        (port, seq): (u8, u8),
         todo: u8,
         packet: Option<Token>,
         out: &mut Vec<(Action, Next)>,
     ) {
         let lane = todo.trailing_zeros() as u8;
-        self.push_served(s, seq, lane, packet, Action::HostServe { lane }, out, |n| {
+        let action = Action::HostServe { lane };
+        self.push_served(s, (port, seq), lane, packet, action, out, |n| {
             n.host = Host::Serving {
+                port,
                 seq,
                 todo: todo & !(1 << lane),
                 packet,
+                killing: false,
             };
         });
     }
@@ -1192,14 +1606,14 @@ impl Model {
     fn push_served(
         &self,
         s: &State,
-        seq: u8,
+        at: (u8, u8),
         lane: u8,
         packet: Option<Token>,
         action: Action,
         out: &mut Vec<(Action, Next)>,
         then: impl FnOnce(&mut State),
     ) {
-        match self.serve_slot(s, seq, lane, packet) {
+        match self.serve_slot(s, at, lane, packet) {
             Ok(mut n) => {
                 then(&mut n);
                 out.push((action, Next::State(n)));
@@ -1208,31 +1622,49 @@ impl Model {
         }
     }
 
-    /// Slot `lane` served as part of `packet`, published as `seq`: its request marked
-    /// served and its answer written.
-    fn serve_slot(
+    /// Slot `lane` of port `port` served as part of `packet`, published as `seq`: its
+    /// request marked served and its answer written.
+    pub fn serve_slot(
         &self,
         s: &State,
-        seq: u8,
+        (port, seq): (u8, u8),
         lane: u8,
         packet: Option<Token>,
     ) -> Result<State, Violation> {
-        let sl = s.port.slots[lane as usize];
-        if sl.packet != packet || packet.is_none() {
-            return Err(Violation::StaleSlot { lane });
-        }
-        let t = sl.request.expect("a written slot names its request");
-        if s.served & self.token_bit(t) != 0 {
-            return Err(Violation::DoubleServe(t));
-        }
+        let t = self.slot_request(s, port, lane, packet)?;
         let mut n = s.clone();
-        n.served |= self.token_bit(t);
-        n.port.slots[lane as usize].answered = true;
-        n.port.slots[lane as usize].reply = Some(t);
-        n.port.answers[lane as usize] = Answer::Done {
+        self.mark_served(&mut n, t)?;
+        let p = &mut n.ports[port as usize];
+        p.slots[lane as usize].answered = true;
+        p.slots[lane as usize].reply = Some(t);
+        p.answers[lane as usize] = Answer::Done {
             seq,
             reply: Some(t),
         };
         Ok(n)
+    }
+
+    /// The request in slot `lane` of `port`, which must have been written for `packet`.
+    pub fn slot_request(
+        &self,
+        s: &State,
+        port: u8,
+        lane: u8,
+        packet: Option<Token>,
+    ) -> Result<Token, Violation> {
+        let sl = s.ports[port as usize].slots[lane as usize];
+        if sl.packet != packet || packet.is_none() {
+            return Err(Violation::StaleSlot { lane });
+        }
+        Ok(sl.request.expect("a written slot names its request"))
+    }
+
+    /// Request `t` is served (once).
+    pub fn mark_served(&self, n: &mut State, t: Token) -> Result<(), Violation> {
+        if n.served & self.token_bit(t) != 0 {
+            return Err(Violation::DoubleServe(t));
+        }
+        n.served |= self.token_bit(t);
+        Ok(())
     }
 }

@@ -63,6 +63,7 @@ fn v1_is_sound_when_no_packet_mixes_posted_and_waiting_lanes() {
         host: HostModel::Atomic,
         main: vec![vec![CallKind::Waiting; 2]; 3],
         foreign: vec![(1, vec![CallKind::Waiting])],
+        ..Config::standard(Protocol::V1 { recheck: false })
     };
     let r = check(&config);
     show("v1, waiting calls only", &r);
@@ -81,6 +82,7 @@ fn pooled(response_at_handover: bool) -> Config {
         },
         main: vec![vec![Waiting, Posted, Posted], vec![Either]],
         foreign: vec![(1, vec![Either])],
+        ..Config::standard(Protocol::V2)
     }
 }
 

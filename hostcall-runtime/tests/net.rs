@@ -327,10 +327,10 @@ fn a_duplicated_socket_is_the_same_connection() {
 }
 
 /// Two GPU threads that wait on each other through the host, with one blocking-pool
-/// worker: the receiver's call holds it until the sender's datagram comes, so the
-/// sender's call must get a worker of its own.
+/// worker: the receiver's call must not hold it (nor a consumer) until the sender's
+/// datagram comes. It waits in the reactor, holding no thread.
 #[test]
-fn gpu_threads_waiting_on_each_other_each_get_a_pool_worker() {
+fn gpu_threads_waiting_on_each_other_with_one_pool_worker_both_finish() {
     let port = Arc::new(AtomicU16::new(0));
     let host = quiet()
         .allow_listen("127.0.0.1:*")

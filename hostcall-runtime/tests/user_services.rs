@@ -4,8 +4,10 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use common::quiet;
 use hostcall_abi::errno::{EACCES, ENOENT};
@@ -577,4 +579,92 @@ fn lanes_of_one_packet_calling_a_blocking_service_are_served_apart() {
     let mut got = got.lock().unwrap().clone();
     got.sort_unstable();
     assert_eq!(got, [0, 1]);
+}
+
+/// A service whose calls may block and take `.0` milliseconds, counting its calls.
+struct Slow(u64, Arc<AtomicUsize>);
+
+impl Handler for Slow {
+    fn call(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
+        std::thread::sleep(Duration::from_millis(self.0));
+        self.1.fetch_add(1, SeqCst);
+        Ok(Reply::value(call.args[0] as i64))
+    }
+    fn can_block(&self, _: u32) -> bool {
+        true
+    }
+}
+
+/// A posted call of a service that may block was parked like a waiting one once it
+/// took 100 µs: its ticket was never collected, since nobody waits for it, and its port
+/// stayed held until it ended. Two such calls took both wake words of a two-thread
+/// launch, so the rendezvous that follows on the one port could not be parked: its
+/// first caller kept the port, its second never got one (`hostcall-model`'s holding
+/// host finds both). A posted lane handed off now holds nothing.
+#[test]
+fn posted_calls_of_a_blocking_service_leave_the_wake_words_and_ports_to_waiting_calls() {
+    struct Rendezvous(std::sync::Barrier);
+    impl Handler for Rendezvous {
+        fn call(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
+            self.0.wait();
+            Ok(Reply::value(call.args[0] as i64))
+        }
+        fn can_block(&self, _: u32) -> bool {
+            true
+        }
+    }
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = got.clone();
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
+        let ch = t.channel();
+        if t.thread == 0 {
+            for i in 0..2 {
+                ch.post::<Emu>(12, [i, 0, 0, 0, 0, 0], &[], None);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        } else {
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let r = ch.call::<Emu>(13, [t.thread as u64, 0, 0, 0, 0, 0], &[], &mut [], None);
+        g.lock().unwrap().push(r.result);
+    });
+    let calls = Arc::new(AtomicUsize::new(0));
+    let host = quiet()
+        .ports(1)
+        .timeout(Duration::from_secs(5))
+        .service(12, Arc::new(Slow(5, calls.clone())))
+        .service(13, Arc::new(Rendezvous(std::sync::Barrier::new(2))));
+    let r = common::within(Duration::from_secs(10), "Host::run", move || {
+        host.build()
+            .unwrap()
+            .run(&mut m, &Launch::linear("k", 1, 2, vec![]))
+            .unwrap()
+    });
+    assert_eq!(r.outcome, Outcome::Completed, "{r:?}");
+    let mut got = got.lock().unwrap().clone();
+    got.sort();
+    assert_eq!(got, [0, 1]);
+    assert_eq!(calls.load(SeqCst), 2);
+}
+
+/// Posted calls of a service that may block, made just before the kernel ends: the
+/// run's end dropped the pool's queued jobs, so with one pool thread all but one were
+/// never served. The end now serves them (within its time limit).
+#[test]
+fn posted_calls_of_a_blocking_service_made_as_the_kernel_ends_are_served() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
+        t.channel()
+            .post::<Emu>(12, [t.thread as u64, 0, 0, 0, 0, 0], &[], None);
+    });
+    let r = quiet()
+        .ports(8)
+        .blocking_threads(1)
+        .service(12, Arc::new(Slow(20, calls.clone())))
+        .build()
+        .unwrap()
+        .run(&mut m, &Launch::linear("k", 1, 8, vec![]))
+        .unwrap();
+    assert_eq!(r.outcome, Outcome::Completed, "{r:?}");
+    assert_eq!(calls.load(SeqCst), 8);
 }

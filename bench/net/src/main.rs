@@ -5,14 +5,22 @@
 //!
 //!     net-bench echo ADDR CONNECTIONS    serve CONNECTIONS connections, one at a time
 //!     net-bench client ADDR              measure the server at ADDR
+//!     net-bench pairs THREADS            THREADS threads talking in pairs (issue 31)
 //!
 //! - `round_trips_per_s`, `rtt_median_us`: 64-byte messages, each waiting for its echo,
 //!   on one connection with `TCP_NODELAY` (2,000 after 200 to warm up).
 //! - `mb_per_s`: 256 MiB written in 64 KiB pieces while a second thread reads the echo
 //!   back, on a second connection.
+//!
+//! `pairs` runs THREADS threads at once, thread `i` paired with `i ^ 1`: each pair
+//! exchanges `PAIR_ROUNDS` datagrams each way over UDP, then as many 64-byte messages
+//! over a TCP connection one of them accepts, every call waiting on the peer's. It
+//! prints what was exchanged and one JSON line of times; the lines but the times are
+//! the same on the CPU and the GPU.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 const SMALL: usize = 64;
@@ -20,6 +28,8 @@ const WARM: usize = 200;
 const ROUND_TRIPS: usize = 2000;
 const PIECE: usize = 64 << 10;
 const STREAM_BYTES: usize = 256 << 20;
+/// Messages each way per pair and protocol in `pairs`.
+const PAIR_ROUNDS: usize = 20;
 
 /// Echoes everything `conn` sends until it closes.
 fn echo(mut conn: TcpStream) -> std::io::Result<u64> {
@@ -105,6 +115,91 @@ fn client(addr: &str) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Where a thread of `pairs` is reached: its UDP socket, and its listener (even threads).
+type Reached = (SocketAddr, Option<SocketAddr>);
+
+/// One thread of `pairs`: `i`'s addresses published in `addrs`, then the exchange with
+/// `i ^ 1` over UDP (the odd thread sends first), then over TCP (the even thread
+/// listens, the odd one connects); returns the bytes it received.
+fn pair(i: usize, addrs: &Mutex<Vec<Option<Reached>>>, met: &Barrier) -> std::io::Result<usize> {
+    let odd = i % 2 == 1;
+    let udp = UdpSocket::bind("127.0.0.1:0")?;
+    let tcp = if odd {
+        None
+    } else {
+        Some(TcpListener::bind("127.0.0.1:0")?)
+    };
+    let listening = tcp.as_ref().map(TcpListener::local_addr).transpose()?;
+    addrs.lock().unwrap()[i] = Some((udp.local_addr()?, listening));
+    met.wait();
+    let (their_udp, their_tcp) = addrs.lock().unwrap()[i ^ 1].expect("every thread published");
+    let mut got = 0;
+    let mut buf = [0u8; SMALL];
+    for round in 0..PAIR_ROUNDS {
+        let msg = [(i + round) as u8; SMALL];
+        if odd {
+            udp.send_to(&msg, their_udp)?;
+        }
+        let (n, from) = udp.recv_from(&mut buf)?;
+        assert_eq!(from, their_udp, "a datagram from the peer");
+        got += n;
+        if !odd {
+            udp.send_to(&msg, from)?;
+        }
+    }
+    let mut conn = match (tcp, their_tcp) {
+        (Some(l), _) => l.accept()?.0,
+        (None, Some(at)) => TcpStream::connect(at)?,
+        (None, None) => unreachable!("an even thread listens"),
+    };
+    conn.set_nodelay(true)?;
+    for round in 0..PAIR_ROUNDS {
+        let msg = [(i + round) as u8; SMALL];
+        if odd {
+            conn.write_all(&msg)?;
+        }
+        conn.read_exact(&mut buf)?;
+        got += SMALL;
+        if !odd {
+            conn.write_all(&msg)?;
+        }
+    }
+    Ok(got)
+}
+
+/// `pairs`: `threads` threads (even) exchanging in pairs, all at once.
+fn pairs(threads: usize) -> std::io::Result<()> {
+    let addrs = Mutex::new(vec![None; threads]);
+    let met = Barrier::new(threads);
+    let started = Instant::now();
+    let got: Vec<std::io::Result<usize>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let (addrs, met) = (&addrs, &met);
+                s.spawn(move || pair(i, addrs, met))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a pair thread"))
+            .collect()
+    });
+    let took = started.elapsed();
+    let mut total = 0;
+    for g in got {
+        total += g?;
+    }
+    println!(
+        "{threads} threads in {} pairs: {total} bytes received ({PAIR_ROUNDS} datagrams and {PAIR_ROUNDS} TCP messages of {SMALL} bytes each way per pair)",
+        threads / 2
+    );
+    println!(
+        "{{\"threads\": {threads}, \"pairs_s\": {:.3}}}",
+        took.as_secs_f64()
+    );
+    Ok(())
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let result = match (args.get(1).map(String::as_str), args.get(2)) {
@@ -118,8 +213,17 @@ fn main() {
             })
         }
         (Some("client"), Some(addr)) => client(addr),
+        (Some("pairs"), Some(n)) => match n.parse::<usize>() {
+            Ok(n) if n >= 2 && n % 2 == 0 => pairs(n),
+            _ => {
+                eprintln!("net-bench pairs: THREADS must be an even number, at least 2");
+                std::process::exit(2);
+            }
+        },
         _ => {
-            eprintln!("usage: net-bench echo ADDR CONNECTIONS | net-bench client ADDR");
+            eprintln!(
+                "usage: net-bench echo ADDR CONNECTIONS | net-bench client ADDR | net-bench pairs THREADS"
+            );
             std::process::exit(2);
         }
     };

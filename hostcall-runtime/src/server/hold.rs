@@ -11,9 +11,10 @@
 //! freed, and its result goes to the parked calls' table when it comes), or a stop
 //! (`Killed`). A late result of a lane answered otherwise is dropped.
 
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Release, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use hostcall_abi::WARP_SIZE;
 use hostcall_abi::park::Ticket;
@@ -128,9 +129,10 @@ impl Held {
     }
 
     /// Answers every lane handed off and not yet answered `Killed` (on its port, or in
-    /// the parked calls' table).
+    /// the parked calls' table). Sequentially consistent with [`Holds::add`], so that
+    /// a lane added as a stop comes is seen here or sees the stop.
     fn kill(&self, ctx: &Context) {
-        let mut lanes = self.handed.load(Acquire);
+        let mut lanes = self.handed.load(SeqCst);
         while lanes != 0 {
             let lane = lanes.trailing_zeros() as usize;
             lanes &= lanes - 1;
@@ -179,10 +181,11 @@ impl Holds {
         held
     }
 
-    /// Adds lane `lane` to the lanes `held` hands off.
+    /// Adds lane `lane` to the lanes `held` hands off (see [`Held::kill`] for the
+    /// ordering).
     pub fn add(held: &Held, lane: usize) {
         held.left.fetch_add(1, AcqRel);
-        held.handed.fetch_or(1 << lane, Release);
+        held.handed.fetch_or(1 << lane, SeqCst);
     }
 
     /// Port `p` is free again.
@@ -199,5 +202,41 @@ impl Holds {
                 h.kill(ctx);
             }
         }
+    }
+}
+
+/// Posted lanes handed off and not yet served. Nobody waits for their answers, but the
+/// run's end waits for them (until its time limit), so that a posted call made just
+/// before the kernel ended is served, not dropped (`hostcall-model`'s holding host
+/// finds the loss otherwise).
+#[derive(Default)]
+pub(crate) struct PostedOut(Arc<AtomicUsize>);
+
+impl PostedOut {
+    /// Counts one more posted lane until the returned guard is dropped.
+    pub fn track(&self) -> PostedLane {
+        self.0.fetch_add(1, AcqRel);
+        PostedLane(self.0.clone())
+    }
+
+    /// Waits until every posted lane is served, or `deadline`; returns how many are
+    /// left.
+    pub fn wait(&self, deadline: Instant) -> usize {
+        loop {
+            let left = self.0.load(Acquire);
+            if left == 0 || Instant::now() >= deadline {
+                return left;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// One posted lane handed off ([`PostedOut::track`]), counted until it is dropped.
+pub(crate) struct PostedLane(Arc<AtomicUsize>);
+
+impl Drop for PostedLane {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, AcqRel);
     }
 }

@@ -11,7 +11,7 @@ use std::time::Instant;
 use hostcall_abi::errno::{EINVAL, EIO, ENOSYS, EPIPE};
 use hostcall_abi::{LaneSlot, Status};
 
-use super::hold::Held;
+use super::hold::{Held, PostedLane};
 use super::parked::Answered;
 use super::report::Who;
 use super::{Context, HANDLER_PANICS, shared};
@@ -31,6 +31,9 @@ pub(crate) struct Deferred {
     words: Option<[u64; 4]>,
     /// How far the call has come, for a call that waits on an fd and is tried again.
     pub attempt: Attempt,
+    /// A posted lane's count in the run's posted lanes: it holds nothing on its port,
+    /// is never parked, and its answer is dropped.
+    posted: Option<PostedLane>,
 }
 
 /// What running a [`Deferred`] lane came to.
@@ -62,7 +65,13 @@ impl Deferred {
             out: vec![0; cap],
             words: None,
             attempt: Attempt::first(true),
+            posted: slot.posted().then(|| ctx.posted_out.track()),
         }
+    }
+
+    /// Whether the lane is posted: nobody waits for its answer.
+    pub fn posted(&self) -> bool {
+        self.posted.is_some()
     }
 
     /// Runs its service (again, for a lane that waited on an fd).
@@ -92,8 +101,11 @@ impl Deferred {
     }
 
     /// Answers the lane: on its port, or, parked, in the parked calls' table; nothing
-    /// once a stop has answered it.
+    /// once a stop has answered it, nor for a posted lane.
     pub fn answer(self, ctx: &Context, (status, reply): (Status, Reply)) {
+        if self.posted() {
+            return;
+        }
         let mut out = self.out;
         out.truncate(reply.bulk_out.min(out.len()));
         let answered = Answered {
@@ -173,7 +185,7 @@ pub(crate) fn run_lane(
     out: &mut [u8],
     words: &mut Option<[u64; 4]>,
 ) -> (Status, Reply) {
-    if slot.seq != seq {
+    if slot.sequence() != seq {
         return stale(ctx, slot, seq);
     }
     // A service with a lifetime is charged once per call (not again when a call that
@@ -229,7 +241,7 @@ pub(crate) fn stale(ctx: &Context, slot: &LaneSlot, seq: u32) -> (Status, Reply)
         Kind::Malformed,
         format_args!(
             "malformed slot: written for sequence {}, published as {seq}",
-            slot.seq
+            slot.sequence()
         ),
     );
     (Status::Malformed, Reply::errno(EINVAL))

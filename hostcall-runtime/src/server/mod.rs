@@ -26,7 +26,7 @@ mod report;
 mod shared;
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -40,7 +40,7 @@ use hostcall_abi::{LaneSlot, PORT_BULK, Service, Status, WARP_SIZE, continuation
 use crate::guest_log::{GuestLog, Kind};
 use crate::services::wait::{self, Park};
 use crate::services::{Malformed, Reply, ServiceTable};
-use hold::Holds;
+use hold::{Holds, PostedOut};
 use idle::{Backoff, IDLE_PARK_POLLS, Parking};
 use lane::{Deferred, Ran, copy_input, malformed, run_lane};
 use pool::{BlockingPool, PortsAlive};
@@ -79,6 +79,8 @@ pub(crate) struct Context {
     holds: Holds,
     /// Calls answered with a ticket, their ports freed while they wait.
     parked: parked::Parked,
+    /// Posted lanes handed off, which the run's end waits for.
+    posted_out: PostedOut,
     alive: PortsAlive,
     reactor: Arc<Reactor>,
 }
@@ -109,6 +111,7 @@ impl Context {
             pool: BlockingPool::new(blocking, ports.len.max(blocking), ports.len * WARP_SIZE),
             holds: Holds::new(ports.len),
             parked: parked::Parked::new(ports.wake, ports.wake_words),
+            posted_out: PostedOut::default(),
             alive: PortsAlive::new(),
             reactor,
         })
@@ -138,7 +141,7 @@ impl Context {
     #[cfg(feature = "fuzzing")]
     pub fn retire(&self) {
         self.end_pool();
-        self.reactor.forget(self);
+        self.reactor.forget(self, true);
         self.alive.retire();
     }
 
@@ -159,14 +162,15 @@ impl Context {
     }
 
     /// Answers every call handed off (to the pool or the reactor) `Killed`, and any
-    /// call that would wait from now on.
+    /// call that would wait from now on; posted calls, which nobody waits for, go on.
     fn end_waits(&self) {
-        self.waits_ended.store(true, Release);
+        // Sequentially consistent with `hand_off`'s load (see there).
+        self.waits_ended.store(true, SeqCst);
         self.holds.kill_all(self);
         if let Some(_alive) = self.alive.hold() {
             self.parked.kill_all();
         }
-        self.reactor.forget(self);
+        self.reactor.forget(self, false);
     }
 
     /// Whether a pool job may still run a handler: not after the run (which is over
@@ -192,7 +196,8 @@ impl Scratch {
 }
 
 /// Whether the launch is still running (calls may block or wait, and are handed off) or
-/// has ended (only what needs no waiting is served: nobody is left to wait for the rest).
+/// has ended (what needs no waiting is served, and posted calls; nobody is left to wait
+/// for the rest).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
     Live,
@@ -303,7 +308,7 @@ impl Server {
                 let answered = Answer::decode(ports.answer_word(p, lane))
                     .is_some_and(|a| a.seq == seq_tag(bell));
                 let s = ports.slot(p, lane);
-                if s.seq == bell && !answered {
+                if s.sequence() == bell && !answered {
                     found.push(InFlight {
                         port: p,
                         block: s.block,
@@ -344,14 +349,16 @@ impl Server {
     }
 }
 
-/// The end of a run: the pool takes no more work and drops what is queued, the reactor
-/// drops the launch's waiting calls, then every port with a packet published and not
-/// taken is served once more (posted requests published just before the launch ended,
-/// or trapped, may not have been served yet), except held ports, and none after
-/// `deadline`. Returns the lanes served.
+/// The end of a run: calls still handed off are answered `Killed` (nobody waits for
+/// them), every port with a packet published and not taken is served once more (posted
+/// requests published just before the launch ended, or trapped, may not have been
+/// served yet), except held ports; then, unless the launch was stopped, the posted
+/// calls handed off are waited for; nothing after `deadline`. Then the pool drops what
+/// is queued and the reactor what waits. Returns the lanes served.
 pub(crate) fn drain(ctx: &Arc<Context>, deadline: Instant) -> u64 {
-    ctx.end_pool();
-    ctx.reactor.forget(ctx);
+    // Nobody waits any more: a lane still handed off is answered `Killed`, so its job
+    // runs nothing.
+    ctx.end_waits();
     let mut scratch = Scratch::new();
     let ports = ctx.ports;
     let mut drained = 0;
@@ -372,6 +379,20 @@ pub(crate) fn drain(ctx: &Arc<Context>, deadline: Instant) -> u64 {
         }
         drained += serve_port(ctx, p, bell, &mut scratch, Mode::Drain).unwrap_or(0);
     }
+    // A stopped launch's posted calls are dropped; a finished one's are served.
+    if !ctx.killing.load(Relaxed) {
+        let left = ctx.posted_out.wait(deadline);
+        if left > 0 {
+            ctx.log.warn(
+                Kind::Unserved,
+                format_args!(
+                    "{left} posted calls were still being served when the end of the run passed its time limit; their answers are dropped"
+                ),
+            );
+        }
+    }
+    ctx.end_pool();
+    ctx.reactor.forget(ctx, true);
     ctx.alive.retire();
     drained
 }
@@ -475,10 +496,12 @@ pub(crate) fn serve_port(
             continue;
         }
         let entry = ctx.services.serving(slot.service);
-        let blocks = slot.seq == seq
+        let blocks = slot.sequence() == seq
             && entry.is_some_and(|e| e.can_block && e.handler.may_block(slot.service, &slot.args));
         if blocks {
-            if mode == Mode::Drain {
+            // After the launch, a posted call is still served (the end waits for it);
+            // nobody is left to wait for any other.
+            if mode == Mode::Drain && !slot.posted() {
                 ctx.log.warn(
                     Kind::Unserved,
                     format_args!(
@@ -509,7 +532,7 @@ pub(crate) fn serve_port(
         if let Some(park) = wait::parked() {
             let h = held.get_or_insert_with(|| ctx.holds.hold(p, seq, alone));
             let waiting = Deferred::copy_out(ctx, h.clone(), lane, slot);
-            Holds::add(h, lane);
+            hand_off(ctx, &waiting);
             wait_for(ctx, waiting, park);
             continue;
         }
@@ -550,7 +573,7 @@ fn admitted(ctx: &Context, p: usize, mask: u32) -> bool {
 /// word, twice, a forged ticket) is malformed.
 #[cold]
 fn collect(ctx: &Context, at: (usize, usize, u32), alone: bool, slot: &LaneSlot) {
-    if slot.seq != at.2 {
+    if slot.sequence() != at.2 {
         let (status, reply) = lane::stale(ctx, slot, at.2);
         return answer(ctx, at, alone, status, reply, &[], None);
     }
@@ -570,13 +593,14 @@ fn collect(ctx: &Context, at: (usize, usize, u32), alone: bool, slot: &LaneSlot)
 /// Hands `lane` to the blocking pool as a job of its own (one that `waits` on a peer
 /// gets a worker if none is idle).
 fn to_pool(ctx: &Arc<Context>, lane: Deferred, waits: bool) {
-    Holds::add(&lane.held, lane.lane);
+    hand_off(ctx, &lane);
     park_later(ctx, &lane);
     let job_ctx = ctx.clone();
     let job: pool::Job = Box::new(move || {
         // A run that ended, or is being stopped, starts no more work: a stop answers
-        // the lane, and after the run nobody waits for it.
-        if !job_ctx.may_serve() {
+        // the lane, and after the run nobody waits for it; nor does a lane already
+        // answered (`Killed`, by the end of waits).
+        if !job_ctx.may_serve() || lane.stopped() {
             return;
         }
         let mut lane = lane;
@@ -593,6 +617,22 @@ fn to_pool(ctx: &Arc<Context>, lane: Deferred, waits: bool) {
     }
 }
 
+/// Counts `lane` among its packet's lanes handed off (a posted lane holds nothing), and
+/// answers it `Killed` at once if waits have ended: the stop may have answered its
+/// packet's lanes before this one was among them. The stop stores `waits_ended` and
+/// then reads the lanes handed off; this adds the lane and then reads `waits_ended`;
+/// all four sequentially consistent, so one of the two sees the other
+/// (`hostcall-model`'s holding host finds the lane nobody answers without this).
+fn hand_off(ctx: &Context, lane: &Deferred) {
+    if lane.posted() {
+        return;
+    }
+    Holds::add(&lane.held, lane.lane);
+    if ctx.waits_ended.load(SeqCst) {
+        lane.held.finish(ctx, lane.lane, parked::Answered::killed());
+    }
+}
+
 /// Makes `lane` wait in the reactor as `park` asks; answers it `Killed` once waits are
 /// over, and runs it again at once, as if its time were up, if the reactor cannot take
 /// it.
@@ -600,14 +640,14 @@ fn wait_for(ctx: &Arc<Context>, lane: Deferred, park: Park) {
     if lane.attempt_is_first() {
         park_later(ctx, &lane);
     }
-    if ctx.waits_ended.load(Acquire) {
+    if ctx.waits_ended.load(Acquire) && !lane.posted() {
         lane.answer(ctx, (Status::Killed, Reply::errno(EIO)));
         return;
     }
     match ctx.reactor.wait(ctx, lane, park) {
         // A stop that came while it was being filed has answered it (it was held
         // before), but may have looked in the reactor before it was there.
-        Ok(()) if ctx.waits_ended.load(Acquire) => ctx.reactor.forget(ctx),
+        Ok(()) if ctx.waits_ended.load(Acquire) => ctx.reactor.forget(ctx, false),
         Ok(()) => {}
         Err(mut lane) => {
             // As if its time were up: a call past its deadline answers without waiting.
@@ -624,6 +664,9 @@ fn wait_for(ctx: &Arc<Context>, lane: Deferred, park: Park) {
 /// Parks `lane`, just handed off, if it still waits for its answer on its port after
 /// `PARK_AFTER_NS`: its port is then freed for other calls while it waits.
 fn park_later(ctx: &Arc<Context>, lane: &Deferred) {
+    if lane.posted() {
+        return;
+    }
     let at = Instant::now() + Duration::from_nanos(PARK_AFTER_NS);
     let caller = parked::Caller {
         port: lane.held.port,

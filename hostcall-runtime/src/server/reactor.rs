@@ -355,10 +355,16 @@ impl Reactor {
     }
 
     /// Drops every call of `ctx`'s launch still waiting (the launch ended, or was
-    /// stopped, and a stop answers them): the files only they held close.
-    pub fn forget(&self, ctx: &Context) {
+    /// stopped, and a stop answers them), posted ones only with `posted` (nobody waits
+    /// for them, and the run's end serves them while it can): the files only they held
+    /// close.
+    pub fn forget(&self, ctx: &Context, posted: bool) {
         if let Some(inner) = self.inner(false) {
-            drop(inner.take_where(|w| std::ptr::eq(w.ctx.as_ptr(), ctx)));
+            drop(
+                inner.take_where(|w| {
+                    std::ptr::eq(w.ctx.as_ptr(), ctx) && (posted || !w.lane.posted())
+                }),
+            );
             let mut s = inner.lock();
             s.to_park.retain(|_, p| !std::ptr::eq(p.ctx.as_ptr(), ctx));
             let State { parks, to_park, .. } = &mut *s;
