@@ -1,9 +1,9 @@
 #!/bin/bash
-# Builds what the device runs carry, into .device/new.tgz (the device tool's `carry`
+# Builds what the device runs carry, into .device/new.txz (the device tool's `carry`
 # takes `.device`): the GPU test binary and the demo, conformance and bench binaries,
 # the `cargo gpu` programs packaged with their grants beside their CPU builds, and two
-# text files for them to read. Run from anywhere on the build machine; then a
-# run-z*.sh script unpacks it on the GPU machine.
+# text files for them to read. Run from anywhere on the build machine; then run.sh
+# unpacks it on the GPU machine.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -21,9 +21,11 @@ cpu() { cargo +nightly-2026-10-15 build -q --release --target-dir "$CPU" && cp "
 (cd examples/rayon-json && "$G" build . --fast-compile --env WORKERS --env SUMMARY -o "$NEW/rayon-json.gpu" && cpu rayon-json)
 (cd examples/threads && "$G" build . -o "$NEW/threads.gpu" && cpu threads)
 (cd examples/net && "$G" build . --listen '127.0.0.1:*' --connect '127.0.0.1:*' --connect 'localhost:*' -o "$NEW/net.gpu" && cpu net)
-(cd bench/net && "$G" build . --listen '127.0.0.1:*' -o "$NEW/net-bench.gpu" && cpu net-bench)
+(cd bench/net && "$G" build . --listen '127.0.0.1:*' --connect '127.0.0.1:*' --max-sockets 1024 -o "$NEW/net-bench.gpu" && cpu net-bench)
+# BASELINE=PATH: an earlier build's hostcall_bench, which bench/gpu-run.sh runs beside this one's.
+if [ -n "${BASELINE:-}" ]; then mkdir -p "$NEW/baseline" && cp "$BASELINE" "$NEW/baseline/" && strip "$NEW/baseline/hostcall_bench"; fi
 cp README.md "$NEW/text/a.txt" && cp ../shared/DESIGN.md "$NEW/text/b.txt"
 strip "$NEW"/*-cpu "$NEW"/gpu-tests "$NEW"/add42 "$NEW"/conformance "$NEW"/heatmap "$NEW"/hostcall_bench \
   "$NEW"/hostcalls_bin "$NEW"/lifetimes "$NEW"/porting-host "$NEW"/services
-(cd .device && rm -f new.tgz && tar czf new.tgz new && rm -rf new)
-ls -la .device/new.tgz
+(cd .device && rm -f new.tgz new.txz && XZ_OPT=-T0 tar cJf new.txz new && rm -rf new)
+ls -la .device/new.txz

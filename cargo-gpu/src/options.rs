@@ -53,6 +53,11 @@ pub struct RunOptions {
     /// or HOSTCALL_TIMEOUT_S, so that a program that hangs does not hold the GPU.
     #[arg(long = "timeout", value_name = "SECONDS")]
     pub timeout_s: Option<u64>,
+    /// Sockets the program may have open at once (each also an open file). Default:
+    /// the runtime's 256, a bound on what a hostile program holds; a server of many
+    /// connections raises it.
+    #[arg(long = "max-sockets", value_name = "N")]
+    pub max_sockets: Option<usize>,
 }
 
 /// A `--grant` value made absolute: the host folder and the guest path it is mounted at.
@@ -134,6 +139,9 @@ impl RunOptions {
         if let Some(t) = self.timeout_s {
             push("--timeout", &t.to_string());
         }
+        if let Some(n) = self.max_sockets {
+            push("--max-sockets", &n.to_string());
+        }
         if self.stdin {
             args.push("--stdin".to_owned());
         }
@@ -198,6 +206,9 @@ impl RunOptions {
         for l in &self.listen {
             host = host.allow_listen(l);
         }
+        if let Some(n) = self.max_sockets {
+            host = host.max_sockets(n);
+        }
         host = match self.timeout_s {
             Some(0) => host.no_timeout(),
             Some(s) => host.timeout(std::time::Duration::from_secs(s)),
@@ -233,6 +244,7 @@ mod tests {
             heap_mib: Some(4096),
             threads: Some(8),
             timeout_s: Some(30),
+            max_sockets: Some(1024),
         };
         let back = Cli::parse_from(std::iter::once("x".to_owned()).chain(o.to_args())).options;
         assert_eq!(back.to_args(), o.to_args());

@@ -157,6 +157,9 @@ pub fn describe(o: &RunOptions) -> String {
     for l in &o.listen {
         let _ = writeln!(t, "sockets listening on {l}");
     }
+    if let Some(n) = o.max_sockets {
+        let _ = writeln!(t, "at most {n} sockets open at once");
+    }
     if t.is_empty() {
         t.push_str("nothing: no folder, variable, stdin or socket\n");
     }

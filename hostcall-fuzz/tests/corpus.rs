@@ -2,14 +2,20 @@
 //! `cargo fuzz cmin`): each must keep every invariant of `hostcall_fuzz::run`, and of
 //! `hostcall_fuzz::run_launch` as a launch.
 
-#[test]
-fn the_fuzz_corpus_keeps_every_invariant() {
+/// The corpus's inputs, in name order.
+fn corpus() -> Vec<std::path::PathBuf> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/serve");
     let mut cases: Vec<_> = std::fs::read_dir(&dir)
         .expect("the corpus dir")
         .map(|e| e.expect("a corpus entry").path())
         .collect();
     cases.sort();
+    cases
+}
+
+#[test]
+fn the_fuzz_corpus_keeps_every_invariant() {
+    let cases = corpus();
     assert!(
         cases.len() >= 50,
         "{} corpus inputs: the corpus is missing",
@@ -25,12 +31,7 @@ fn the_fuzz_corpus_keeps_every_invariant() {
 /// end: all of them take five minutes; the fuzzer runs them all).
 #[test]
 fn the_fuzz_corpus_as_launches_returns_within_the_time_limit() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/serve");
-    let mut cases: Vec<_> = std::fs::read_dir(&dir)
-        .expect("the corpus dir")
-        .map(|e| e.expect("a corpus entry").path())
-        .collect();
-    cases.sort();
+    let cases = corpus();
     let started = std::time::Instant::now();
     for case in &cases {
         hostcall_fuzz::run_launch(&std::fs::read(case).expect("a corpus input"));

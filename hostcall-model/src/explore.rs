@@ -63,6 +63,22 @@ pub struct Report {
     pub violations: Vec<Trace>,
 }
 
+/// What was explored, the kinds of violation found, then each one's trace.
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kinds: Vec<&str> = self.violations.iter().map(|t| t.violation.kind()).collect();
+        write!(
+            f,
+            "{} states, {} correct ends, violations: {kinds:?}",
+            self.states, self.ends
+        )?;
+        for t in &self.violations {
+            write!(f, "\n{}:\n{t}", t.violation.kind())?;
+        }
+        Ok(())
+    }
+}
+
 impl Report {
     /// The trace of the first violation of `kind` (see [`Violation::kind`]), if any.
     pub fn find(&self, kind: &str) -> Option<&Trace> {

@@ -96,15 +96,7 @@ fn main() -> ExitCode {
 
 /// Prints what was explored and each violation's trace; fails if there is one.
 fn print(what: &str, report: &Report) -> ExitCode {
-    println!(
-        "{what}: {} states, {} correct ends, {} kinds of violation",
-        report.states,
-        report.ends,
-        report.violations.len()
-    );
-    for t in &report.violations {
-        println!("\n{}:\n{t}", t.violation.kind());
-    }
+    println!("{what}: {report}");
     if report.violations.is_empty() {
         ExitCode::SUCCESS
     } else {

@@ -10,18 +10,7 @@ use hostcall_model::{
 use CallKind::{Posted, Waiting};
 
 fn show(name: &str, r: &Report) {
-    println!(
-        "{name}: {} states, {} correct ends, violations: {:?}",
-        r.states,
-        r.ends,
-        r.violations
-            .iter()
-            .map(|t| t.violation.kind())
-            .collect::<Vec<_>>()
-    );
-    for t in &r.violations {
-        println!("{}:\n{t}", t.violation.kind());
-    }
+    println!("{name}: {r}");
 }
 
 /// `host` serving `main` and `foreign` lanes on `ports` ports, with `blocking` calls.

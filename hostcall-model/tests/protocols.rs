@@ -5,18 +5,7 @@
 use hostcall_model::{CallKind, Config, HostModel, Protocol, Report, check};
 
 fn show(name: &str, r: &Report) {
-    println!(
-        "{name}: {} states, {} correct ends, violations: {:?}",
-        r.states,
-        r.ends,
-        r.violations
-            .iter()
-            .map(|t| t.violation.kind())
-            .collect::<Vec<_>>()
-    );
-    for t in &r.violations {
-        println!("{}:\n{t}", t.violation.kind());
-    }
+    println!("{name}: {r}");
 }
 
 #[test]

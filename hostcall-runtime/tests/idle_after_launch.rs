@@ -3,6 +3,8 @@
 //! workers are gone, and a host between launches costs no CPU. A test binary of its
 //! own, so that no other test's launch runs beside it.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,16 +26,6 @@ impl Handler for Slow {
     fn can_block(&self, _: u32) -> bool {
         true
     }
-}
-
-/// The names of this process's threads that the host starts (`hostcall-…`).
-fn hostcall_threads() -> Vec<String> {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .map(|name| name.trim().to_owned())
-        .filter(|name| name.starts_with("hostcall-"))
-        .collect()
 }
 
 /// CPU time this process's threads have used so far (the kernel's per-thread
@@ -68,7 +60,7 @@ fn no_host_thread_outlives_its_launch_and_a_host_between_launches_uses_no_cpu() 
             .unwrap();
         assert_eq!(r.outcome, Outcome::Completed);
         assert_eq!(r.calls, 2 * 32 * 4);
-        assert_eq!(hostcall_threads(), Vec::<String>::new());
+        assert_eq!(common::host_threads(), Vec::<String>::new());
         let before = cpu_time();
         std::thread::sleep(Duration::from_millis(500));
         let used = cpu_time().saturating_sub(before);

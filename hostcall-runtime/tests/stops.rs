@@ -25,21 +25,11 @@ const O_RDONLY: i32 = 0;
 /// The tests here look at the process's threads: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// The host's threads still alive in this process (their names start `hostcall-`).
-fn host_threads() -> Vec<String> {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .map(|name| name.trim().to_owned())
-        .filter(|name| name.starts_with("hostcall-"))
-        .collect()
-}
-
 /// Waits up to a second for the host's threads to be gone; returns those left.
 fn threads_left() -> Vec<String> {
     let until = Instant::now() + Duration::from_secs(1);
     loop {
-        let left = host_threads();
+        let left = common::host_threads();
         if left.is_empty() || Instant::now() > until {
             return left;
         }

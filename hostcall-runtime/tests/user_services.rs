@@ -541,22 +541,26 @@ fn a_modules_service_names_reach_load_errors_escaped() {
     assert!(err.contains(r"Evil.\x1b[2Jname"), "{err}");
 }
 
+/// A service that may block whose calls wait for each other: each returns once the
+/// barrier's count of calls have come.
+struct Rendezvous(std::sync::Barrier);
+
+impl Handler for Rendezvous {
+    fn call(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
+        self.0.wait();
+        Ok(Reply::value(call.args[0] as i64))
+    }
+    fn can_block(&self, _: u32) -> bool {
+        true
+    }
+}
+
 /// Issue 31, item 3: an embedder's service that may block, called by two lanes of one
 /// warp at once, each waiting for the other (a rendezvous). The packet went to one pool
 /// job that served its lanes one after the other: the first waited for ever for the
 /// second, queued behind it. Each lane is a job of its own now.
 #[test]
 fn lanes_of_one_packet_calling_a_blocking_service_are_served_apart() {
-    struct Rendezvous(std::sync::Barrier);
-    impl Handler for Rendezvous {
-        fn call(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
-            self.0.wait();
-            Ok(Reply::value(call.args[0] as i64))
-        }
-        fn can_block(&self, _: u32) -> bool {
-            true
-        }
-    }
     let got = Arc::new(Mutex::new(Vec::new()));
     let g = got.clone();
     let mut m = EmulatedModule::new(WarpMode::Lockstep).kernel("k", move |t: &EmuThread| {
@@ -603,16 +607,6 @@ impl Handler for Slow {
 /// host finds both). A posted lane handed off now holds nothing.
 #[test]
 fn posted_calls_of_a_blocking_service_leave_the_wake_words_and_ports_to_waiting_calls() {
-    struct Rendezvous(std::sync::Barrier);
-    impl Handler for Rendezvous {
-        fn call(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
-            self.0.wait();
-            Ok(Reply::value(call.args[0] as i64))
-        }
-        fn can_block(&self, _: u32) -> bool {
-            true
-        }
-    }
     let got = Arc::new(Mutex::new(Vec::new()));
     let g = got.clone();
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {

@@ -115,42 +115,46 @@ fn client(addr: &str) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Where a thread of `pairs` is reached: its UDP socket, and its listener (even threads).
-type Reached = (SocketAddr, Option<SocketAddr>);
-
-/// One thread of `pairs`: `i`'s addresses published in `addrs`, then the exchange with
-/// `i ^ 1` over UDP (the odd thread sends first), then over TCP (the even thread
-/// listens, the odd one connects); returns the bytes it received.
-fn pair(i: usize, addrs: &Mutex<Vec<Option<Reached>>>, met: &Barrier) -> std::io::Result<usize> {
+/// One thread of `pairs`: the exchange with `i ^ 1` over UDP (the odd thread sends
+/// first), then over TCP (the even thread listens, the odd one connects), each side's
+/// address published in `addrs` between two meetings of all threads; each socket closed
+/// before the next opens. Returns the bytes it received.
+fn pair(i: usize, addrs: &Mutex<Vec<Option<SocketAddr>>>, met: &Barrier) -> std::io::Result<usize> {
     let odd = i % 2 == 1;
-    let udp = UdpSocket::bind("127.0.0.1:0")?;
-    let tcp = if odd {
-        None
-    } else {
-        Some(TcpListener::bind("127.0.0.1:0")?)
-    };
-    let listening = tcp.as_ref().map(TcpListener::local_addr).transpose()?;
-    addrs.lock().unwrap()[i] = Some((udp.local_addr()?, listening));
-    met.wait();
-    let (their_udp, their_tcp) = addrs.lock().unwrap()[i ^ 1].expect("every thread published");
     let mut got = 0;
     let mut buf = [0u8; SMALL];
+    let udp = UdpSocket::bind("127.0.0.1:0")?;
+    addrs.lock().unwrap()[i] = Some(udp.local_addr()?);
+    met.wait();
+    let theirs = addrs.lock().unwrap()[i ^ 1].expect("every thread published");
+    met.wait();
     for round in 0..PAIR_ROUNDS {
         let msg = [(i + round) as u8; SMALL];
         if odd {
-            udp.send_to(&msg, their_udp)?;
+            udp.send_to(&msg, theirs)?;
         }
         let (n, from) = udp.recv_from(&mut buf)?;
-        assert_eq!(from, their_udp, "a datagram from the peer");
+        assert_eq!(from, theirs, "a datagram from the peer");
         got += n;
         if !odd {
             udp.send_to(&msg, from)?;
         }
     }
-    let mut conn = match (tcp, their_tcp) {
-        (Some(l), _) => l.accept()?.0,
-        (None, Some(at)) => TcpStream::connect(at)?,
-        (None, None) => unreachable!("an even thread listens"),
+    drop(udp);
+    let listener = if odd {
+        None
+    } else {
+        let l = TcpListener::bind("127.0.0.1:0")?;
+        addrs.lock().unwrap()[i] = Some(l.local_addr()?);
+        Some(l)
+    };
+    met.wait();
+    let mut conn = match listener {
+        Some(l) => l.accept()?.0,
+        None => {
+            let at = addrs.lock().unwrap()[i ^ 1].expect("every even thread listens");
+            TcpStream::connect(at)?
+        }
     };
     conn.set_nodelay(true)?;
     for round in 0..PAIR_ROUNDS {
@@ -172,11 +176,18 @@ fn pairs(threads: usize) -> std::io::Result<()> {
     let addrs = Mutex::new(vec![None; threads]);
     let met = Barrier::new(threads);
     let started = Instant::now();
-    let got: Vec<std::io::Result<usize>> = std::thread::scope(|s| {
+    let got: Vec<usize> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|i| {
                 let (addrs, met) = (&addrs, &met);
-                s.spawn(move || pair(i, addrs, met))
+                // A thread that fails leaves its peer waiting for ever: the whole
+                // program ends at once instead, saying why.
+                s.spawn(move || {
+                    pair(i, addrs, met).unwrap_or_else(|e| {
+                        eprintln!("net-bench pairs: thread {i}: {e}");
+                        std::process::exit(1)
+                    })
+                })
             })
             .collect();
         handles
@@ -185,10 +196,7 @@ fn pairs(threads: usize) -> std::io::Result<()> {
             .collect()
     });
     let took = started.elapsed();
-    let mut total = 0;
-    for g in got {
-        total += g?;
-    }
+    let total: usize = got.iter().sum();
     println!(
         "{threads} threads in {} pairs: {total} bytes received ({PAIR_ROUNDS} datagrams and {PAIR_ROUNDS} TCP messages of {SMALL} bytes each way per pair)",
         threads / 2

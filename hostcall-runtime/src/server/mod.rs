@@ -500,7 +500,7 @@ pub(crate) fn serve_port(
             && entry.is_some_and(|e| e.can_block && e.handler.may_block(slot.service, &slot.args));
         if blocks {
             // After the launch, a posted call is still served (the end waits for it);
-            // nobody is left to wait for any other.
+            // nobody is left to wait for any other, which is answered as stopped.
             if mode == Mode::Drain && !slot.posted() {
                 ctx.log.warn(
                     Kind::Unserved,
@@ -508,6 +508,7 @@ pub(crate) fn serve_port(
                         "a call that may block was published on port {p} as the launch ended; not served"
                     ),
                 );
+                answer_killed(ctx, (p, lane, seq), alone);
                 continue;
             }
             let waits = entry.is_some_and(|e| e.handler.waits_on_peer(slot.service, &slot.args));

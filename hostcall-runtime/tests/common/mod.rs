@@ -98,3 +98,13 @@ pub fn within<T: Send + 'static>(
 pub fn mkfifo(path: &std::path::Path) {
     rustix::fs::mkfifoat(rustix::fs::CWD, path, 0o600.into()).expect("mkfifo");
 }
+
+/// The names of this process's threads that the host starts (`hostcall-…`).
+pub fn host_threads() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim().to_owned())
+        .filter(|name| name.starts_with("hostcall-"))
+        .collect()
+}

@@ -1,0 +1,99 @@
+#!/bin/bash
+# A device run, by steps: `run.sh NAME STEP...` unpacks the bundle (bundle.sh's new.txz,
+# beside this script in .device) and runs each STEP in turn; results in $OUT/NAME.tgz.
+#   tests        the GPU tests (bench/gpu-run.sh without its bench)
+#   conformance  the conformance suite at 132x256, timed
+#   net          examples/net against its CPU build; bench/net's echo server on the CPU
+#                and on the GPU, measured by one CPU client, each twice in turn
+#   pairs        bench/net's `pairs 512` (512 threads exchanging datagrams and TCP
+#                messages in pairs) on the CPU and on the GPU, twice in turn
+#   bench        limits.cu, hostcall_bench, and the bundle's baseline/hostcall_bench if
+#                any, then both again (ABAB); ROUNDS=N for another number of rounds
+#   programs     examples/threads, unmodified and rayon-json against their CPU builds
+# Later runs use this script with new steps, rather than a script of their own.
+set -u
+NAME=${1:?usage: run.sh NAME STEP...}
+shift
+cd "$(dirname "$0")" && tar xJf new.txz && cd new
+echo 4194304 > /proc/sys/kernel/pid_max 2>/dev/null
+nvidia-smi -L > "$OUT/device.txt"; nproc >> "$OUT/device.txt"
+Z=$OUT/$NAME; mkdir -p "$Z"
+ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+
+tests() {
+  export HOSTCALL_EXAMPLES=$PWD
+  STACK_PROBE=0 SKIP_BENCH=1 OUT="$Z" bash ../../bench/gpu-run.sh . > "$Z/gpu-run.txt" 2>&1
+  grep -E "^test result|FAILED|SKIPPED|gpu-tests exit" "$Z/gpu-tests.log" | head -20
+}
+
+conformance() {
+  local s; s=$(date +%s%N)
+  timeout 200 ./conformance --geometry 132x256 --report "$Z/conformance.md" > "$Z/conformance.txt" 2>&1
+  echo "exit $? in $(ms "$s") ms" >> "$Z/conformance.txt"; tail -2 "$Z/conformance.txt"
+  grep -v identical "$Z/conformance.md" | tail -n +3 | head -5
+}
+
+net() {
+  local side bin s round port
+  for side in cpu gpu; do
+    bin=./net-cpu; [ $side = gpu ] && bin=./net.gpu
+    s=$(date +%s%N); timeout 60 $bin > "$Z/net-$side.out" 2> "$Z/net-$side.err"; echo "exit $?" >> "$Z/net-$side.out"
+    echo "net on the $side: $(ms "$s") ms"
+  done
+  cmp "$Z/net-cpu.out" "$Z/net-gpu.out" && cmp "$Z/net-cpu.err" "$Z/net-gpu.err" && echo "net: stdout, stderr and exit code identical"
+  for round in 1 2; do
+    for side in cpu gpu; do
+      port=$((7000 + round * 10)); [ $side = gpu ] && port=$((port + 1))
+      bin=./net-bench-cpu; [ $side = gpu ] && bin=./net-bench.gpu
+      timeout 180 $bin echo 127.0.0.1:$port 2 > "$Z/echo-$side-$round.txt" 2>&1 &
+      timeout 170 ./net-bench-cpu client 127.0.0.1:$port > "$Z/bench-$side-$round.json" 2>&1; echo "client exit $?" >> "$Z/echo-$side-$round.txt"
+      wait
+      echo "echo on the $side, round $round: $(cat "$Z/bench-$side-$round.json")"
+    done
+  done
+}
+
+pairs() {
+  local round side bin s
+  for round in 1 2; do
+    for side in cpu gpu; do
+      bin=./net-bench-cpu; [ $side = gpu ] && bin=./net-bench.gpu
+      s=$(date +%s%N); timeout 120 $bin pairs 512 > "$Z/pairs-$side-$round.out" 2> "$Z/pairs-$side-$round.err"
+      echo "exit $? in $(ms "$s") ms" >> "$Z/pairs-$side-$round.out"
+      echo "pairs on the $side, round $round: $(tr '\n' ' ' < "$Z/pairs-$side-$round.out")"
+    done
+  done
+  head -1 "$Z/pairs-cpu-1.out" | cmp - <(head -1 "$Z/pairs-gpu-1.out") && echo "pairs: the same exchange on the CPU and the GPU"
+  ps -eLf | grep -c '[h]ostcall-' | sed 's/^/host threads named hostcall- left after the runs: /'
+}
+
+bench() {
+  local round
+  for round in $(seq "${ROUNDS:-2}"); do
+    mkdir -p "$Z/bench-$round"
+    STACK_PROBE=0 SKIP_TESTS=1 OUT="$Z/bench-$round" bash ../../bench/gpu-run.sh . > "$Z/bench-$round/gpu-run.txt" 2>&1
+    echo "round $round: $(grep -c . "$Z/bench-$round/bench.txt") lines, $(tail -1 "$Z/bench-$round/bench.txt"); $(tail -1 "$Z/bench-$round/baseline.txt" 2>/dev/null)"
+  done
+}
+
+programs() {
+  local p args s
+  cd text
+  for p in threads unmodified rayon-json; do
+    args=""; [ $p = unmodified ] && args="a.txt b.txt missing.txt"; [ $p = rayon-json ] && args=1000000
+    WORKERS=8 SUMMARY=s-cpu.txt timeout 120 ../$p-cpu $args > "$Z/$p-cpu.out" 2> "$Z/$p-cpu.err"; echo "exit $?" >> "$Z/$p-cpu.out"
+    s=$(date +%s%N); WORKERS=8 SUMMARY=s-gpu.txt timeout 120 ../$p.gpu $args > "$Z/$p-gpu.out" 2> "$Z/$p-gpu.err"; echo "exit $?" >> "$Z/$p-gpu.out"
+    echo "$p on the GPU: $(ms "$s") ms"
+    cmp "$Z/$p-cpu.out" "$Z/$p-gpu.out" && cmp "$Z/$p-cpu.err" "$Z/$p-gpu.err" && echo "$p: stdout, stderr and exit code identical"
+  done
+  cd ..
+}
+
+for step in "$@"; do
+  echo "== $step"
+  case $step in
+    tests | conformance | net | pairs | bench | programs) $step ;;
+    *) echo "run.sh: no step $step" ;;
+  esac
+done
+cd "$OUT" && tar czf "$NAME.tgz" "$NAME" && rm -rf "$NAME"
