@@ -5,7 +5,8 @@
 #   bench/gpu-run.sh DIR    (DIR holds hostcalls_bin, hostcall_bench and the gpu test binary
 #                            as gpu-tests, built on the build box and copied over)
 # SKIP_TESTS=1, SKIP_BENCH=1, STACK_PROBE=0 leave parts out. DIR/baseline, if present,
-# holds an earlier hostcall_bench, run in the same session for a like-for-like comparison.
+# holds an earlier hostcall_bench, run in the same session for a like-for-like comparison
+# (after this one's; before it with BASELINE_FIRST=1, so that rounds can alternate).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${1:?usage: bench/gpu-run.sh DIR-WITH-hostcalls_bin-hostcall_bench-gpu-tests}
@@ -21,12 +22,16 @@ fi
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   nvcc -O3 -std=c++17 -arch=sm_90 "$ROOT/bench/limits.cu" -o limits 2> "$OUT/nvcc.log" && timeout 120 ./limits "$OUT/limits.json" > /dev/null 2> "$OUT/limits.err"
   cat "$OUT/limits.json"
-  timeout 400 ./hostcall_bench --limits "$OUT/limits.json" --out "$OUT/latest.json" > "$OUT/bench.txt" 2>&1; echo "bench exit $?" >> "$OUT/bench.txt"
-  cat "$OUT/bench.txt"
-  if [ -x baseline/hostcall_bench ]; then
+  latest() {
+    timeout 400 ./hostcall_bench --limits "$OUT/limits.json" --out "$OUT/latest.json" > "$OUT/bench.txt" 2>&1; echo "bench exit $?" >> "$OUT/bench.txt"
+    cat "$OUT/bench.txt"
+  }
+  baseline() {
+    [ -x baseline/hostcall_bench ] || return 0
     timeout 400 baseline/hostcall_bench --limits "$OUT/limits.json" --out "$OUT/baseline.json" > "$OUT/baseline.txt" 2>&1; echo "baseline bench exit $?" >> "$OUT/baseline.txt"
     cat "$OUT/baseline.txt"
-  fi
+  }
+  if [ "${BASELINE_FIRST:-0}" = 1 ]; then baseline; latest; else latest; baseline; fi
 fi
 if [ "${STACK_PROBE:-1}" = 1 ]; then
   # The smallest per-thread stack std's deep paths survive (the demo, a panic's formatting).

@@ -8,7 +8,8 @@
 #   pairs        bench/net's `pairs 512` (512 threads exchanging datagrams and TCP
 #                messages in pairs) on the CPU and on the GPU, twice in turn
 #   bench        limits.cu, hostcall_bench, and the bundle's baseline/hostcall_bench if
-#                any, then both again (ABAB); ROUNDS=N for another number of rounds
+#                any, then both again in the other order (ABBA); ROUNDS=N for another
+#                number of rounds
 #   programs     examples/threads, unmodified and rayon-json against their CPU builds
 # Later runs use this script with new steps, rather than a script of their own.
 set -u
@@ -71,7 +72,7 @@ bench() {
   local round
   for round in $(seq "${ROUNDS:-2}"); do
     mkdir -p "$Z/bench-$round"
-    STACK_PROBE=0 SKIP_TESTS=1 OUT="$Z/bench-$round" bash ../../bench/gpu-run.sh . > "$Z/bench-$round/gpu-run.txt" 2>&1
+    BASELINE_FIRST=$(( round % 2 == 0 )) STACK_PROBE=0 SKIP_TESTS=1 OUT="$Z/bench-$round" bash ../../bench/gpu-run.sh . > "$Z/bench-$round/gpu-run.txt" 2>&1
     echo "round $round: $(grep -c . "$Z/bench-$round/bench.txt") lines, $(tail -1 "$Z/bench-$round/bench.txt"); $(tail -1 "$Z/bench-$round/baseline.txt" 2>/dev/null)"
   done
 }

@@ -39,7 +39,7 @@ use hostcall_abi::{LaneSlot, PORT_BULK, Service, Status, WARP_SIZE, continuation
 
 use crate::guest_log::{GuestLog, Kind};
 use crate::services::wait::{self, Park};
-use crate::services::{Malformed, Reply, ServiceTable};
+use crate::services::{Entry, Malformed, Reply, ServiceTable};
 use hold::{Holds, PostedOut};
 use idle::{Backoff, IDLE_PARK_POLLS, Parking};
 use lane::{Deferred, Ran, copy_input, malformed, run_lane};
@@ -511,9 +511,9 @@ pub(crate) fn serve_port(
                 answer_killed(ctx, (p, lane, seq), alone);
                 continue;
             }
-            let waits = entry.is_some_and(|e| e.handler.waits_on_peer(slot.service, &slot.args));
+            let how = Pooled::of(entry, &slot);
             let h = held.get_or_insert_with(|| ctx.holds.hold(p, seq, alone));
-            to_pool(ctx, Deferred::copy_out(ctx, h.clone(), lane, slot), waits);
+            to_pool(ctx, Deferred::copy_out(ctx, h.clone(), lane, slot), how);
             continue;
         }
         let (at, cap) = ports.bulk(p, lane, alone);
@@ -564,9 +564,10 @@ fn admitted(ctx: &Context, p: usize, mask: u32) -> bool {
     {
         return true;
     }
-    (0..WARP_SIZE)
+    let mut lanes = (0..WARP_SIZE)
         .filter(|l| mask & (1 << l) != 0)
-        .all(|l| admission.admits(&ctx.ports.slot(p, l)))
+        .map(|l| ctx.ports.slot(p, l));
+    admission.admits(&mut lanes)
 }
 
 /// Answers lane `lane`'s `Collect` of a parked call with that call's answer
@@ -591,11 +592,39 @@ fn collect(ctx: &Context, at: (usize, usize, u32), alone: bool, slot: &LaneSlot)
     }
 }
 
-/// Hands `lane` to the blocking pool as a job of its own (one that `waits` on a peer
-/// gets a worker if none is idle).
-fn to_pool(ctx: &Arc<Context>, lane: Deferred, waits: bool) {
+/// How a lane handed to the pool may wait, as its service says.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pooled {
+    /// It only takes time (`Handler::only_takes_time`): it keeps its port.
+    TakesTime,
+    /// It may wait for long: it is parked once it has waited `PARK_AFTER_NS`.
+    MayWait,
+    /// It may wait on another party as long as that likes (`Handler::waits_on_peer`):
+    /// parked as well, and it gets a worker if none is idle.
+    OnPeer,
+}
+
+impl Pooled {
+    fn of(entry: Option<&Entry>, slot: &LaneSlot) -> Pooled {
+        let Some(e) = entry else {
+            return Pooled::MayWait;
+        };
+        if e.handler.waits_on_peer(slot.service, &slot.args) {
+            Pooled::OnPeer
+        } else if e.handler.only_takes_time(slot.service, &slot.args) {
+            Pooled::TakesTime
+        } else {
+            Pooled::MayWait
+        }
+    }
+}
+
+/// Hands `lane` to the blocking pool as a job of its own.
+fn to_pool(ctx: &Arc<Context>, lane: Deferred, how: Pooled) {
     hand_off(ctx, &lane);
-    park_later(ctx, &lane);
+    if how != Pooled::TakesTime {
+        park_later(ctx, &lane);
+    }
     let job_ctx = ctx.clone();
     let job: pool::Job = Box::new(move || {
         // A run that ended, or is being stopped, starts no more work: a stop answers
@@ -610,7 +639,7 @@ fn to_pool(ctx: &Arc<Context>, lane: Deferred, waits: bool) {
             Ran::Parked(park) => wait_for(&job_ctx, lane, park),
         }
     });
-    match ctx.pool.submit(job, waits) {
+    match ctx.pool.submit(job, how == Pooled::OnPeer) {
         Ok(()) => {}
         // No thread to run it on: serve it here rather than never.
         Err(job) if !ctx.pool.is_closed() => job(),

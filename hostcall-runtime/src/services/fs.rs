@@ -538,16 +538,31 @@ impl Handler for Files {
             _ => true,
         }
     }
+
+    fn only_takes_time(&self, service: u32, args: &[u64; 6]) -> bool {
+        // A read or write of a regular file or a directory: neither stdio (whose output
+        // waits for other GPU threads' turns, or for its reader) nor an fd waited for by
+        // readiness.
+        let fd = i32::try_from(args[0] as i64).unwrap_or(-1);
+        self.can_block(service) && !is_stdio(fd) && !self.table().is_waitable(fd)
+    }
 }
 
 impl super::Admission for Files {
-    /// A posted piece for stdout or stderr is taken once its fd has room for it.
-    fn admits(&self, slot: &hostcall_abi::LaneSlot) -> bool {
-        let [fd, len, ticket, waits, ..] = slot.args;
-        slot.service != Service::WritePosted as u32
-            || waits == POSTED_WAITS
-            || !matches!(fd, 1 | 2)
-            || self.stdio.admits(fd as i32, ticket, len as usize)
+    /// A packet with posted pieces for stdout or stderr is taken once their fds have
+    /// room for each; at once, without reading its lanes, while they have room for any.
+    fn admits(&self, lanes: &mut dyn Iterator<Item = hostcall_abi::LaneSlot>) -> bool {
+        if self.stdio.has_room_for_any_piece() {
+            return true;
+        }
+        let mut pieces = lanes.filter_map(|slot| {
+            let [fd, len, ticket, waits, ..] = slot.args;
+            (slot.service == Service::WritePosted as u32
+                && waits != POSTED_WAITS
+                && matches!(fd, 1 | 2))
+            .then_some((fd as i32, ticket, len as usize))
+        });
+        self.stdio.admits(&mut pieces)
     }
 }
 

@@ -86,15 +86,31 @@ impl RingReader {
                 return Err(self.stop(control, at, batch.words, ring - 1));
             }
             // The batch's words, copied out and then cleared (the commit word last of
-            // all), each a relaxed load and store: the acquire above orders them after
-            // the writers' stores, and the release of `tail` orders them before any
-            // writer's next store to these words.
+            // all): one run, or two where they wrap around the ring's end.
             self.batch.clear();
-            let mut i = index;
-            for _ in 0..length {
-                i = if i + 1 == words.len() { 0 } else { i + 1 };
-                self.batch.push(words[i].load(Relaxed));
-                words[i].store(0, Relaxed);
+            let start = if index + 1 == words.len() {
+                0
+            } else {
+                index + 1
+            };
+            let n = length as usize;
+            let (run, wrapped) = if start + n <= words.len() {
+                (&words[start..start + n], &words[..0])
+            } else {
+                (&words[start..], &words[..start + n - words.len()])
+            };
+            for run in [run, wrapped] {
+                // SAFETY: the acquire of the commit word above orders every writer's
+                // store to the batch's words before this; no writer stores to them
+                // again before `tail` is published past them (its release, below,
+                // orders this copy and clearing first). So nothing races with the
+                // plain copy and the plain stores of zeros, which are as wide as the
+                // memory allows (the words are `AtomicU64`s: they may be written
+                // through a shared reference).
+                unsafe {
+                    self.batch.extend_from_slice(settled(run));
+                    std::ptr::write_bytes(run.as_ptr() as *mut u64, 0, run.len());
+                }
             }
             words[index].store(0, Relaxed);
             let mut r = 0;
@@ -141,4 +157,14 @@ impl RingReader {
     fn publish(&self, control: &RingControl) {
         control.tail.store(self.taken, Release);
     }
+}
+
+/// `words` as plain integers, read where they lie.
+///
+/// # Safety
+/// No store to `words` may happen while the slice returned lives, and every store
+/// before it must happen before this call.
+unsafe fn settled(words: &[AtomicU64]) -> &[u64] {
+    // SAFETY: `AtomicU64` has `u64`'s size and alignment; the caller rules out races.
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u64>(), words.len()) }
 }

@@ -123,14 +123,39 @@ impl Stdio {
         data.len()
     }
 
-    /// Whether the consumer should take a posted piece of `len` bytes under `ticket` for
-    /// fd 1 or 2 now, or leave it on its port until the fd has room for it (its turn
-    /// comes, or its writer takes what waits).
-    pub fn admits(&self, fd: i32, ticket: u64, len: usize) -> bool {
-        let fd = self.fd(fd);
-        let mut r = self.reorder(fd);
-        self.flush_fd(fd, &mut r, false);
-        r.admits(ticket, len)
+    /// Whether fds 1 and 2 each have room for one more piece, of any ticket and any
+    /// length a packet carries: the consumer then takes a packet without reading its
+    /// pieces ([`Stdio::admits`]).
+    pub fn has_room_for_any_piece(&self) -> bool {
+        [1, 2]
+            .into_iter()
+            .all(|fd| self.reorder(self.fd(fd)).has_room_for_any())
+    }
+
+    /// Whether the consumer should take a packet's posted pieces, each `(fd, ticket,
+    /// len)` for fd 1 or 2, now, or leave the packet on its port until the fds have room
+    /// for each (its turn comes, or its writer takes what waits). An fd's lock is taken
+    /// once for a run of pieces to it, and its in-order bytes go to its writer only for
+    /// a piece that finds no room, so that they still go in batches.
+    pub fn admits(&self, pieces: &mut dyn Iterator<Item = (i32, u64, usize)>) -> bool {
+        let mut locked: Option<(i32, MutexGuard<'_, Reorder>)> = None;
+        for (fd, ticket, len) in pieces {
+            if locked.as_ref().is_none_or(|(at, _)| *at != fd) {
+                // One fd's lock at a time: the earlier one is released first.
+                drop(locked.take());
+                locked = Some((fd, self.reorder(self.fd(fd))));
+            }
+            let Some((_, r)) = locked.as_mut() else {
+                unreachable!("locked above")
+            };
+            if !r.admits(ticket, len) {
+                self.flush_fd(self.fd(fd), r, false);
+                if !r.admits(ticket, len) {
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     /// A posted write to fd 1 or 2 with its ticket: in order now, or kept until its turn;

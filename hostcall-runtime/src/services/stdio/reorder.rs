@@ -17,6 +17,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use hostcall_abi::PORT_BULK;
+
 /// Tickets ahead of the next expected one that the ring holds without allocating.
 pub(super) const RING: u64 = 4096;
 /// Tickets ahead of the next expected one a posted write may carry; one further ahead is
@@ -240,6 +242,12 @@ impl Reorder {
             Ok(_) => self.holds() + len + PIECE_OVERHEAD <= HELD_BYTES_MAX,
             Err(_) => true,
         }
+    }
+
+    /// Whether a piece of any ticket and of up to a port's bulk bytes (the most a
+    /// packet's lane carries) would be admitted ([`Reorder::admits`]).
+    pub(super) fn has_room_for_any(&self) -> bool {
+        self.holds() + PORT_BULK + PIECE_OVERHEAD <= HELD_BYTES_MAX
     }
 
     /// Takes the piece of ticket `t`; its writer `waits` for the answer (it may be asked

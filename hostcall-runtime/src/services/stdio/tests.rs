@@ -233,6 +233,12 @@ fn a_direct_write_comes_after_the_posted_bytes_already_in_order() {
     assert_eq!(s.take_captured().0, b"posted direct");
 }
 
+/// Whether a packet of one posted piece of `len` bytes under `ticket` for stdout is
+/// taken now.
+fn admits(s: &Stdio, ticket: u64, len: usize) -> bool {
+    s.admits(&mut std::iter::once((1, ticket, len)))
+}
+
 /// Issue 31, item 8: at the bound, a posted piece is not refused: the consumer leaves it
 /// on its port until the fd has room (its turn comes, or the writer takes what waits).
 #[test]
@@ -244,21 +250,49 @@ fn at_the_bound_a_posted_piece_waits_on_its_port_unless_its_turn_has_come() {
     );
     let piece = vec![b'p'; 4096];
     let mut t = 1;
-    while s.admits(1, t, piece.len()) {
+    while admits(&s, t, piece.len()) {
         s.write_posted(1, (0, 0), t, &piece, false).unwrap();
         t += 1;
     }
     assert!(held(&s, 1) + piece.len() + PIECE_OVERHEAD > HELD_BYTES_MAX);
     assert!(
-        s.admits(1, 0, piece.len()),
+        admits(&s, 0, piece.len()),
         "the piece whose turn it is is taken"
     );
     s.write_posted(1, (0, 0), 0, &piece, false).unwrap();
     assert_eq!(held(&s, 1), 0, "in order, all of it");
     assert!(
-        s.admits(1, t, piece.len()),
+        admits(&s, t, piece.len()),
         "room again once the writer took it"
     );
     assert_eq!(end(&s), 0);
     assert_eq!(s.take_captured().0.len(), t as usize * piece.len());
+}
+
+/// A packet is taken only if each of its pieces is, whichever fd each goes to; and
+/// taking it hands the in-order bytes to the writer only where a piece found no room.
+#[test]
+fn a_packet_is_taken_only_if_each_of_its_pieces_is() {
+    let s = Stdio::new(
+        false,
+        Some(Capture::new(2 * HELD_BYTES_MAX)),
+        Default::default(),
+    );
+    let piece = vec![b'p'; 4096];
+    let mut t = 1;
+    while admits(&s, t, piece.len()) {
+        s.write_posted(1, (0, 0), t, &piece, false).unwrap();
+        t += 1;
+    }
+    let mixed = [(2, 0, 8), (1, 0, 8), (2, 1, 8)];
+    assert!(
+        s.admits(&mut mixed.into_iter()),
+        "each piece's turn has come"
+    );
+    let late = [(2, 0, 8), (1, t, piece.len())];
+    assert!(
+        !s.admits(&mut late.into_iter()),
+        "stdout has no room for its piece"
+    );
+    assert!(s.admits(&mut std::iter::empty()), "a packet of no piece");
 }
