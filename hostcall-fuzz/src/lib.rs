@@ -460,15 +460,23 @@ pub fn run(data: &[u8]) {
         }
         // `lanes.len() <= 32`: the first `len` bits.
         let mask = ((1u64 << lanes.len()) - 1) as u32;
-        let answered =
-            bench.publish_and_serve(mask, Duration::from_secs(10), &mut || world.tend_fifo());
+        // A slot the mutator rewrites may come to say its lane is posted, which gets no
+        // answer: then only the host's `response` is waited for, which it stores once
+        // every lane not posted has its answer.
+        let waiting = if case.mutate { 0 } else { mask };
+        let answered = bench.publish_and_serve(mask, waiting, Duration::from_secs(10), &mut || {
+            world.tend_fifo()
+        });
         assert!(
             answered,
             "a packet of {services:?} was not answered within 10 s"
         );
         let cap = if lone { PORT_BULK } else { BULK_PER_LANE };
         for (i, &service) in services.iter().enumerate() {
-            let a = bench.answer(i).expect("an answer word");
+            let Some(a) = bench.answer(i) else {
+                assert!(case.mutate, "lane {i} of an unmutated packet has no answer");
+                continue;
+            };
             let slot = bench.slot(i);
             let (result, out) = match a.inline {
                 Some(r) => (r, 0),

@@ -31,7 +31,7 @@ fn call(bench: &mut PortBench, service: u32, args: [u64; 6], input: &[u8]) -> (S
             args,
         },
     );
-    assert!(bench.publish_and_serve(1, Duration::from_secs(10), &mut || {}));
+    assert!(bench.publish_and_serve(1, 1, Duration::from_secs(10), &mut || {}));
     let a = bench.answer(0).expect("answered");
     let result = a.inline.unwrap_or(bench.slot(0).args[0] as i64);
     (a.status, result)
@@ -147,6 +147,6 @@ fn lengths_and_sequences_are_checked_on_the_copy() {
             args: [0; 6],
         },
     );
-    assert!(bench.publish_and_serve(1, Duration::from_secs(10), &mut || {}));
+    assert!(bench.publish_and_serve(1, 1, Duration::from_secs(10), &mut || {}));
     assert_eq!(bench.answer(0).unwrap().status, Status::Malformed);
 }

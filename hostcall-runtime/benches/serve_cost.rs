@@ -28,7 +28,7 @@ fn per_lane(bench: &mut PortBench, slot: &dyn Fn(u32, usize) -> LaneSlot) -> f64
                 },
             );
         }
-        assert!(bench.publish_and_serve(u32::MAX, Duration::from_secs(5), &mut || {}));
+        assert!(bench.publish_and_serve(u32::MAX, u32::MAX, Duration::from_secs(5), &mut || {}));
     }
     started.elapsed().as_nanos() as f64 / (PACKETS as f64 * WARP_SIZE as f64)
 }

@@ -157,10 +157,13 @@ impl PortBench {
 
     /// Publishes the packet of `mask`'s lanes and serves it as a consumer would, waiting
     /// up to `patience` for work handed to the blocking pool; `tend` runs while waiting
-    /// (to unblock a FIFO, say). Returns whether every lane was answered.
+    /// (to unblock a FIFO, say). Returns whether the host finished with the packet
+    /// (`response`) and every lane of `waiting` was answered: a lane whose slot says it
+    /// is posted gets no answer, and a slot rewritten while it is served may say so.
     pub fn publish_and_serve(
         &mut self,
         mask: u32,
+        waiting: u32,
         patience: Duration,
         tend: &mut dyn FnMut(),
     ) -> bool {
@@ -180,11 +183,11 @@ impl PortBench {
         }
         let started = Instant::now();
         // As the GPU's lanes do: each waits for its own answer word (`response` is
-        // stored as soon as the host has read the packet, before a pool answers it).
+        // stored once every lane not posted has its answer or its ticket).
         let tag = seq_tag(self.seq);
         let answered = |lane: usize| self.answer(lane).is_some_and(|a| a.seq == tag);
         while header.response.load(Acquire) != self.seq
-            || !(0..32).filter(|l| mask & (1 << l) != 0).all(answered)
+            || !(0..32).filter(|l| waiting & (1 << l) != 0).all(answered)
         {
             if started.elapsed() > patience {
                 return false;
@@ -237,14 +240,28 @@ impl PortBench {
     /// Ends the run as `Host::run` does (the drain, then the run's files closed), and
     /// says what is left of it: jobs still queued in the blocking pool, and files below
     /// a mount the process holds open that it did not before the bench served anything
-    /// (a job still running would hold one). Both should be 0.
+    /// (a job still running 10 s after the drain would hold one). Both should be 0.
     pub fn finish(&mut self) -> (usize, usize) {
         crate::server::drain(&self.ctx, Instant::now() + Duration::from_secs(1));
+        // A job still running after the drain (an open starved of CPU on a loaded
+        // machine) adds its fd when it ends, and a call the reactor's thread was
+        // running as the run ended holds its files until it returns: both waited for,
+        // up to 10 s, before what is left open is counted.
+        let until = Instant::now() + Duration::from_secs(10);
+        while self.ctx.busy_jobs() > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         self.files.close_all();
-        let left = open_below(&self.mounts)
-            .into_iter()
-            .filter(|f| !self.open_before.contains(f))
-            .count();
+        let left = loop {
+            let left = open_below(&self.mounts)
+                .into_iter()
+                .filter(|f| !self.open_before.contains(f))
+                .count();
+            if left == 0 || Instant::now() >= until {
+                break left;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
         (self.ctx.queued_jobs(), left)
     }
 

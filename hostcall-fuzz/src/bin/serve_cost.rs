@@ -48,7 +48,8 @@ fn per_lane(bench: &mut PortBench, service: u32, args: [u64; 6]) -> f64 {
                     };
                     bench.write_slot(lane, slot);
                 }
-                let served = bench.publish_and_serve(u32::MAX, Duration::from_secs(1), &mut || {});
+                let served =
+                    bench.publish_and_serve(u32::MAX, u32::MAX, Duration::from_secs(1), &mut || {});
                 assert!(served, "a packet was not answered");
             }
             started.elapsed().as_nanos() as f64 / (PACKETS as f64 * 32.0)

@@ -123,6 +123,12 @@ impl Context {
         self.pool.queued()
     }
 
+    /// Jobs the blocking pool has queued or is running.
+    #[cfg(feature = "fuzzing")]
+    pub fn busy_jobs(&self) -> usize {
+        self.pool.busy()
+    }
+
     /// Ends the run for the pool: queued jobs are dropped, and running ones run no
     /// further handler and answer nothing.
     fn end_pool(&self) {

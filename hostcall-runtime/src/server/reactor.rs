@@ -216,6 +216,17 @@ impl Inner {
 
     /// Takes every waiter `which` picks out of every list, and lets go of the files no
     /// one waits on any more.
+    /// [`Reactor::forget`], on the running reactor.
+    fn forget(&self, ctx: &Context, posted: bool) {
+        drop(
+            self.take_where(|w| std::ptr::eq(w.ctx.as_ptr(), ctx) && (posted || !w.lane.posted())),
+        );
+        let mut s = self.lock();
+        s.to_park.retain(|_, p| !std::ptr::eq(p.ctx.as_ptr(), ctx));
+        let State { parks, to_park, .. } = &mut *s;
+        parks.retain(|(_, id)| to_park.contains_key(id));
+    }
+
     fn take_where(&self, which: impl Fn(&Waiter) -> bool) -> Vec<Waiter> {
         let mut s = self.lock();
         let ids: Vec<u64> = s
@@ -360,15 +371,7 @@ impl Reactor {
     /// close.
     pub fn forget(&self, ctx: &Context, posted: bool) {
         if let Some(inner) = self.inner(false) {
-            drop(
-                inner.take_where(|w| {
-                    std::ptr::eq(w.ctx.as_ptr(), ctx) && (posted || !w.lane.posted())
-                }),
-            );
-            let mut s = inner.lock();
-            s.to_park.retain(|_, p| !std::ptr::eq(p.ctx.as_ptr(), ctx));
-            let State { parks, to_park, .. } = &mut *s;
-            parks.retain(|(_, id)| to_park.contains_key(id));
+            inner.forget(ctx, posted);
         }
     }
 
@@ -519,6 +522,16 @@ fn serve_again(inner: &Inner, mut w: Waiter, expired: bool) {
         // The reactor's own thread: the next turn of its loop sees the deadline.
         Ran::Parked(park) => {
             inner.add(&mut inner.lock(), &ctx, w.lane, park);
+            // A stop or the run's end that came while the call ran may have let the
+            // launch's waiting calls go before this one was filed again; it goes as
+            // they did. They set their flag and then take the lock; this filed it
+            // under the lock and then reads the flag: one of the two sees the other.
+            // Filed for good, it would hold its files open after the run.
+            if ctx.ended.load(Acquire) {
+                inner.forget(&ctx, true);
+            } else if ctx.waits_ended.load(Acquire) {
+                inner.forget(&ctx, false);
+            }
         }
     }
 }
