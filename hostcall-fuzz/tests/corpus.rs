@@ -30,14 +30,17 @@ fn the_fuzz_corpus_keeps_every_invariant() {
 }
 
 /// Every sixteenth input, as a launch (each takes up to its 300 ms limit and the run's
-/// end: all of them take five minutes; the fuzzer runs them all).
+/// end: all of them take five minutes; the fuzzer runs them all). `Host::run` may take
+/// 5 s past the limit here, not the fuzzer's one: the test binaries run side by side
+/// on two cores, where a starved run's teardown took 1.4 s after a 5 ms launch.
 #[test]
 fn the_fuzz_corpus_as_launches_returns_within_the_time_limit() {
     let cases = corpus();
     let started = std::time::Instant::now();
     for case in cases.iter().step_by(16) {
         println!("launching {}", case.display());
-        hostcall_fuzz::run_launch(&std::fs::read(case).expect("a corpus input"));
+        let input = std::fs::read(case).expect("a corpus input");
+        hostcall_fuzz::run_launch(&input, std::time::Duration::from_secs(5));
     }
     println!(
         "{} corpus inputs launched in {:?}",

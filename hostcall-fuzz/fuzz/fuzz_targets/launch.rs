@@ -2,4 +2,7 @@
 //! short time limit: `Host::run` must return within it plus a second.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| hostcall_fuzz::run_launch(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| hostcall_fuzz::run_launch(
+    data,
+    hostcall_fuzz::RETURN_GRACE
+));
