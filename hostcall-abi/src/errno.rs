@@ -3,6 +3,8 @@
 
 #![allow(missing_docs)] // the names are POSIX's
 
+use core::fmt;
+
 pub const EPERM: i32 = 1;
 pub const ENOENT: i32 = 2;
 pub const ESRCH: i32 = 3;
@@ -37,3 +39,31 @@ pub const EAFNOSUPPORT: i32 = 97;
 pub const ENOTCONN: i32 = 107;
 pub const ETIMEDOUT: i32 = 110;
 pub const ECONNREFUSED: i32 = 111;
+
+/// A failure, as Linux's errno number (x86_64 numbering, [`crate::errno`]).
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Errno(pub i32);
+
+impl fmt::Debug for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::errno::*;
+        let name = match self.0 {
+            EPERM => "EPERM",
+            ENOENT => "ENOENT",
+            EIO => "EIO",
+            EBADF => "EBADF",
+            EAGAIN => "EAGAIN",
+            ENOMEM => "ENOMEM",
+            EACCES => "EACCES",
+            EFAULT => "EFAULT",
+            EEXIST => "EEXIST",
+            EINVAL => "EINVAL",
+            EPIPE => "EPIPE",
+            ERANGE => "ERANGE",
+            ENOSYS => "ENOSYS",
+            _ => return write!(f, "Errno({})", self.0),
+        };
+        f.write_str(name)
+    }
+}

@@ -122,6 +122,7 @@
 pub mod answer;
 pub mod dirent;
 pub mod errno;
+pub mod fcntl;
 pub mod layout;
 pub mod net;
 pub mod park;
@@ -131,6 +132,7 @@ pub mod stat;
 pub mod stream;
 pub mod typed;
 
+pub use fcntl::{AT_FDCWD, AT_REMOVEDIR};
 pub use layout::{
     BULK_PER_LANE, CACHED_CLASSES, CONFIG_SYMBOL, DeviceConfig, Doorbell, FLAG_SINGLE_LANE,
     FaultKind, FaultRecord, HEAP_MAX_BYTES, HEAP_RESERVED, LaneSlot, LaunchState, MAX_KEYS,
@@ -138,8 +140,8 @@ pub use layout::{
     START_KERNEL, THREAD_EXIT_KERNEL, ThreadArea, VERSION_SYMBOL, WARP_SIZE, continuation_ports,
 };
 pub use service::{
-    AT_FDCWD, AT_REMOVEDIR, DEVICE_READ_MAX, DEVICE_WRITE_MAX, NAME_MAX, PATH_MAX, POSTED_WAITS,
-    STARTUP_ARGS, STARTUP_ENV, STD_BASE, Service, Status,
+    DEVICE_READ_MAX, DEVICE_WRITE_MAX, NAME_MAX, PATH_MAX, POSTED_WAITS, STARTUP_ARGS, STARTUP_ENV,
+    STD_BASE, Service, Status,
 };
 pub use spawn::{FRAME_POP, FRAME_PUSH, FRAME_STACK_BYTES, FRAME_STACKS};
 

@@ -54,7 +54,7 @@ pub mod consts {
     /// `ioctl` request setting a socket's non-blocking mode.
     pub const FIONBIO: u64 = 0x5421;
     /// `fcntl`'s file-status flag for the same.
-    pub const O_NONBLOCK: i32 = 0o4000;
+    pub use crate::fcntl::O_NONBLOCK;
 
     pub const POLLIN: i16 = 0x1;
     pub const POLLOUT: i16 = 0x4;

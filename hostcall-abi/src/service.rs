@@ -41,12 +41,6 @@ pub enum Service {
     Collect = STD_BASE + 6,
 }
 
-/// Linux's `AT_FDCWD`: a `dirfd` meaning the working directory.
-pub const AT_FDCWD: i32 = -100;
-
-/// Linux's `AT_REMOVEDIR`: `Fs.unlinkat` removes an empty directory.
-pub const AT_REMOVEDIR: i32 = 0x200;
-
 /// `Environment.startup`'s `which`: the program's arguments (`argv`).
 pub const STARTUP_ARGS: u64 = 0;
 
@@ -83,6 +77,18 @@ impl Service {
         Service::ReadToDevice,
         Service::Collect,
     ];
+
+    /// Every service's id, in id order (for `const` checks that no declared service
+    /// takes one).
+    pub const IDS: [u32; 7] = {
+        let mut ids = [0; 7];
+        let mut i = 0;
+        while i < ids.len() {
+            ids[i] = Service::ALL[i] as u32;
+            i += 1;
+        }
+        ids
+    };
 
     /// The service with this id, if any.
     pub fn from_id(id: u32) -> Option<Service> {

@@ -242,6 +242,37 @@ macro_rules! __service_id {
     };
 }
 
+/// The [`abi::Waits`] a declaration's `, quick`, `, blocks` or `, waits` gives
+/// ([`abi::Waits::Never`] when it says nothing); any other word does not compile.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __service_waits {
+    () => {
+        $crate::typed::abi::Waits::Never
+    };
+    (quick) => {
+        $crate::typed::abi::Waits::Never
+    };
+    (blocks) => {
+        $crate::typed::abi::Waits::Blocks
+    };
+    (waits) => {
+        $crate::typed::abi::Waits::OnPeer
+    };
+}
+
+/// Whether a declaration says how long its calls may wait (std's must).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __service_stated {
+    () => {
+        false
+    };
+    ($how:ident) => {
+        true
+    };
+}
+
 /// The text of one declared method's signature, spaced as rustfmt would.
 #[doc(hidden)]
 #[macro_export]
@@ -259,7 +290,7 @@ macro_rules! __service_text {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __service_signature {
-    ($trait:ident, $m:ident, ($($a:ident : $t:ty),*), $r:ty $(, $id:literal)?) => {
+    ($trait:ident, $m:ident, ($($a:ident : $t:ty),*), $r:ty, ($($id:literal)?), ($($how:ident)?)) => {
         $crate::typed::abi::Signature {
             name: concat!(stringify!($trait), ".", stringify!($m)),
             text: $crate::__service_text!($m, ($($a: $t),*), $r),
@@ -274,6 +305,7 @@ macro_rules! __service_signature {
             reads_input: $crate::typed::abi::reads_input(
                 &[$(<$t as $crate::typed::abi::Arg<'static>>::SHAPE),*],
             ),
+            waits: $crate::__service_waits!($($how)?),
         }
     };
 }
@@ -305,7 +337,13 @@ macro_rules! __service_signature {
 ///   the module and fills with the service's id.
 ///
 /// A method with `= N` has the fixed id `N` (in `USER_IDS`); others are bound by name
-/// when the module is loaded.
+/// when the module is loaded. Two methods of one declaration with one id do not compile.
+///
+/// A method whose calls may keep the host long says so after its id (or in its place):
+/// `, blocks` (a file system, a terminal: the host serves it on its blocking pool) or
+/// `, waits` (as long as another party likes, such as another GPU thread: it gets a pool
+/// worker of its own); `, quick`, the default, is served at once on the thread that
+/// polled it ([`abi::Waits`]).
 #[macro_export]
 macro_rules! service {
     (
@@ -313,7 +351,8 @@ macro_rules! service {
         $vis:vis trait $trait:ident {
             $(
                 $(#[$mmeta:meta])*
-                fn $m:ident(&self $(, $a:ident : $t:ty)* $(,)?) -> $r:ty $(= $id:literal)?;
+                fn $m:ident(&self $(, $a:ident : $t:ty)* $(,)?) -> $r:ty
+                    $(= $id:literal)? $(, $how:ident)?;
             )*
         }
     ) => {
@@ -328,16 +367,21 @@ macro_rules! service {
         impl dyn $trait {
             /// Every service of this trait, in declaration order.
             pub const SERVICES: &'static [$crate::typed::abi::Signature] = &[
-                $($crate::__service_signature!($trait, $m, ($($a: $t),*), $r $(, $id)?)),*
+                $($crate::__service_signature!($trait, $m, ($($a: $t),*), $r, ($($id)?), ($($how)?))),*
             ];
         }
+
+        const _: () = assert!(
+            $crate::typed::abi::ids_distinct(&[<dyn $trait>::SERVICES], &[]),
+            "two methods of one declaration share a fixed id"
+        );
 
         impl<P: $crate::Platform + 'static> $trait for $crate::typed::Client<P, dyn $trait> {
             $(
                 fn $m(&self $(, $a: $t)*) -> $r {
                     use $crate::typed::abi as abi;
                     const SIG: abi::Signature =
-                        $crate::__service_signature!($trait, $m, ($($a: $t),*), $r $(, $id)?);
+                        $crate::__service_signature!($trait, $m, ($($a: $t),*), $r, ($($id)?), ($($how)?));
                     const SHAPES: &[abi::Shape] = &[$(<$t as abi::Arg<'static>>::SHAPE),*];
                     const FIXED: usize = abi::fixed_len(SHAPES);
                     const _: () = {
@@ -368,6 +412,11 @@ macro_rules! service {
                                     && SIG.id < abi::STD_IDS.end
                                     && $crate::typed::declared_by_std(module_path!())),
                             "a fixed id outside USER_IDS (std's own declarations take STD_IDS)"
+                        );
+                        assert!(
+                            $crate::__service_stated!($($how)?)
+                                || !$crate::typed::declared_by_std(module_path!()),
+                            "std's declarations say whether each method is quick, blocks or waits"
                         );
                     };
                     #[cfg_attr(

@@ -32,6 +32,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use arbitrary::{Arbitrary, Unstructured};
+use hostcall_abi::fcntl;
 use hostcall_abi::{
     BULK_PER_LANE, LaneSlot, PORT_BULK, Port, STD_BASE, Service, Status, WARP_SIZE,
 };
@@ -343,7 +344,10 @@ fn getenv_id() -> u32 {
     std_id("Environment.getenv")
 }
 
-const KNOWN_FLAGS: u32 = 0o3 | 0o100 | 0o200 | 0o400 | 0o1000 | 0o2000 | 0o100000 | 0o200000;
+/// The open flags the fuzzer's inputs may set: those the host serves, less
+/// `O_NOFOLLOW`, `O_CLOEXEC` and `O_NONBLOCK` (the set its corpus was grown with).
+const KNOWN_FLAGS: u32 =
+    (fcntl::O_SERVED & !(fcntl::O_NOFOLLOW | fcntl::O_CLOEXEC | fcntl::O_NONBLOCK)) as u32;
 
 /// The lane's input bytes, and the lengths of its two parts (the second 0 but for
 /// `TwoPaths`).

@@ -727,7 +727,7 @@ impl ProcessState {
             // returns, and its answer is dropped.
             let mut o = cap_std::fs::OpenOptions::new();
             o.read(true).write(true);
-            cap_std::fs::OpenOptionsExt::custom_flags(&mut o, crate::services::NONBLOCK);
+            cap_std::fs::OpenOptionsExt::custom_flags(&mut o, hostcall_abi::fcntl::O_NONBLOCK);
             drop(dir.open_with(&rel, &o));
         }
         self.log.finish();

@@ -5,6 +5,7 @@
 
 mod common;
 
+use hostcall_abi::fcntl::O_DIRECTORY;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::AtomicIsize;
 use std::sync::atomic::Ordering::Relaxed;
@@ -42,7 +43,6 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static A: Counting = Counting;
 
-const O_DIRECTORY: i32 = 0o200000;
 const FDS: usize = 100;
 const ENTRIES: usize = 10_000;
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use common::{neg, quiet, run_on};
 use hostcall_abi::errno::*;
+use hostcall_abi::fcntl::{O_CREAT, O_RDONLY, O_WRONLY};
 use hostcall_abi::typed::{Arg, Encoder, bulk_len};
 use hostcall_abi::{AT_FDCWD, PORT_BULK, Service, Status};
 use hostcall_client::calls;
@@ -18,10 +19,6 @@ use hostcall_client::std_services::Fs;
 use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::services::{Call, Handler, Malformed, Reply};
 use hostcall_runtime::{Error, Launch, Outcome, RunReport};
-
-const O_RDONLY: i32 = 0;
-const O_WRONLY: i32 = 1;
-const O_CREAT: i32 = 0o100;
 
 /// A root with an escape hatch of each kind, and a sibling directory outside it.
 struct Seeded {

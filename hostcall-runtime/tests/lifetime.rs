@@ -12,14 +12,13 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use common::quiet;
+use hostcall_abi::fcntl::{O_CREAT, O_WRONLY};
 use hostcall_abi::{Doorbell, LaneSlot, Port, Service};
 use hostcall_client::calls;
 use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::services::{Call, Handler, Malformed, Reply};
 use hostcall_runtime::{Host, Launch, Outcome};
 
-const O_WRONLY: i32 = 1;
-const O_CREAT: i32 = 0o100;
 /// A service that blocks until the test opens its gate.
 const GATE: u32 = 300;
 /// A service that only counts its calls.

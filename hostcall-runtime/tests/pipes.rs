@@ -5,6 +5,7 @@
 
 mod common;
 
+use hostcall_abi::fcntl::{O_RDONLY, O_WRONLY};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
@@ -14,9 +15,6 @@ use common::{mkfifo, quiet, within};
 use hostcall_client::calls;
 use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{HostBuilder, Launch, Outcome};
-
-const O_RDONLY: i32 = 0;
-const O_WRONLY: i32 = 1;
 
 /// Bytes each test sends through the FIFO: four times a pipe's default buffer.
 const SENT: usize = 256 << 10;

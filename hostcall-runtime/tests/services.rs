@@ -7,18 +7,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use common::{neg, quiet, run_on};
 use hostcall_abi::errno::*;
+use hostcall_abi::fcntl::{O_CLOEXEC, O_CREAT, O_EXCL, O_RDONLY, O_RDWR, O_TRUNC, O_WRONLY};
 use hostcall_abi::stat::{FileStat, STAT_SIZE};
 use hostcall_client::{Channel, calls};
 use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{HostBuilder, Launch, Outcome, RunReport};
-
-const O_RDONLY: i32 = 0;
-const O_WRONLY: i32 = 1;
-const O_RDWR: i32 = 2;
-const O_CREAT: i32 = 0o100;
-const O_EXCL: i32 = 0o200;
-const O_TRUNC: i32 = 0o1000;
-const O_CLOEXEC: i32 = 0o2000000;
 
 /// Runs `body` on one emulated GPU thread.
 fn run_one<T: Send + 'static>(

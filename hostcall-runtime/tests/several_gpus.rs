@@ -5,6 +5,7 @@
 
 mod common;
 
+use hostcall_abi::fcntl::{O_CREAT, O_WRONLY};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -12,9 +13,6 @@ use common::quiet;
 use hostcall_client::calls;
 use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{Launch, Outcome, Unserved};
-
-const O_WRONLY: i32 = 0o1;
-const O_CREAT: i32 = 0o100;
 
 /// Two GPUs each open a file and hold it while the other opens its own: with one file
 /// table they get fds 3 and 4 (two tables would give both 3). Each thread sees its

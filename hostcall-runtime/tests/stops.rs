@@ -13,14 +13,13 @@ use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
 use common::{mkfifo, quiet, within};
+use hostcall_abi::fcntl::O_RDONLY;
 use hostcall_abi::net::SOCKADDR_MAX;
 use hostcall_abi::net::consts::*;
 use hostcall_client::calls;
 use hostcall_client::std_services::Net;
 use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{Error, HostBuilder, Launch, Outcome};
-
-const O_RDONLY: i32 = 0;
 
 /// The tests here look at the process's threads: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());

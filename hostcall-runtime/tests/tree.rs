@@ -8,17 +8,12 @@ mod common;
 use common::{neg, quiet, run_on};
 use hostcall_abi::dirent;
 use hostcall_abi::errno::*;
+use hostcall_abi::fcntl::{O_CREAT, O_DIRECTORY, O_NOFOLLOW, O_RDONLY, O_WRONLY};
 use hostcall_abi::stat::{FileStat, STAT_SIZE};
 use hostcall_abi::{AT_FDCWD, AT_REMOVEDIR, BULK_PER_LANE, STARTUP_ARGS, STARTUP_ENV};
 use hostcall_client::calls;
 use hostcall_client::std_services::Identity;
 use hostcall_runtime::emulated::Emu;
-
-const O_RDONLY: i32 = 0;
-const O_WRONLY: i32 = 1;
-const O_CREAT: i32 = 0o100;
-const O_DIRECTORY: i32 = 0o200000;
-const O_NOFOLLOW: i32 = 0o400000;
 
 #[test]
 fn directories_are_made_renamed_linked_and_removed_inside_the_mount() {

@@ -12,12 +12,10 @@ use std::path::Path;
 use common::{neg, quiet, run_on};
 use hostcall_abi::AT_FDCWD;
 use hostcall_abi::errno::*;
+use hostcall_abi::fcntl::{O_CREAT, O_WRONLY};
 use hostcall_client::calls;
 use hostcall_runtime::emulated::Emu;
 use hostcall_runtime::{Error, Host};
-
-const O_WRONLY: i32 = 1;
-const O_CREAT: i32 = 0o100;
 
 fn mode(p: &Path) -> u32 {
     std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777

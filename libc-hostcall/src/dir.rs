@@ -4,6 +4,7 @@
 
 use core::ffi::{c_char, c_int};
 
+use hostcall_abi::fcntl::{O_CLOEXEC, O_DIRECTORY, O_RDONLY};
 use hostcall_abi::BULK_PER_LANE;
 use hostcall_abi::dirent::{self, kind};
 use hostcall_abi::errno::ENOMEM;
@@ -12,9 +13,6 @@ use hostcall_client::calls;
 use crate::heap::{free, malloc};
 use crate::{Nvptx, channel, check, thread::set_errno};
 
-const O_RDONLY: c_int = 0;
-const O_DIRECTORY: c_int = 0o200000;
-const O_CLOEXEC: c_int = 0o2000000;
 
 /// x86_64 glibc's `struct dirent64`.
 #[repr(C)]

@@ -3,6 +3,7 @@
 
 use core::ffi::{CStr, c_char, c_int, c_uint, c_void};
 
+use hostcall_abi::fcntl::{O_CREAT, O_TMPFILE};
 use hostcall_abi::PATH_MAX;
 use hostcall_abi::errno::{EFAULT, ENOSYS};
 use hostcall_abi::stat::STAT_SIZE;
@@ -11,8 +12,6 @@ use hostcall_client::calls;
 use crate::heap::malloc;
 use crate::{Nvptx, channel, check, thread::set_errno};
 
-const O_CREAT: c_int = 0o100;
-const O_TMPFILE: c_int = 0o20200000;
 
 /// The bytes of a C string, without its NUL.
 ///

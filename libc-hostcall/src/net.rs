@@ -321,9 +321,8 @@ pub unsafe extern "C" fn ioctl(fd: c_int, request: c_ulong, mut args: ...) -> c_
 /// A socket's non-blocking mode, as `fcntl`'s `F_GETFL` reports it (`O_RDWR` and
 /// perhaps `O_NONBLOCK`), or `None` for a file.
 pub(crate) fn socket_flags(fd: c_int) -> Option<c_int> {
-    const O_RDWR: c_int = 2;
     let nb = net().nonblocking(fd).ok()?;
-    Some(O_RDWR | if nb != 0 { O_NONBLOCK } else { 0 })
+    Some(hostcall_abi::fcntl::O_RDWR | if nb != 0 { O_NONBLOCK } else { 0 })
 }
 
 /// `fcntl`'s `F_SETFL` on a socket: `O_NONBLOCK` is the one flag it changes.

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use cap_fs_ext::OpenOptionsFollowExt;
 use cap_std::fs::{Metadata, MetadataExt, OpenOptions, OpenOptionsExt};
 use hostcall_abi::errno::{EACCES, EAGAIN, EBADF, EFAULT, EINVAL, ENOSYS, ENOTDIR, EROFS, ESPIPE};
+use hostcall_abi::fcntl;
 use hostcall_abi::stat::{FileStat, STAT_SIZE};
 use hostcall_abi::typed::Errno;
 use hostcall_abi::{DEVICE_READ_MAX, DEVICE_WRITE_MAX, POSTED_WAITS, Service};
@@ -17,6 +18,7 @@ use hostcall_client::std_services::Fs;
 use super::fd_table::{Direction, FdTable, Handle, Waitable};
 use super::sandbox::{Access, Sandbox};
 use super::stdin::Stdin;
+
 use super::stdio::PostedError;
 use super::wait::{self, Interest, Watch};
 use super::{Call, Handler, Malformed, Reply, Stdio, errno_of};
@@ -24,34 +26,40 @@ use crate::guest_log::{GuestLog, Kind};
 use crate::module::{DeviceMemory, StreamStop};
 use crate::server::Reactor;
 
-/// Linux open(2) flags, as the GPU's libc passes them.
-pub(crate) mod flags {
-    pub const ACCMODE: i32 = 0o3;
-    pub const WRONLY: i32 = 0o1;
-    pub const RDWR: i32 = 0o2;
-    pub const CREAT: i32 = 0o100;
-    pub const EXCL: i32 = 0o200;
-    pub const NOCTTY: i32 = 0o400;
-    pub const TRUNC: i32 = 0o1000;
-    pub const APPEND: i32 = 0o2000;
-    pub const LARGEFILE: i32 = 0o100000;
-    pub const DIRECTORY: i32 = 0o200000;
-    pub const NOFOLLOW: i32 = 0o400000;
-    pub const CLOEXEC: i32 = 0o2000000;
-    pub const NONBLOCK: i32 = 0o4000;
-    /// Every flag the service understands; others are refused with EINVAL.
-    pub const KNOWN: i32 = ACCMODE
-        | CREAT
-        | EXCL
-        | NOCTTY
-        | TRUNC
-        | APPEND
-        | LARGEFILE
-        | DIRECTORY
-        | NOFOLLOW
-        | CLOEXEC
-        | NONBLOCK;
-}
+// The open flags on the wire are the host's own (`hostcall_abi::fcntl`): pinned here
+// against the OS's values, so a wrong one does not compile.
+const _: () = {
+    use rustix::fs::{AtFlags as At, OFlags as O};
+    let pins: [(i32, u32); 16] = [
+        (fcntl::O_WRONLY, O::WRONLY.bits()),
+        (fcntl::O_RDWR, O::RDWR.bits()),
+        (fcntl::O_ACCMODE, O::RWMODE.bits()),
+        (fcntl::O_CREAT, O::CREATE.bits()),
+        (fcntl::O_EXCL, O::EXCL.bits()),
+        (fcntl::O_NOCTTY, O::NOCTTY.bits()),
+        (fcntl::O_TRUNC, O::TRUNC.bits()),
+        (fcntl::O_APPEND, O::APPEND.bits()),
+        (fcntl::O_NONBLOCK, O::NONBLOCK.bits()),
+        (fcntl::O_LARGEFILE, O::LARGEFILE.bits()),
+        (fcntl::O_DIRECTORY, O::DIRECTORY.bits()),
+        (fcntl::O_NOFOLLOW, O::NOFOLLOW.bits()),
+        (fcntl::O_CLOEXEC, O::CLOEXEC.bits()),
+        (fcntl::O_TMPFILE, O::TMPFILE.bits()),
+        (fcntl::AT_SYMLINK_NOFOLLOW, At::SYMLINK_NOFOLLOW.bits()),
+        (fcntl::AT_REMOVEDIR, At::REMOVEDIR.bits()),
+    ];
+    let mut i = 0;
+    while i < pins.len() {
+        assert!(
+            pins[i].0 as u32 == pins[i].1,
+            "an fcntl flag differs from the OS's"
+        );
+        i += 1;
+    }
+    assert!(fcntl::O_RDONLY as u32 == O::RDONLY.bits());
+    assert!(fcntl::AT_SYMLINK_FOLLOW as u32 == At::SYMLINK_FOLLOW.bits());
+    assert!(fcntl::AT_EMPTY_PATH as u32 == At::EMPTY_PATH.bits());
+};
 
 /// Writes what it takes of `data` to the file `h`: a socket with `MSG_NOSIGNAL`, so a
 /// peer that has gone answers `EPIPE` rather than ending the host process with
@@ -173,40 +181,41 @@ pub(crate) fn open_beneath(
     fl: i32,
     mode: u32,
 ) -> Result<File, Option<std::io::Error>> {
-    if fl & !flags::KNOWN != 0 {
+    if fl & !fcntl::O_SERVED != 0 {
         return Err(None);
     }
-    let acc = fl & flags::ACCMODE;
-    let writes = acc == flags::WRONLY || acc == flags::RDWR;
-    let creates = fl & flags::CREAT != 0;
-    if access == Access::ReadOnly && (writes || creates || fl & (flags::TRUNC | flags::APPEND) != 0)
+    let acc = fl & fcntl::O_ACCMODE;
+    let writes = acc == fcntl::O_WRONLY || acc == fcntl::O_RDWR;
+    let creates = fl & fcntl::O_CREAT != 0;
+    if access == Access::ReadOnly
+        && (writes || creates || fl & (fcntl::O_TRUNC | fcntl::O_APPEND) != 0)
     {
         return Err(Some(std::io::Error::from_raw_os_error(EROFS)));
     }
     let mut o = OpenOptions::new();
-    o.read(acc != flags::WRONLY)
+    o.read(acc != fcntl::O_WRONLY)
         .write(writes)
-        .append(fl & flags::APPEND != 0)
-        .truncate(fl & flags::TRUNC != 0)
+        .append(fl & fcntl::O_APPEND != 0)
+        .truncate(fl & fcntl::O_TRUNC != 0)
         // Permission bits only: never setuid, setgid or sticky on the host.
         .mode(mode & 0o777);
-    if fl & flags::NONBLOCK != 0 {
-        o.custom_flags(flags::NONBLOCK);
+    if fl & fcntl::O_NONBLOCK != 0 {
+        o.custom_flags(fcntl::O_NONBLOCK);
     }
-    if fl & flags::NOFOLLOW != 0 {
+    if fl & fcntl::O_NOFOLLOW != 0 {
         // A link as the last component is refused (ELOOP), as std's remove_dir_all
         // relies on to never follow a link it meets.
         o.follow(cap_fs_ext::FollowSymlinks::No);
     }
     if creates {
-        if fl & flags::EXCL != 0 {
+        if fl & fcntl::O_EXCL != 0 {
             o.create_new(true);
         } else {
             o.create(true);
         }
     }
     let f = dir.open_with(rel, &o).map_err(Some)?.into_std();
-    if fl & flags::DIRECTORY != 0 && !f.metadata().map_err(Some)?.is_dir() {
+    if fl & fcntl::O_DIRECTORY != 0 && !f.metadata().map_err(Some)?.is_dir() {
         return Err(Some(std::io::Error::from_raw_os_error(ENOTDIR)));
     }
     Ok(f)
@@ -515,8 +524,8 @@ impl Handler for Files {
 
     fn can_block(&self, service: u32) -> bool {
         // Reading and writing files: 64 MiB into a file on a slow file system holds up
-        // every other port. (std's declared file services block as their registration
-        // says: `services::STD_DECLARED`.)
+        // every other port. (std's declared file services block as their declarations
+        // say: `, blocks` in `hostcall_client::std_services`.)
         matches!(
             Service::from_id(service),
             Some(Service::Read | Service::ReadToDevice | Service::Write | Service::WriteFromDevice)

@@ -21,11 +21,12 @@ use std::sync::Arc;
 
 use hostcall_abi::Service;
 use hostcall_abi::typed::Signature;
-use hostcall_client::std_services::{Environment, Fs, Identity, Lifecycle, Net, Time};
+use hostcall_client::std_services::{
+    Environment, Fs, Identity, Lifecycle, Net, STD_DECLARED, StdHost, Time, serve_std,
+};
 
 pub(crate) use env::EnvPolicy;
 pub(crate) use fd_table::FdTable;
-pub(crate) use fs::flags::NONBLOCK;
 pub(crate) use fs::{Files, MODES_DEFAULT};
 pub(crate) use net::NetPolicy;
 pub(crate) use process::Process;
@@ -380,16 +381,16 @@ impl ServiceTable {
             }),
             process,
         };
-        for (_, serve) in STD_DECLARED {
-            for (sig, h) in serve(&caps) {
-                t.register_named(sig.id, h, sig.name.into());
-            }
+        let mut each = typed::Collect::default();
+        serve_std(&caps, &mut each);
+        for (sig, h) in each.0 {
+            t.register_named(sig.id, h, sig.name.into());
         }
         t
     }
 }
 
-/// What serves std's declared services in one run.
+/// What serves std's declared traits in one run.
 pub(crate) struct StdCaps {
     files: Arc<Files>,
     env: Arc<env::HostEnvironment>,
@@ -397,59 +398,38 @@ pub(crate) struct StdCaps {
     net: Arc<net::Sockets>,
 }
 
-/// The handlers of one of std's declared traits, each with its method's signature.
-type Serve = fn(&StdCaps) -> Vec<(&'static Signature, Arc<dyn Handler>)>;
+impl StdHost for StdCaps {
+    fn identity(&self) -> Arc<impl Identity> {
+        Arc::new(process::HostIdentity)
+    }
 
-/// std's declared traits (`hostcall_client::std_services`), each with the capability
-/// that implements it: every host serves them, and a module that calls them always
-/// passes the check at load. A new method is its declaration there and its
-/// implementation here (which the compiler asks for); a new trait is also its line here.
-pub(crate) const STD_DECLARED: &[(&[Signature], Serve)] = &[
-    (<dyn Identity>::SERVICES, |_| {
-        typed::methods::<dyn Identity, _>(Arc::new(process::HostIdentity))
-    }),
-    (<dyn Lifecycle>::SERVICES, |c| {
-        typed::methods::<dyn Lifecycle, _>(c.process.clone())
-    }),
-    (<dyn Time>::SERVICES, |_| {
-        typed::methods::<dyn Time, _>(Arc::new(process::HostTime))
-    }),
-    (<dyn Environment>::SERVICES, |c| {
-        typed::methods::<dyn Environment, _>(c.env.clone())
-    }),
-    (<dyn Fs>::SERVICES, |c| {
-        let mut m = typed::methods::<dyn Fs, _>(c.files.clone());
-        for (sig, h) in &mut m {
-            if !FS_QUICK.contains(&sig.name) {
-                *h = Arc::new(typed::Blocking {
-                    handler: h.clone(),
-                    waits: sig.name == FS_OPEN,
-                });
-            }
-        }
-        m
-    }),
-    // Sockets never block a host thread: a call that is not ready waits in the
-    // reactor (`wait`).
-    (<dyn Net>::SERVICES, |c| {
-        typed::methods::<dyn Net, _>(c.net.clone())
-    }),
-];
+    fn lifecycle(&self) -> Arc<impl Lifecycle> {
+        self.process.clone()
+    }
+
+    fn time(&self) -> Arc<impl Time> {
+        Arc::new(process::HostTime)
+    }
+
+    fn environment(&self) -> Arc<impl Environment> {
+        self.env.clone()
+    }
+
+    fn fs(&self) -> Arc<impl Fs> {
+        self.files.clone()
+    }
+
+    // Sockets never block a host thread: a call that is not ready waits in the reactor
+    // (`wait`).
+    fn net(&self) -> Arc<impl Net> {
+        self.net.clone()
+    }
+}
 
 /// Every service of std's declared traits, which every host serves.
 pub fn std_declared() -> impl Iterator<Item = &'static Signature> {
-    STD_DECLARED.iter().flat_map(|(sigs, _)| *sigs)
+    STD_DECLARED.iter().flat_map(|sigs| sigs.iter())
 }
-
-/// The file services that never wait on a file system (they read the fd table or the
-/// sandbox's own state): every other one may, and runs on the blocking pool, since
-/// resolving a path may wait on a slow file system.
-const FS_QUICK: [&str; 5] = ["Fs.close", "Fs.lseek", "Fs.fstat", "Fs.getcwd", "Fs.dup"];
-
-/// The file service that may wait for another party as long as it likes: opening a
-/// FIFO waits for its other end, perhaps another GPU thread's open. Each such call
-/// gets a pool worker of its own when none is idle (`Handler::waits_on_peer`).
-const FS_OPEN: &str = "Fs.openat";
 
 /// The errno for a host I/O error, in the wire's numbering (Linux's).
 pub(crate) fn errno_of(e: &std::io::Error) -> i32 {
@@ -469,34 +449,5 @@ pub(crate) fn errno_of(e: &std::io::Error) -> i32 {
         K::IsADirectory => EISDIR,
         K::StorageFull => ENOSPC,
         _ => EIO,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn std_ids_are_distinct_and_stay_in_std_ids() {
-        let mut ids: Vec<u32> = Service::ALL.iter().map(|s| *s as u32).collect();
-        ids.extend(std_declared().map(|s| s.id));
-        let n = ids.len();
-        ids.sort_unstable();
-        ids.dedup();
-        assert_eq!(ids.len(), n, "two of std's services share an id");
-        assert!(
-            ids.iter()
-                .all(|id| hostcall_abi::typed::STD_IDS.contains(id))
-        );
-    }
-
-    #[test]
-    fn every_quick_file_service_is_declared() {
-        for name in FS_QUICK.into_iter().chain([FS_OPEN]) {
-            assert!(
-                <dyn Fs>::SERVICES.iter().any(|s| s.name == name),
-                "{name} is not a method of Fs"
-            );
-        }
     }
 }

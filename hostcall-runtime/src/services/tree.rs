@@ -143,7 +143,7 @@ impl Files {
         let b = self.beneath(dirfd, path)?;
         // An open of a FIFO without O_NONBLOCK waits for the other end: noted, so that
         // the run's end can end the wait.
-        let waits = flags & super::fs::flags::NONBLOCK == 0
+        let waits = flags & hostcall_abi::fcntl::O_NONBLOCK == 0
             && b.dir()
                 .metadata(&b.rel)
                 .is_ok_and(|m| m.file_type().is_fifo());
@@ -164,7 +164,7 @@ impl Files {
             let fl = rustix::fs::fcntl_getfl(&f).map_err(|e| e.raw_os_error())?;
             rustix::fs::fcntl_setfl(&f, fl | rustix::fs::OFlags::NONBLOCK)
                 .map_err(|e| e.raw_os_error())?;
-            let nonblocking = flags & super::fs::flags::NONBLOCK != 0;
+            let nonblocking = flags & hostcall_abi::fcntl::O_NONBLOCK != 0;
             return self.table().insert_waitable(f, b.access, nonblocking);
         }
         self.table().insert(f, b.access)

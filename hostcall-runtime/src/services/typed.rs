@@ -10,8 +10,9 @@ use std::sync::Arc;
 use hostcall_abi::errno::EFAULT;
 use hostcall_abi::typed::{
     Args, Decoder, DeviceReader, Dispatch, Errno, FIXED_INLINE, HostClosure, Incoming, NAMED_IDS,
-    Ret, Signature, SlotRecord, UNBOUND, WireError, args_bytes, closure_fingerprint,
+    Ret, Signature, SlotRecord, UNBOUND, Waits, WireError, args_bytes, closure_fingerprint,
 };
+use hostcall_client::std_services::ServeEach;
 use hostcall_client::typed::closure_fixed_len;
 
 use super::{Call, Handler, Malformed, Reply};
@@ -57,6 +58,14 @@ where
     fn input_len_arg(&self, _service: u32) -> Option<usize> {
         S::SERVICES[self.method].reads_input.then_some(0)
     }
+
+    fn can_block(&self, _service: u32) -> bool {
+        S::SERVICES[self.method].waits != Waits::Never
+    }
+
+    fn waits_on_peer(&self, _service: u32, _args: &[u64; 6]) -> bool {
+        S::SERVICES[self.method].waits == Waits::OnPeer
+    }
 }
 
 std::thread_local! {
@@ -72,30 +81,18 @@ pub(crate) fn caller() -> (u32, u32) {
     CALLER.get()
 }
 
-/// A handler whose every call may block for long: the server runs its calls on the
-/// blocking pool, never on a thread that polls other ports. One that touches a file
-/// system shares the pool's workers; one that `waits` on another party (a socket's
-/// peer) gets a worker of its own ([`Handler::waits_on_peer`]).
-pub(crate) struct Blocking {
-    pub handler: Arc<dyn Handler>,
-    pub waits: bool,
-}
+/// The handlers of std's declared traits, as `hostcall_client::std_services::serve_std`
+/// hands them over.
+#[derive(Default)]
+pub(crate) struct Collect(pub Vec<(&'static Signature, Arc<dyn Handler>)>);
 
-impl Handler for Blocking {
-    fn call(&self, call: &mut Call<'_>) -> std::result::Result<Reply, Malformed> {
-        self.handler.call(call)
-    }
-
-    fn input_len_arg(&self, service: u32) -> Option<usize> {
-        self.handler.input_len_arg(service)
-    }
-
-    fn can_block(&self, _service: u32) -> bool {
-        true
-    }
-
-    fn waits_on_peer(&self, _service: u32, _args: &[u64; 6]) -> bool {
-        self.waits
+impl ServeEach for Collect {
+    fn serve<S, T>(&mut self, imp: Arc<T>)
+    where
+        S: ?Sized + Dispatch<T> + 'static,
+        T: Send + Sync + 'static,
+    {
+        self.0.extend(methods::<S, T>(imp));
     }
 }
 
