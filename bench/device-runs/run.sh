@@ -11,7 +11,12 @@
 #                any, then both again in the other order (ABBA); ROUNDS=N for another
 #                number of rounds
 #   programs     examples/threads, unmodified and rayon-json against their CPU builds
-# Later runs use this script with new steps, rather than a script of their own.
+#   program-rows hostcall_bench's programs part (bench/threads and bench/net on the GPU
+#                beside the CPU: spawn, join, rayon, TCP echo), into programs.json
+#   stack        the registry-crate conformance programs at a 16 KiB stack, the stack
+#                every module had before stacks were computed
+# Later runs add steps here, rather than scripts of their own; bench/README.md says
+# which step made each file of bench-results/.
 set -u
 NAME=${1:?usage: run.sh NAME STEP...}
 shift
@@ -90,10 +95,21 @@ programs() {
   cd ..
 }
 
+program_rows() {
+  timeout 400 ./hostcall_bench --only programs --programs . --out "$Z/programs.json" > "$Z/programs.txt" 2>&1
+  echo "exit $?" >> "$Z/programs.txt"; tail -12 "$Z/programs.txt"
+}
+
+stack() {
+  timeout 300 ./conformance --stack-kib 16 --artifacts "$Z/at-16k" serde_records regex_compile rand_sha2 crate_collections > "$Z/at-16k.txt" 2>&1
+  echo "exit $?" >> "$Z/at-16k.txt"; tail -6 "$Z/at-16k.txt"
+}
+
 for step in "$@"; do
   echo "== $step"
   case $step in
-    tests | conformance | net | pairs | bench | programs) $step ;;
+    tests | conformance | net | pairs | bench | programs | stack) $step ;;
+    program-rows) program_rows ;;
     *) echo "run.sh: no step $step" ;;
   esac
 done

@@ -1,7 +1,7 @@
 //! Loopback TCP, timed: an echo server that runs as it is on the CPU and on the GPU
 //! (`cargo gpu build`), and a client (always on the CPU) that measures it and prints one
 //! JSON object. The device run starts the server on each side in turn and points the
-//! same client at it (bench/device-runs/run-net.sh).
+//! same client at it (`bench/device-runs/run.sh NAME net`).
 //!
 //!     net-bench echo ADDR CONNECTIONS    serve CONNECTIONS connections, one at a time
 //!     net-bench client ADDR              measure the server at ADDR

@@ -1,6 +1,6 @@
 //! Thread costs, timed by an ordinary std program: run as it is on the CPU and on the GPU
 //! (`cargo gpu build`), it prints one JSON object per measurement, and the device run
-//! puts both sides in one file (bench/device-runs/run-zo.sh).
+//! puts both sides in one file (`bench/device-runs/run.sh NAME program-rows`).
 //!
 //!     threads-bench [ELEMENTS]    (default 10^8 u64s for rayon's sum)
 //!
