@@ -23,7 +23,6 @@ pub mod fuzzing;
 mod guest_log;
 mod host;
 mod module;
-mod scope;
 mod server;
 pub mod services;
 pub mod stream;
@@ -35,10 +34,10 @@ pub use host::{
     DEFAULT_PORTS, DEFAULT_TIMEOUT, DEFAULT_WAIT_LIMIT, Host, HostBuilder, MAX_DEFAULT_CONSUMERS,
     MAX_DEFAULT_STREAM_READERS, Outcome, RunReport, default_consumers, default_stream_readers,
 };
+pub use host::{LaunchServices, Running, Scope};
 pub use module::{
     DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, ModuleSlot, StreamStop,
 };
-pub use scope::{Channel, Running, Scope};
 pub use server::InFlight;
 pub use services::Unserved;
 pub use services::lifetime::{Lifetime, Serving};

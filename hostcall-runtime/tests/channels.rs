@@ -73,12 +73,12 @@ fn a_channel_with_its_own_service_is_registered_and_retired_while_another_launch
             .unwrap();
         until(|| a_calls.load(Relaxed) > 100);
 
-        let mut channel = host.channel();
-        let double = channel.hostcall(|x: u64| -> Result<u64, Errno> { Ok(2 * x) });
+        let mut services = host.launch_services();
+        let double = services.hostcall(|x: u64| -> Result<u64, Errno> { Ok(2 * x) });
         *doubler.lock().unwrap() = Some(double.raw());
         let launch_b = Launch::linear("b", 2, 8, vec![KernelArg::U64(double.raw())]);
         let b_report = s
-            .launch_on(&mut b, &launch_b, channel)
+            .launch_on(&mut b, &launch_b, services)
             .unwrap()
             .wait()
             .unwrap();
@@ -215,11 +215,11 @@ fn a_channels_declared_services_serve_its_launch_only() {
     let (mut plain, mut own) = (greeter(false, &host_got), greeter(true, &own_got));
     let mut refused = greeter(true, &Arc::default());
     host.scope(|s| {
-        let channel = host
-            .channel()
+        let services = host
+            .launch_services()
             .serve::<dyn Greeting, _>(Answer(2))
             .serve::<dyn Seven, _>(Answer(7));
-        let own_run = s.launch_on(&mut own, &launch, channel).unwrap();
+        let own_run = s.launch_on(&mut own, &launch, services).unwrap();
         let plain_run = s.launch(&mut plain, &launch).unwrap();
         assert_eq!(own_run.wait().unwrap().outcome, Outcome::Completed);
         assert_eq!(plain_run.wait().unwrap().outcome, Outcome::Completed);

@@ -1,59 +1,14 @@
 //! Launches that start and end while others run (AMD's hostcall buffers, registered
 //! with a running consumer and deregistered at any time), as one process: a
-//! [`Channel`] is what serves one launch, beyond the ports and consumer threads each
+//! [`LaunchServices`] is what serves one launch, beyond the ports and consumer threads each
 //! launch gets: its own services on top of the host's, and the GPU it names.
 
 use std::thread::ScopedJoinHandle;
 
-use hostcall_abi::typed::{Args, Dispatch, HostClosure, Ret};
-use hostcall_client::typed::HostFn;
-
-use crate::host::{Extra, ProcessState, closure_extra, declared_extras};
+use super::process::ProcessState;
+use super::served::LaunchServices;
 use crate::module::{GpuModule, Launch};
-use crate::services::typed::Declared;
 use crate::{Error, Host, Result, RunReport};
-
-/// What serves one launch in a [`Scope`]: the host's services, and its own on top (a
-/// service of the same id replaces the host's for this launch only). Its closures'
-/// handles are valid in the launch it serves.
-pub struct Channel {
-    pub(crate) declared: Declared,
-    pub(crate) extra: Vec<Extra>,
-    pub(crate) gpu: Option<u32>,
-}
-
-impl Channel {
-    /// Serves the declared trait `S` (written `dyn Trait`) with `imp` to this launch
-    /// only (see [`crate::HostBuilder::serve`]).
-    pub fn serve<S, T>(mut self, imp: T) -> Channel
-    where
-        S: ?Sized + Dispatch<T> + 'static,
-        T: Send + Sync + 'static,
-    {
-        let extras = declared_extras::<S, T>(&mut self.declared, imp, None);
-        self.extra.extend(extras);
-        self
-    }
-
-    /// Serves `f` to this launch only, as [`Host::hostcall`] serves to every launch.
-    pub fn hostcall<A, R, F>(&mut self, f: F) -> HostFn<A, R>
-    where
-        A: Args + 'static,
-        R: Ret + 'static,
-        F: HostClosure<A, R>,
-    {
-        let (extra, handle) = closure_extra(&mut self.declared, f, None);
-        self.extra.push(extra);
-        handle
-    }
-
-    /// Names the launch's GPU `place` in its thread names (`GPU 1 block 0 thread 3`) and
-    /// in the host's lines about its threads.
-    pub fn gpu(mut self, place: u32) -> Channel {
-        self.gpu = Some(place);
-        self
-    }
-}
 
 /// Launches running beside each other as one process: one file table, one sandbox,
 /// one stdout and one exit (an `exit` or `abort` in one ends the others at their next
@@ -94,34 +49,34 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         module: &'scope mut M,
         launch: &Launch,
     ) -> Result<Running<'scope>> {
-        self.launch_on(module, launch, self.host.channel())
+        self.launch_on(module, launch, self.host.launch_services())
     }
 
-    /// Starts `launch` on `module`, served through `channel`, and returns while it runs.
+    /// Starts `launch` on `module`, served by `services`, and returns while it runs.
     pub fn launch_on<M: GpuModule + Send>(
         &self,
         module: &'scope mut M,
         launch: &Launch,
-        channel: Channel,
+        services: LaunchServices,
     ) -> Result<Running<'scope>> {
         let (host, process, launch) = (self.host, self.process.clone(), launch.clone());
-        let name = match channel.gpu {
+        let name = match services.gpu {
             Some(g) => format!("hostcall-gpu-{g}"),
             None => format!("hostcall-{}", launch.kernel),
         };
         let thread = std::thread::Builder::new()
             .name(name)
             .spawn_scoped(self.threads, move || {
-                host.run_in(module, &launch, &process, Some(&channel))
+                host.run_in(module, &launch, &process, Some(&services))
             })?;
         Ok(Running { thread })
     }
 }
 
 impl Host {
-    /// A channel with no services of its own yet, for [`Scope::launch_on`].
-    pub fn channel(&self) -> Channel {
-        Channel {
+    /// A launch's services with none of its own yet, for [`Scope::launch_on`].
+    pub fn launch_services(&self) -> LaunchServices {
+        LaunchServices {
             declared: self.b.declared.clone(),
             extra: Vec::new(),
             gpu: None,
