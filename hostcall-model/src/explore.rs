@@ -5,7 +5,7 @@ use std::collections::{HashSet, VecDeque};
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use crate::model::{Config, Model, Violation};
+use crate::violation::Violation;
 
 /// A system to explore: its initial state, the steps from each state, and which states
 /// with no step are correct ends.
@@ -86,18 +86,7 @@ impl Report {
     }
 }
 
-/// Explores every interleaving of `config` and reports the violations found. States
-/// past a fatal violation are not explored; every other reachable state is.
-///
-/// Visited states are kept as 128-bit fingerprints (two independent SipHashes), as
-/// explicit-state checkers such as TLC do: tens of millions of states then fit in a
-/// few hundred MiB. Two distinct states sharing a fingerprint, which would hide one of
-/// them, has a probability below 10^-22 at these sizes.
-pub fn check(config: &Config) -> Report {
-    explore(&Model::new(config))
-}
-
-/// Explores every reachable state of `model` breadth first (see [`check`]).
+/// Explores every reachable state of `model` breadth first (see `crate::check`).
 pub(crate) fn explore<M: Space>(model: &M) -> Report {
     let mut seen: HashSet<u128> = HashSet::new();
     let mut parent: Vec<Option<(u32, M::Action)>> = Vec::new();

@@ -76,11 +76,13 @@ mod model;
 mod spawn;
 mod streams;
 mod tickets;
+mod violation;
 
-pub use explore::{Report, Trace, check};
+pub use explore::{Report, Trace};
 pub use model::{
-    Blocks, CallKind, Config, Holding, HostModel, LaneRef, Op, Protocol, Stop, Token, Violation,
+    Blocks, CallKind, Config, Holding, HostModel, LaneRef, Op, Protocol, Stop, Token, check,
 };
 pub use spawn::{SpawnConfig, Then, check_spawn};
 pub use streams::{HeaderCheck, StreamConfig, WhenFull, check_streams};
 pub use tickets::{TicketConfig, TicketHost, check_tickets};
+pub use violation::Violation;
