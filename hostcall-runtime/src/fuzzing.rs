@@ -100,9 +100,11 @@ impl PortBench {
         assert!(!port.is_null(), "allocating a port");
         let doorbell = Box::new(Doorbell::new(0));
         let wake: Box<[AtomicU64]> = (0..WARP_SIZE).map(|_| AtomicU64::new(0)).collect();
-        let (files, services) = host.services(Arc::new(FakeDevice {
+        let process = host.process_state();
+        let device = Arc::new(FakeDevice {
             bytes: std::sync::Mutex::new((0..DEVICE_BYTES).map(|i| i as u8).collect()),
-        }));
+        });
+        let (files, services) = host.services_in(&process, device, None);
         let ports = crate::server::Ports {
             base: port,
             doorbells: &*doorbell,
@@ -116,7 +118,7 @@ impl PortBench {
             host.b.blocking_threads,
             crate::server::Debug::default(),
             files.log.clone(),
-            files.reactor.clone(),
+            process.reactor(),
         );
         let mounts: Vec<PathBuf> = host
             .sandbox

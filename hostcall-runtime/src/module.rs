@@ -14,8 +14,13 @@ pub enum KernelArg {
     U64(u64),
     /// A stream the host serves ([`crate::Host::stream`]): `Host::run` passes the
     /// address of its descriptor in the launch, a 64-bit parameter.
-    Stream(crate::stream::StreamHandle),
+    Stream(StreamHandle),
 }
+
+/// A stream the host serves ([`crate::stream`]): a kernel gets it as
+/// `KernelArg::Stream(handle)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StreamHandle(pub(crate) u32);
 
 /// A kernel launch: entry point, grid and block shapes, parameters.
 #[derive(Clone, Debug, PartialEq, Eq)]

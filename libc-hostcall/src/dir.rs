@@ -4,15 +4,14 @@
 
 use core::ffi::{c_char, c_int};
 
-use hostcall_abi::fcntl::{O_CLOEXEC, O_DIRECTORY, O_RDONLY};
 use hostcall_abi::BULK_PER_LANE;
 use hostcall_abi::dirent::{self, kind};
 use hostcall_abi::errno::ENOMEM;
+use hostcall_abi::fcntl::{O_CLOEXEC, O_DIRECTORY, O_RDONLY};
 use hostcall_client::calls;
 
 use crate::heap::{free, malloc};
-use crate::{Nvptx, channel, check, thread::set_errno};
-
+use crate::{Nvptx, channel, errno::check, errno::set_errno};
 
 /// x86_64 glibc's `struct dirent64`.
 #[repr(C)]

@@ -14,7 +14,7 @@ use hostcall_client::typed::Client;
 use hostcall_client::{Platform, calls};
 
 use crate::heap::{free, malloc};
-use crate::{Nvptx, channel, launch_state, thread::set_errno};
+use crate::{Nvptx, channel, errno::set_errno, launch_state};
 
 /// `state` while a thread fetches the block.
 const FETCHING: u64 = 1;

@@ -4,16 +4,16 @@
 
 use core::ffi::{c_char, c_int, c_uint, c_void};
 
-use hostcall_abi::fcntl::{
-    AT_EMPTY_PATH, AT_FDCWD, AT_REMOVEDIR, AT_SYMLINK_FOLLOW, AT_SYMLINK_NOFOLLOW, O_CREAT, O_TMPFILE,
-};
 use hostcall_abi::errno::{EFAULT, EINVAL, ENOSYS};
+use hostcall_abi::fcntl::{
+    AT_EMPTY_PATH, AT_FDCWD, AT_REMOVEDIR, AT_SYMLINK_FOLLOW, AT_SYMLINK_NOFOLLOW, O_CREAT,
+    O_TMPFILE,
+};
 use hostcall_abi::stat::STAT_SIZE;
 use hostcall_client::calls;
 
 use crate::io::cstr;
-use crate::{Nvptx, channel, check, thread::set_errno};
-
+use crate::{Nvptx, channel, errno::check, errno::set_errno};
 
 /// Runs `f` on the bytes of C string `p`, or fails with `EFAULT` if it is null.
 ///

@@ -21,7 +21,7 @@ use core::sync::atomic::{
 use hostcall_abi::errno::{EINVAL, ENOMEM, ENOSYS};
 use hostcall_abi::{CACHED_CLASSES, HEAP_RESERVED};
 
-use crate::{config, thread, thread::set_errno};
+use crate::{config, errno::set_errno, thread};
 
 const UNIT: usize = 16;
 const CLASSES: usize = 36;

@@ -3,15 +3,14 @@
 
 use core::ffi::{CStr, c_char, c_int, c_uint, c_void};
 
-use hostcall_abi::fcntl::{O_CREAT, O_TMPFILE};
 use hostcall_abi::PATH_MAX;
 use hostcall_abi::errno::{EFAULT, ENOSYS};
+use hostcall_abi::fcntl::{O_CREAT, O_TMPFILE};
 use hostcall_abi::stat::STAT_SIZE;
 use hostcall_client::calls;
 
 use crate::heap::malloc;
-use crate::{Nvptx, channel, check, thread::set_errno};
-
+use crate::{Nvptx, channel, errno::check, errno::set_errno};
 
 /// The bytes of a C string, without its NUL.
 ///

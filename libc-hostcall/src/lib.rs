@@ -12,8 +12,10 @@
 #![cfg(target_arch = "nvptx64")]
 #![feature(abi_ptx)]
 
+mod area;
 mod dir;
 mod env;
+mod errno;
 #[cfg(feature = "start")]
 mod frames;
 mod fs;
@@ -51,16 +53,6 @@ fn launch_state() -> &'static LaunchState {
     }
     // SAFETY: the host allocated and zeroed a LaunchState (atomics only) for this launch.
     unsafe { &*(c.launch_state as *const LaunchState) }
-}
-
-/// Sets this thread's errno from a `-errno` result and returns -1; passes values through.
-fn check(r: i64) -> i64 {
-    if r < 0 {
-        thread::set_errno(-r as i32);
-        -1
-    } else {
-        r
-    }
 }
 
 /// Where the calling thread sits in the launch, for kernels that need their coordinates.

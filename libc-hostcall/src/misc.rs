@@ -5,7 +5,7 @@ use core::ffi::{c_char, c_int, c_uint, c_void};
 use hostcall_abi::errno;
 use hostcall_client::calls;
 
-use crate::{Nvptx, channel, check};
+use crate::{Nvptx, channel, errno::check};
 
 /// glibc's messages for errno 0..=40, by number (what `strerror` prints on Linux).
 const MESSAGES: [&str; 41] = [

@@ -17,7 +17,7 @@ use hostcall_client::std_services::Net;
 
 use crate::heap::{free, malloc};
 use crate::io::cstr;
-use crate::{Nvptx, channel, thread::set_errno};
+use crate::{Nvptx, channel, errno::set_errno};
 
 /// The largest datagram (or piece of a stream) one `Net.sendto` carries: what the lane's
 /// bulk buffer holds beside the address.
@@ -30,7 +30,7 @@ fn net() -> hostcall_client::typed::Client<Nvptx, dyn Net> {
 
 /// A value, or -1 with `errno` set.
 fn ret<T: calls::Outcome>(r: Result<T, Errno>) -> i64 {
-    crate::check(calls::answer(r))
+    crate::errno::check(calls::answer(r))
 }
 
 /// `len` bytes of address at `addr`.
@@ -133,7 +133,7 @@ pub unsafe extern "C" fn sendto(
         if flags & !MSG_NOSIGNAL == 0 && n > SEND_MAX {
             // A stream's large write: the stream service moves it in as few round trips
             // as the port allows (by DMA from global memory).
-            return crate::check(calls::write::<Nvptx>(&channel(), fd, data)) as isize;
+            return crate::errno::check(calls::write::<Nvptx>(&channel(), fd, data)) as isize;
         }
         if n > SEND_MAX && datagram(fd) {
             // Sent in part, a datagram would arrive cut short.

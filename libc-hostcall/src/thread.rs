@@ -11,22 +11,9 @@ use hostcall_abi::{CACHED_CLASSES, MAX_KEYS, ThreadArea, WARP_SIZE};
 use hostcall_client::Platform;
 use hostcall_client::spawn::Slot;
 
+use crate::area::{area, area_of};
+use crate::errno::set_errno;
 use crate::{Nvptx, config, time};
-
-/// This thread's area. Traps if the host sized the area for fewer threads (a runtime bug).
-fn area() -> *mut ThreadArea {
-    area_of(Nvptx::global_thread())
-}
-
-/// The area of the thread at global index `id`; traps past the launch's threads.
-fn area_of(id: u64) -> *mut ThreadArea {
-    let c = config();
-    if id >= c.thread_capacity {
-        Nvptx::trap();
-    }
-    // SAFETY: `id < thread_capacity`, the number of areas the host allocated.
-    unsafe { (c.thread_area as *mut ThreadArea).add(id as usize) }
-}
 
 /// This thread's cached free block of heap class `class`, if that class is cached.
 pub(crate) fn heap_cache(class: usize) -> Option<ThreadSlot> {
@@ -60,17 +47,6 @@ impl ThreadSlot {
         unsafe { self.set(v) };
         old
     }
-}
-
-pub(crate) fn set_errno(e: i32) {
-    // SAFETY: a thread's area is touched only by that thread.
-    unsafe { (*area()).errno = e };
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn __errno_location() -> *mut c_int {
-    // SAFETY: in bounds of this thread's own area.
-    unsafe { &raw mut (*area()).errno }
 }
 
 /// Bit `k` set: key `k` (1..=MAX_KEYS) is allocated.

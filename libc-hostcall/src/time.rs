@@ -7,7 +7,7 @@ use core::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use hostcall_abi::errno::EINVAL;
 use hostcall_client::calls;
 
-use crate::{Nvptx, channel, thread::set_errno};
+use crate::{Nvptx, channel, errno::set_errno};
 
 pub(crate) const CLOCK_REALTIME: c_int = 0;
 pub(crate) const CLOCK_MONOTONIC: c_int = 1;

@@ -9,7 +9,7 @@ use core::ffi::{c_char, c_int, c_long, c_short, c_uint, c_ulong, c_void};
 
 use hostcall_abi::errno::ENOSYS;
 
-use crate::thread::set_errno;
+use crate::errno::set_errno;
 
 /// Fails with `ENOSYS` the way most of libc does: -1 and errno.
 fn nosys() -> c_int {

@@ -167,7 +167,7 @@ impl Host {
         module: &mut dyn GpuModule,
         launch: &Launch,
         process: &ProcessState,
-        channel: Option<&LaunchServices>,
+        own: Option<&LaunchServices>,
     ) -> Result<RunReport> {
         module.bind_to_thread()?;
         if let Some(kernel) = module.still_running()? {
@@ -182,10 +182,9 @@ impl Host {
             });
         }
         let catch_all = (self.b.extra.iter())
-            .chain(channel.iter().flat_map(|c| &c.extra))
+            .chain(own.iter().flat_map(|c| &c.extra))
             .any(|e| e.id == 0);
-        channel
-            .map_or(&self.b.declared, |c| &c.declared)
+        own.map_or(&self.b.declared, |c| &c.declared)
             .bind(module, catch_all)?;
         let threads = launch.threads();
         if threads == 0 {
@@ -194,7 +193,7 @@ impl Host {
             ));
         }
 
-        let report = self.run_launch(module, launch, process, channel, threads);
+        let report = self.run_launch(module, launch, process, own, threads);
         // After the drain, no thread reaches the launch's memory (a kernel still running
         // keeps it).
         module.end_launch();
@@ -208,10 +207,10 @@ impl Host {
         module: &mut dyn GpuModule,
         launch: &Launch,
         process: &ProcessState,
-        channel: Option<&LaunchServices>,
+        own: Option<&LaunchServices>,
         threads: u64,
     ) -> Result<RunReport> {
-        let gpu = channel.and_then(|c| c.gpu);
+        let gpu = own.and_then(|c| c.gpu);
         let ports = module.alloc_host_mapped(self.b.ports * size_of::<Port>())?;
         let fault = module.alloc_host_mapped(size_of::<FaultRecord>())?;
         let doorbells = module.alloc_host_mapped(self.b.ports * size_of::<Doorbell>())?;
@@ -246,7 +245,8 @@ impl Host {
         let launch = &with_streams(launch, &descs)?;
 
         let device = module.device_memory();
-        let (files, mut services) = self.services_in(process, device.clone(), channel);
+        let (files, mut services) = self.services_in(process, device.clone(), own);
+        let reactor = process.reactor.clone();
         let process = &process.process;
         services.device = Some(Arc::new(DeviceAccess {
             memory: device.clone(),
@@ -264,7 +264,7 @@ impl Host {
             ports,
             services.clone(),
             (self.b.consumers, self.b.blocking_threads),
-            files.reactor.clone(),
+            reactor,
             Debug {
                 gpu,
                 ..self.b.debug
@@ -275,7 +275,7 @@ impl Host {
         let draining = streams.start(self.b.stream_readers);
         let started = Instant::now();
         // Beside other launches, an exit in one ends the others.
-        let exits_all = channel.is_some();
+        let exits_all = own.is_some();
         let ended = match module
             .launch(launch)
             .and_then(|()| self.wait(module, launch, started, &server, (process, exits_all)))
@@ -339,20 +339,14 @@ impl Host {
         })
     }
 
-    /// The services of one launch alone over this host's grants (the fuzzer's).
-    #[cfg(feature = "fuzzing")]
-    pub(crate) fn services(&self, device: Arc<dyn DeviceMemory>) -> (Arc<Files>, ServiceTable) {
-        self.services_in(&self.process_state(), device, None)
-    }
-
     /// The services of one launch of `process` over this host's grants: the file
     /// services (with this launch's stdio), and the table the server dispatches with,
     /// embedder services included.
-    fn services_in(
+    pub(crate) fn services_in(
         &self,
         process: &ProcessState,
         device: Arc<dyn DeviceMemory>,
-        channel: Option<&LaunchServices>,
+        own: Option<&LaunchServices>,
     ) -> (Arc<Files>, ServiceTable) {
         let log = process.log.clone();
         let files = Arc::new(Files {
@@ -376,15 +370,10 @@ impl Host {
         let mut table = ServiceTable::builtin(
             files.clone(),
             self.env.clone(),
-            Arc::new(process.process.on_gpu(channel.and_then(|c| c.gpu))),
+            Arc::new(process.process.on_gpu(own.and_then(|c| c.gpu))),
             self.b.net.clone(),
         );
-        for e in self
-            .b
-            .extra
-            .iter()
-            .chain(channel.iter().flat_map(|c| &c.extra))
-        {
+        for e in self.b.extra.iter().chain(own.iter().flat_map(|c| &c.extra)) {
             match &e.name {
                 Some(n) => table.register_named(e.id, e.handler.clone(), n.clone()),
                 None => table.register(e.id, e.handler.clone()),

@@ -6,8 +6,8 @@ use std::time::Duration;
 use hostcall_abi::typed::Errno;
 use hostcall_abi::{FaultKind, FaultRecord};
 
+use crate::guest_log::Who;
 use crate::module::LaunchEnd;
-use crate::server::Who;
 use crate::services::{ServiceTable, Termination};
 use crate::stream::StreamReport;
 

@@ -19,6 +19,12 @@ pub(crate) struct ProcessState {
 }
 
 impl ProcessState {
+    /// The reactor the process's waiting calls wait in.
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn reactor(&self) -> Arc<Reactor> {
+        self.reactor.clone()
+    }
+
     /// The run is over: the reactor lets every call still waiting go, and the files
     /// close now, outside the table's lock (a pool worker still inside a service holds
     /// the one file it is using, if any).

@@ -13,9 +13,8 @@ use hostcall_abi::{LaneSlot, Status};
 
 use super::hold::{Held, PostedLane};
 use super::parked::Answered;
-use super::report::Who;
 use super::{Context, HANDLER_PANICS, shared};
-use crate::guest_log::{Kind, escaped};
+use crate::guest_log::{Kind, Who, escaped};
 use crate::services::wait::{self, Attempt, Park};
 use crate::services::{Call, Entry, Handler, Malformed, Reply, Unserved};
 
@@ -160,7 +159,7 @@ pub(crate) fn malformed(ctx: &Context, slot: &LaneSlot, m: &Malformed) -> (Statu
         format_args!(
             "malformed {} request from GPU thread ({}): {}",
             ctx.services.name(slot.service),
-            Who::of(ctx, slot),
+            who(ctx, slot),
             escaped(m.0.as_bytes())
         ),
     );
@@ -227,7 +226,7 @@ fn finished(ctx: &Context, slot: &LaneSlot) -> (Status, Reply) {
         Kind::Finished,
         format_args!(
             "GPU thread ({}) called {}, which has finished serving (its lifetime ended or the host called finish()): answered EPIPE",
-            Who::of(ctx, slot),
+            who(ctx, slot),
             ctx.services.name(slot.service)
         ),
     );
@@ -278,12 +277,12 @@ fn run_lane_observed(
             Some(d) => log::info!(
                 target: "hostcall",
                 "{:#} {name} {d} {status:?} in {took:.1?}",
-                Who::of(ctx, slot),
+                who(ctx, slot),
             ),
             None => log::info!(
                 target: "hostcall",
                 "{:#} {name}#{:#x}({:#x}, {:#x}, {:#x}) -> {} {status:?} in {took:.1?}",
-                Who::of(ctx, slot),
+                who(ctx, slot),
                 slot.service,
                 slot.args[0],
                 slot.args[1],
@@ -306,7 +305,7 @@ fn unserved(ctx: &Context, slot: &LaneSlot) -> (Status, Reply) {
                 format_args!(
                     "unknown hostcall service id {:#x} from GPU thread ({}): answered ENOSYS",
                     slot.service,
-                    Who::of(ctx, slot)
+                    who(ctx, slot)
                 ),
             );
             (Status::UnknownService, Reply::errno(ENOSYS))
@@ -314,7 +313,7 @@ fn unserved(ctx: &Context, slot: &LaneSlot) -> (Status, Reply) {
         Unserved::Halt => {
             ctx.halt(format!(
                 "GPU thread ({}) called service id {:#x}, which no handler serves, and the run halts (HostBuilder::unserved or a default handler changes that)",
-                Who::of(ctx, slot),
+                who(ctx, slot),
                 slot.service
             ));
             (Status::Killed, Reply::errno(ENOSYS))
@@ -364,11 +363,20 @@ fn run_handler(
                 format_args!(
                     "the handler of service {} panicked serving GPU thread ({}): {}; answered EIO",
                     ctx.services.name(slot.service),
-                    Who::of(ctx, slot),
+                    who(ctx, slot),
                     escaped(why.as_bytes())
                 ),
             );
             (Status::Ok, Reply::errno(EIO))
         }
+    }
+}
+
+/// The thread whose lane `slot` is, as the host's lines name it.
+fn who(ctx: &Context, slot: &hostcall_abi::LaneSlot) -> Who {
+    Who {
+        gpu: ctx.debug.gpu,
+        block: slot.block,
+        thread: slot.thread,
     }
 }

@@ -47,7 +47,7 @@ use pool::{BlockingPool, PortsAlive};
 
 pub(crate) use ports::Ports;
 pub(crate) use reactor::Reactor;
-pub use report::{Debug, InFlight, Who};
+pub use report::{Debug, InFlight};
 #[cfg(feature = "fuzzing")]
 pub(crate) use shared::copy_in;
 

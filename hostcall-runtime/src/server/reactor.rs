@@ -31,7 +31,7 @@ use super::hold::Held;
 use super::lane::{Deferred, Ran};
 use super::parked::Caller;
 use crate::services::Reply;
-use crate::services::wait::{Interest, Park, Watch};
+use crate::services::wait::{Interest, Park, Waiters, Watch};
 
 /// The epoll key of the reactor's own wake-up eventfd.
 const WAKE: u64 = u64::MAX;
@@ -351,20 +351,6 @@ impl Reactor {
         }
     }
 
-    /// The fd `token` was closed by the GPU: each call waiting on it is answered
-    /// `errno` (`EBADF`), and the reactor lets the file go.
-    pub fn cancel(&self, token: u64, errno: i32) {
-        let Some(inner) = self.inner(false) else {
-            return;
-        };
-        let taken = inner.take_where(|w| w.tokens.contains(&token));
-        for w in taken {
-            if let Some(ctx) = w.ctx.upgrade() {
-                w.lane.answer(&ctx, (Status::Ok, Reply::errno(errno)));
-            }
-        }
-    }
-
     /// Drops every call of `ctx`'s launch still waiting (the launch ended, or was
     /// stopped, and a stop answers them), posted ones only with `posted` (nobody waits
     /// for them, and the run's end serves them while it can): the files only they held
@@ -402,6 +388,20 @@ impl Reactor {
         s.parks.clear();
         drop(s);
         drop((waiters, to_park));
+    }
+}
+
+impl Waiters for Reactor {
+    fn cancel(&self, token: u64, errno: i32) {
+        let Some(inner) = self.inner(false) else {
+            return;
+        };
+        let taken = inner.take_where(|w| w.tokens.contains(&token));
+        for w in taken {
+            if let Some(ctx) = w.ctx.upgrade() {
+                w.lane.answer(&ctx, (Status::Ok, Reply::errno(errno)));
+            }
+        }
     }
 }
 

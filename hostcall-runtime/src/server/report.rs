@@ -47,39 +47,6 @@ pub struct Debug {
     pub gpu: Option<u32>,
 }
 
-/// A GPU thread as the host's lines name it: `block B, thread T`, after `GPU G, ` in a
-/// run over several GPUs.
-#[derive(Clone, Copy, Debug)]
-pub struct Who {
-    /// The GPU's place in a run over several.
-    pub gpu: Option<u32>,
-    /// The linear block index.
-    pub block: u32,
-    /// The thread index within the block.
-    pub thread: u32,
-}
-
-impl Who {
-    pub(crate) fn of(ctx: &super::Context, slot: &hostcall_abi::LaneSlot) -> Who {
-        Who {
-            gpu: ctx.debug.gpu,
-            block: slot.block,
-            thread: slot.thread,
-        }
-    }
-}
-
-impl std::fmt::Display for Who {
-    /// `block B, thread T`; with `{:#}`, a trace line's `block B thread T`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let sep = if f.alternate() { "" } else { "," };
-        if let Some(g) = self.gpu {
-            write!(f, "GPU {g}{sep} ")?;
-        }
-        write!(f, "block {}{sep} thread {}", self.block, self.thread)
-    }
-}
-
 /// One service's line of the summary table.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Stat {

@@ -24,7 +24,6 @@ use super::wait::{self, Interest, Watch};
 use super::{Call, Handler, Malformed, Reply, Stdio, errno_of};
 use crate::guest_log::{GuestLog, Kind};
 use crate::module::{DeviceMemory, StreamStop};
-use crate::server::Reactor;
 
 // The open flags on the wire are the host's own (`hostcall_abi::fcntl`): pinned here
 // against the OS's values, so a wrong one does not compile.
@@ -115,7 +114,7 @@ pub(crate) struct Files {
     /// The GPU's fd 0.
     pub stdin: Arc<Stdin>,
     /// Where calls wait for the GPU's sockets, pipes and stdin to be ready.
-    pub reactor: Arc<Reactor>,
+    pub reactor: Arc<dyn wait::Waiters>,
     /// The launch's GPU-caused log lines.
     pub log: Arc<GuestLog>,
     /// The permission bits the GPU may give a file or directory: [`MODES_DEFAULT`]

@@ -71,7 +71,7 @@ impl Process {
     /// The calling GPU thread aborts, after a panic or not.
     fn aborted(&self, panicked: bool) {
         let (block, thread) = super::typed::caller();
-        let who = crate::server::Who {
+        let who = crate::guest_log::Who {
             gpu: self.gpu,
             block,
             thread,

@@ -20,6 +20,14 @@ use std::time::{Duration, Instant};
 use hostcall_abi::errno::EAGAIN;
 use hostcall_abi::typed::Errno;
 
+/// Where the calls waiting on an fd wait (the server's reactor), as a service that
+/// closes the fd tells it: each such call is answered `errno` (`EBADF`), and the file
+/// is let go. A trait here so that services need not know the server.
+pub(crate) trait Waiters: Send + Sync {
+    /// The fd `token` was closed by the GPU.
+    fn cancel(&self, token: u64, errno: i32);
+}
+
 /// What a waiting call waits for on its fd.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Interest {

@@ -74,9 +74,7 @@ impl StreamSpec {
     }
 }
 
-/// A stream the host serves: a kernel gets it as `KernelArg::Stream(handle)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct StreamHandle(pub(crate) u32);
+pub use crate::module::StreamHandle;
 
 /// One stream's account of a launch.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
