@@ -234,7 +234,7 @@ mod tests {
         assert!(split(strings(&["--gpu-timeout", "soon"])).is_err());
     }
 
-    /// Issue 31, item 17: a packaged program granted `.` and a variable by name: its
+    /// A packaged program granted `.` and a variable by name: its
     /// user sees what that means where they start it, and takes each away.
     #[test]
     fn a_recipient_sees_and_narrows_what_a_package_grants() {

@@ -476,7 +476,7 @@ fn alloc_fail() -> ! {
 }
 
 /// Bytes thread 0 writes to stdout in one `write_all` in `MODE_BIG_WRITE`: more than
-/// 65,536 pieces, the ticket window before issue 19.
+/// 65,536 pieces, the ticket window before posted writes waited for room.
 const BIG_WRITE_BYTES: usize = 300 << 20;
 /// Lines every other thread prints meanwhile.
 const BIG_LINES: u64 = 8;

@@ -1,4 +1,4 @@
-//! Tagged streams (issue 16, dh_comms's messages): one-way messages from GPU threads
+//! Tagged streams (dh_comms's messages): one-way messages from GPU threads
 //! into rings in host-pinned memory, which a host thread empties. No round trip: a
 //! writer waits only when its ring is full.
 //!

@@ -271,7 +271,7 @@ const GPU_CASES: &[Case] = &[
         },
     },
     Case {
-        // Issue 17: std writes this message in pieces; 33,792 threads failing at once
+        // Std writes this message in pieces; 33,792 threads failing at once
         // interleaved them inside the line (`memory allocation of memory allocation of
         // ... 115211521152`).
         name: "std_runtime_messages_of_many_threads_come_out_whole_line",
@@ -309,7 +309,7 @@ const GPU_CASES: &[Case] = &[
         },
     },
     Case {
-        // Issue 17: a stack overflow died as a bare "unspecified launch failure", and a
+        // A stack overflow died as a bare "unspecified launch failure", and a
         // stack past the device's limit as a raw CUDA_ERROR_INVALID_VALUE.
         name: "a_stack_overflow_and_a_stack_too_large_are_one_sentence_each",
         check: || {

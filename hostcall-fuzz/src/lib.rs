@@ -545,7 +545,7 @@ pub fn run(data: &[u8]) {
 /// A fuzzed launch's time limit.
 const LAUNCH_LIMIT: Duration = Duration::from_millis(300);
 
-/// How long past its time limit `Host::run` may take to return (issue 31): the fuzzer's
+/// How long past its time limit `Host::run` may take to return: the fuzzer's
 /// bound, on a machine it has to itself.
 pub const RETURN_GRACE: Duration = Duration::from_secs(1);
 

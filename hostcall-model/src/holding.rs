@@ -1,4 +1,4 @@
-//! [`HostModel::Holding`]: the runtime's server since issue 31. The consumer sweeps a
+//! [`HostModel::Holding`]: the runtime's server today. The consumer sweeps a
 //! packet lane by lane, serving each lane itself or handing it off (a call that may
 //! block: [`Config::blocking`]) as a job of its own; the port stays the packet's until
 //! its last waiting lane has an answer; a handed-off lane may be parked (answered a

@@ -27,7 +27,7 @@
 //!   that make each step's writes visible are stated in `hostcall_abi`'s docs.
 //! * **The host** serves a published packet lane by lane, interleaved with everything
 //!   else, then answers the header ([`HostModel::Atomic`]); or, as the runtime's server
-//!   did before issue 31 ([`HostModel::Pooled`]), a consumer goes by its own record of
+//!   did at 600ca0b ([`HostModel::Pooled`]), a consumer goes by its own record of
 //!   the sequence it last took, serves posted packets itself and hands waiting ones to a
 //!   pool job whose answers and `response` store are steps of their own; or, as the
 //!   runtime's server does now ([`HostModel::Holding`]), the consumer serves each lane
@@ -62,7 +62,7 @@
 //! reserving tickets for their pieces, ports served in any order, the host writing
 //! pieces in ticket order within a budget ([`TicketHost`]).
 //!
-//! A third, [`check_streams`], takes issue 16's tagged streams before they are built:
+//! A third, [`check_streams`], takes the tagged streams' protocol:
 //! writers reserving records in a ring in host memory, their stores reaching it in any
 //! order a fence allows, and the host taking complete records in order.
 //!

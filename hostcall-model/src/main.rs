@@ -1,15 +1,15 @@
 //! `hostcall-model [v1 | v1-recheck | v2] [atomic | pooled | pooled-late]`: explores the
 //! protocol in the standard configuration, with the host served as `HostModel` says
-//! (`pooled` is the runtime's server before issue 31, `pooled-late` the one before issue
-//! 19), and prints each violation with its shortest trace. Exits 1 if any.
+//! (`pooled` is the runtime's server at 600ca0b, `pooled-late` the one before its
+//! late `response` store), and prints each violation with its shortest trace. Exits 1 if any.
 //!
 //! `hostcall-model holding`: today's server (`HostModel::Holding`) in `Config::holding`'s
 //! scope, a stop explored at every step.
 //!
 //! `hostcall-model tickets [waiting | dropping]`: the same for the host's ordering of
-//! posted output (`waiting` is today's, `dropping` the one before issue 19).
+//! posted output (`waiting` is today's, `dropping` the one before posted writes waited for room).
 //!
-//! `hostcall-model streams [wait | drop | unfenced | offset]`: the same for issue 16's
+//! `hostcall-model streams [wait | drop | unfenced | offset]`: the same for the
 //! tagged-stream ring (`unfenced` leaves out the writer's fence, `offset` the header's
 //! lap).
 

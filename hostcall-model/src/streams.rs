@@ -1,4 +1,4 @@
-//! Tagged streams (issue 16, dh_comms's messages): the protocol by which GPU threads
+//! Tagged streams (dh_comms's messages): the protocol by which GPU threads
 //! put one-way messages into a ring in host memory and the host takes them out, before
 //! it is built. Every interleaving of writers, of the order in which each writer's
 //! stores reach host memory, and of the host's steps is explored.

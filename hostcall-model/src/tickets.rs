@@ -3,9 +3,9 @@
 //! order, and the host writes pieces in ticket order, holding early ones within a
 //! budget. Every interleaving of writers and serving order is explored.
 //!
-//! [`TicketHost::Dropping`] is the host and client before issue 19: every write posted
+//! [`TicketHost::Dropping`] is the host and client before posted writes waited for room: every write posted
 //! whole, pieces beyond a ticket window or past the budget refused, and a posted piece
-//! refused is output lost. [`TicketHost::Waiting`] is the host and client of issue 19:
+//! refused is output lost. [`TicketHost::Waiting`] is today's host and client:
 //! long writes go in parts whose pieces wait for the host, which answers `EAGAIN` to one
 //! it cannot hold yet (past half the budget) and always takes the piece whose turn it
 //! is; but a posted piece past the budget is still refused. [`TicketHost::Holding`] is
@@ -80,7 +80,7 @@ pub struct TicketConfig {
 }
 
 impl TicketConfig {
-    /// Two long writes racing two short ones: before issue 19 a long reservation
+    /// Two long writes racing two short ones: in the dropping host a long reservation
     /// pushes the short ones beyond the window, and the budget fills while they wait.
     /// Today the longest goes by DMA in its turn and the other in waiting parts.
     pub fn standard(host: TicketHost) -> TicketConfig {
@@ -90,7 +90,8 @@ impl TicketConfig {
         }
     }
 
-    /// Issue 19's host and client, scaled down: posted up to 2 pieces, parts of 2, DMA
+    /// The host and client of the waiting host's first build, scaled down: posted up to
+    /// 2 pieces, parts of 2, DMA
     /// past 4, a budget of 4.
     pub fn today() -> TicketHost {
         TicketHost::Waiting {

@@ -1,4 +1,4 @@
-//! The runtime's server as issue 31 left it (`HostModel::Holding`): lanes handed off one
+//! The runtime's server as it is today (`HostModel::Holding`): lanes handed off one
 //! job each, ports held until their waiting lanes have answers, parked calls, stops and
 //! the run's end. Each bug of the issue the model can express is found with the knob of
 //! the server that had it, and today's server holds every invariant.
@@ -39,14 +39,14 @@ fn sound(name: &str, c: &Config) -> Report {
     r
 }
 
-/// Today's server in issue 31's scope, with a stop explored at every step.
+/// Today's server in the scope `Config::holding` checks, with a stop explored at every step.
 #[test]
 fn todays_server_holds_every_invariant_with_peers_stops_and_two_ports() {
     let r = sound("today", &Config::holding(Holding::today()));
     assert!(r.states > 1_000_000, "the whole space was explored");
 }
 
-/// Item 3: two lanes of one warp opening a FIFO's two ends. Served by one job per
+/// Two lanes of one warp opening a FIFO's two ends. Served by one job per
 /// packet, lane after lane, the reader's open waits for a writer that comes after it.
 #[test]
 fn a_job_per_packet_deadlocks_two_lanes_waiting_on_each_other() {
@@ -76,7 +76,7 @@ fn a_job_per_packet_deadlocks_two_lanes_waiting_on_each_other() {
     sound("a job per lane", &fifo(Holding::today()));
 }
 
-/// Item 4: a call that waits on a peer keeps its port until answered, so with every
+/// A call that waits on a peer keeps its port until answered, so with every
 /// port taken by waiting calls the peer never gets one. Parked, the waiting call gives
 /// its port back.
 #[test]
@@ -100,7 +100,7 @@ fn waiting_calls_that_keep_their_ports_starve_their_peers_until_parked() {
     assert!(r.ends > 0);
 }
 
-/// Item 6: a posted call of a service that may block. With `response` stored as the
+/// A posted call of a service that may block. With `response` stored as the
 /// consumer hands the lanes over, the port's next owner goes ahead and the job's late
 /// answer lands on its answer word.
 #[test]
@@ -156,8 +156,8 @@ fn a_posted_lane_handed_off_neither_keeps_its_port_nor_takes_a_ticket() {
     sound("today", &posted(Holding::today()));
 }
 
-/// Item 10: a call that never ends by itself (an `accept` nobody connects to). Before
-/// issue 31 a stop answered only later calls; answering the lanes handed off at the
+/// A call that never ends by itself (an `accept` nobody connects to). At
+/// 600ca0b a stop answered only later calls; answering the lanes handed off at the
 /// stop still misses one the consumer hands off as the stop comes.
 #[test]
 fn a_stop_reaches_a_call_that_never_ends_only_if_the_consumer_checks_after_its_hand_off() {

@@ -1,6 +1,6 @@
 //! The protocol model check, as CI runs it: today's protocol must pass, the first one
 //! must be caught with the packet-mixing race (bug 1 of the transport review), and the
-//! runtime's pooled host must be caught with the late `response` store (issue 19, A).
+//! runtime's pooled host must be caught with the late `response` store.
 
 use hostcall_model::{CallKind, Config, HostModel, Protocol, Report, check};
 
@@ -92,7 +92,7 @@ fn v2_with_the_runtimes_pooled_host_holds_every_invariant_in_the_standard_config
 fn the_pooled_host_deadlocks_when_the_pool_stores_response_after_its_answers() {
     let r = check(&pooled(false));
     show(
-        "v2, pool stores response last (the runtime before issue 19)",
+        "v2, pool stores response last (the runtime before the late store)",
         &r,
     );
     let t = r

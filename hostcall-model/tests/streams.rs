@@ -51,7 +51,7 @@ fn a_header_without_its_lap_lets_the_host_take_a_record_from_the_ring_s_last_lap
     assert!(r.find("torn message").is_some() && r.find("output out of order").is_some());
 }
 
-/// Issue 31, item 1: as the reader was, taking what it found at its position and leaving
+/// As the reader was, taking what it found at its position and leaving
 /// the words it had taken in place. A message word left from the last lap that looks
 /// like the commit word the host expects (any word with bit 63 set and the right low 16
 /// bits) is taken for one: the host is off the batch boundaries for good. One writer of
@@ -66,7 +66,7 @@ fn a_message_word_left_in_place_passes_for_a_commit_word() {
     println!("{t}");
 }
 
-/// Issue 31, item 1, the fix: the host clears every word it took before it publishes
+/// The fix: the host clears every word it took before it publishes
 /// `tail`, so the word at its position is the batch's commit word or cleared, whatever
 /// the messages hold; and the commit word's 16-bit check (3 bits here) suffices.
 #[test]
@@ -81,7 +81,7 @@ fn cleared_words_never_pass_for_a_commit_word_whatever_the_messages_hold() {
     }
 }
 
-/// Issue 31, item 9: a writer of a ring that drops when full checked for room, then
+/// A writer of a ring that drops when full checked for room, then
 /// reserved: between the two another writer took the room, and the first waited, as
 /// dropping promises never to. Reserving only where there is room, in one
 /// compare-and-swap, it never waits.

@@ -1,4 +1,4 @@
-//! The host's ordering of stdout and stderr (issue 19, B), before and after.
+//! The host's ordering of stdout and stderr, before and after posted writes waited for room.
 
 use hostcall_model::{TicketConfig, TicketHost, check_tickets};
 
@@ -29,7 +29,7 @@ fn waiting_parts_keep_every_piece_in_order() {
     assert!(r.ends > 0);
 }
 
-/// Issue 31, item 8: the host and client of 600ca0b, at their budget. A two-piece write
+/// The host and client of 600ca0b, at their budget. A two-piece write
 /// is posted whole; while its second piece waits for a port, five one-piece writes
 /// arrive after it, and the budget of four held pieces is reached: the fifth is refused,
 /// that is, lost.
@@ -43,7 +43,7 @@ fn posted_writes_past_the_budget_were_lost() {
     println!("{} states; dropped:\n{t}", r.states);
 }
 
-/// Issue 31, item 8, the fix: only one-piece writes are posted, and a posted piece the
+/// The fix: only one-piece writes are posted, and a posted piece the
 /// host cannot hold stays on its port (the port waits, nothing is lost). Held back so,
 /// the ports can all be taken by pieces waiting for one that needs a port itself (a
 /// part's later piece, or a piece sent again): with no port kept for those, the output
@@ -62,7 +62,7 @@ fn posted_pieces_held_on_their_ports_stop_without_continuation_ports() {
     assert!(r.find("dropped output").is_none());
 }
 
-/// Issue 31, item 8, the fix: with a port kept for the pieces whose tickets were taken
+/// The fix: with a port kept for the pieces whose tickets were taken
 /// before (which the host never holds back), nothing is dropped, torn, reordered or
 /// stalled, whatever the order, and every run ends, at and past the budget.
 #[test]

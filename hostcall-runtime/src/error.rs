@@ -151,7 +151,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 mod tests {
     use super::*;
 
-    /// Issue 17: `cuCtxSetLimit(STACK_SIZE)` past the device's limit failed with a raw
+    /// `cuCtxSetLimit(STACK_SIZE)` past the device's limit failed with a raw
     /// `CUDA_ERROR_INVALID_VALUE`. The figures are the H200's, where 512 KiB was refused.
     #[test]
     fn a_stack_too_large_says_what_it_would_take() {

@@ -1,4 +1,4 @@
-//! Issue 19, B: one write to stdout of more than 256 MiB reserved more than 65,536
+//! One write to stdout of more than 256 MiB reserved more than 65,536
 //! tickets at once, so another thread's line numbered meanwhile fell outside the host's
 //! window and was lost; two threads each printing more than 64 MiB at once lost output
 //! through the held-bytes limit. A write of any size now keeps every other thread's

@@ -78,7 +78,7 @@ fn a_declared_method_that_waits_on_others_gets_a_worker_of_its_own() {
     );
 }
 
-/// Issue 31, item 6: a posted call of a service that may block. Its packet went to the
+/// A posted call of a service that may block. Its packet went to the
 /// blocking pool with `response` already stored, so the port's next owner went ahead,
 /// and the job's late answer landed on the next call's answer word (a `ForeignAnswer`
 /// trap). The port now stays the job's until it has answered.
@@ -130,7 +130,7 @@ impl Handler for Rendezvous {
     }
 }
 
-/// Issue 31, item 3: an embedder's service that may block, called by two lanes of one
+/// An embedder's service that may block, called by two lanes of one
 /// warp at once, each waiting for the other (a rendezvous). The packet went to one pool
 /// job that served its lanes one after the other: the first waited for ever for the
 /// second, queued behind it. Each lane is a job of its own now.

@@ -1,4 +1,4 @@
-//! Issue 16's channels and consumers on the emulated backend (AMD's hostcall buffers):
+//! Channels and consumers on the emulated backend (AMD's hostcall buffers):
 //! a launch's channel, with services of its own, is registered while another launch
 //! runs and retired while it runs on; and no port is ever served by two consumer
 //! threads at once.

@@ -1,4 +1,4 @@
-//! Issue 19, item 3: `getdents` kept a whole copy of the directory per fd (1,000 fds on
+//! `getdents` kept a whole copy of the directory per fd (1,000 fds on
 //! a 20,000-entry directory cost the host 1.65 GiB). It now reads each directory as it
 //! is listed, keeping O(`room`) per call and a small read buffer per fd. A test binary
 //! of its own: it counts every allocation of the process.

@@ -1,4 +1,4 @@
-//! Issue 19, item 5: log lines a GPU program causes are limited per launch and per
+//! Log lines a GPU program causes are limited per launch and per
 //! kind. A test binary of its own: it installs the process-wide logger that keeps every
 //! warning (`common::warnings`).
 
@@ -43,7 +43,7 @@ fn unknown_services_warn_twenty_times_then_count() {
     );
 }
 
-/// Issue 31, item 16: every `abort` and `panic_abort` call logged a line of its own,
+/// Every `abort` and `panic_abort` call logged a line of its own,
 /// outside the per-launch limit (80,000 calls, 80,000 lines). The first ends the run;
 /// the lines of those that follow are limited as every GPU-caused line is.
 #[test]

@@ -1,4 +1,4 @@
-//! Issue 16 (AMDGPU.jl stops its hostcalls after synchronisation): once a launch has
+//! As AMDGPU.jl stops its hostcalls after synchronisation: once a launch has
 //! ended, nothing of the host polls. Its consumer threads and its blocking pool's
 //! workers are gone, and a host between launches costs no CPU. A test binary of its
 //! own, so that no other test's launch runs beside it.

@@ -106,7 +106,7 @@ fn run(host: &Host, kernel: impl Fn(&EmuThread) + Send + Sync + 'static) -> Outc
         .outcome
 }
 
-/// Issue 19, items 1 and 2: a kernel rewrites a doorbell 2,000 times without waiting,
+/// A kernel rewrites a doorbell 2,000 times without waiting,
 /// each time a file write for the blocking pool, while the pool's one worker is held
 /// by a call that blocks. Before: every rewrite queued another job (with its copied
 /// input), and after `run` returned the queue went on writing into the mount with the
@@ -164,7 +164,7 @@ fn a_rewritten_doorbell_queues_one_job_and_nothing_outlives_the_run() {
     assert_eq!(std::fs::read(root.join("next.txt")).unwrap(), b"clean");
 }
 
-/// Issue 19, C: lane 0 of a packet is served inline, lane 1 goes to the pool and
+/// Lane 0 of a packet is served inline, lane 1 goes to the pool and
 /// blocks; the launch ends (as when another thread calls `exit`) while it does. The
 /// end-of-run drain must not serve lane 0 again: before the fix of A, `response` was
 /// stored only by the pool job, so the drain saw the packet as new. A kernel that

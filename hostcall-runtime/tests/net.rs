@@ -542,7 +542,7 @@ fn run_pairs<T: Send + 'static>(
     )
 }
 
-/// Issue 31, item 4: 512 GPU threads exchange datagrams in pairs, every receiver
+/// 512 GPU threads exchange datagrams in pairs, every receiver
 /// waiting before its sender sends. Calls that wait on a peer each took a pool worker,
 /// at most 128: 256 receivers held all of them, the senders' calls queued behind, and
 /// no datagram arrived before the timeout. Linux runs the same program to its end; so
@@ -594,7 +594,7 @@ fn five_hundred_and_twelve_threads_exchange_datagrams_in_pairs() {
     }
 }
 
-/// Issue 31, item 4, over TCP: 256 GPU servers each accept one connection from a GPU
+/// Over TCP: 256 GPU servers each accept one connection from a GPU
 /// client and answer its line, every server waiting in `accept` before its client
 /// connects.
 #[test]
@@ -647,7 +647,7 @@ fn five_hundred_and_twelve_threads_talk_tcp_in_pairs() {
     }
 }
 
-/// Issue 31, item 11: `SO_LINGER` with a time, then `close` of a connection whose peer
+/// `SO_LINGER` with a time, then `close` of a connection whose peer
 /// reads nothing. Linux's `close` then waits until the data is acknowledged or the time
 /// passes (here, 68 years); it ran on a host thread holding the fd table, and `Host::run`
 /// never returned. A GPU program's close never lingers: the option is recorded (it reads
@@ -716,7 +716,7 @@ fn linger_bytes(on: i32, secs: i32) -> [u8; 8] {
     b
 }
 
-/// Issue 31, item 12: a GPU thread closes a listening socket another GPU thread waits on
+/// A GPU thread closes a listening socket another GPU thread waits on
 /// in `accept`. The waiting call held its own handle of the socket on a pool thread:
 /// the socket listened on after the run, a host connect succeeded, and the pool thread
 /// stayed blocked. Now the waiting call returns `EBADF` (as on macOS and the BSDs; Linux
@@ -757,7 +757,7 @@ fn a_socket_closed_under_a_waiting_call_ends_the_wait_and_closes() {
     );
 }
 
-/// Issue 31, item 14: listening needs a listen grant for the address and port the
+/// Listening needs a listen grant for the address and port the
 /// socket is bound to. Linux binds an unbound socket at `listen` to every address and a
 /// port of its choosing: with only a connect grant, a host client reached the GPU's
 /// server. And a connect grant's `bind(addr:0)`, which a client's datagram socket needs,

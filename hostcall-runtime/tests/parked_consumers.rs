@@ -1,4 +1,4 @@
-//! Issue 16 (the default of four consumer threads): while a GPU computes without calling
+//! The default of four consumer threads: while a GPU computes without calling
 //! the host, every consumer but the first parks, so the host pays for one polling thread;
 //! the calls that follow are still served. A test binary of its own, so that no other
 //! test's consumer threads run beside it.

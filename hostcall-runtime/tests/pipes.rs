@@ -74,7 +74,7 @@ fn drain(t: &EmuThread, fd: i32, piece: usize) -> i64 {
     got
 }
 
-/// Issue 31, item 2: a GPU thread writing a FIFO in pieces under 4 KiB while another
+/// A GPU thread writing a FIFO in pieces under 4 KiB while another
 /// reads it. Each write held the process's fd table locked through `write(2)`: once the
 /// pipe was full the writer blocked holding it, the reader's `read` waited for the lock,
 /// and `Host::run` never returned.
@@ -97,7 +97,7 @@ fn a_fifo_written_in_small_pieces_while_another_thread_reads_it_moves_every_byte
     assert_eq!(got, [SENT as i64, SENT as i64]);
 }
 
-/// Issue 31, item 3: two lanes of one warp open a FIFO's two ends at one call site,
+/// Two lanes of one warp open a FIFO's two ends at one call site,
 /// then one writes and the other reads. The packet went to one pool job that served
 /// its lanes one after the other: the reader's `open` waited for a writer whose `open`
 /// was queued behind it. (Reads and writes of one size, so that in a lockstep warp,

@@ -1,4 +1,4 @@
-//! Issue 16, lifetimes (AMDGPU.jl's): a host closure or a declared service serves once,
+//! Lifetimes (AMDGPU.jl's): a host closure or a declared service serves once,
 //! N times or until finished; `finish()` ends it while a kernel calls it, `one_more()`
 //! allows a single further call, and a call past the lifetime gets `EPIPE` on the GPU
 //! and a line on the host. A test binary of its own: it installs the process-wide logger

@@ -1,4 +1,4 @@
-//! Issue 16's several GPUs on the emulated backend: `Host::run_all` runs a launch on
+//! Several GPUs on the emulated backend: `Host::run_all` runs a launch on
 //! each of several modules at once as one process (one file table, one exit), naming
 //! each GPU in its threads' configuration and in the host's lines. A test binary of its
 //! own: it installs the logger that keeps every warning (`common::warnings`).

@@ -1,4 +1,4 @@
-//! Issue 17: std's runtime messages reach stderr whole-line, as `println!`'s do. std
+//! Std's runtime messages reach stderr whole-line, as `println!`'s do. std
 //! writes `memory allocation of 1152 bytes failed` (and its other runtime messages) to
 //! the raw stderr in pieces, one `write` each; 33,792 GPU threads failing at once gave
 //! `memory allocation of memory allocation of ... 115211521152...` on the H100.

@@ -1,4 +1,4 @@
-//! Issue 31, item 5: the reader of the host's stdout stops reading for a while. The
+//! The reader of the host's stdout stops reading for a while. The
 //! GPU's output then waits, but nothing else does: a consumer thread wrote stdout itself,
 //! under the lock that puts posted writes in order, so every port of that consumer
 //! waited with it (an unrelated `ping` waited 1.6 s of a 2 s pause). A test binary of its

@@ -83,7 +83,7 @@ fn waiting_host(dir: &std::path::Path) -> HostBuilder {
         .wait_limit(Duration::ZERO)
 }
 
-/// Issue 31, item 10: at its timeout a launch whose threads wait in stdin, a FIFO's
+/// At its timeout a launch whose threads wait in stdin, a FIFO's
 /// `open` and `accept` is stopped: each call is answered `Killed`, each thread traps,
 /// and the run ends within half a second of the timeout, leaving no host thread
 /// behind. Such calls sat in the blocking pool, which the kill did not reach: the launch
@@ -120,7 +120,7 @@ fn a_timeout_answers_calls_waiting_in_stdin_a_fifo_and_accept() {
     assert_eq!(threads_left(), Vec::<String>::new());
 }
 
-/// Issue 31, item 10: an `exit` on one GPU ends the other GPU's launch, whose thread
+/// An `exit` on one GPU ends the other GPU's launch, whose thread
 /// waits in stdin, in a FIFO's `open` or in `accept`, within half a second: it waited
 /// for the call to return (5.9 s for a socket, up to the timeout for stdin).
 #[test]
@@ -162,7 +162,7 @@ fn an_exit_on_one_gpu_answers_the_other_gpus_waiting_calls() {
     }
 }
 
-/// Issue 31, item 13: a launch stopped at its timeout whose threads never call the host
+/// A launch stopped at its timeout whose threads never call the host
 /// keeps running on the device. A second run on its module rewrote the configuration
 /// and the service ids under it; it is refused, and says why.
 #[test]

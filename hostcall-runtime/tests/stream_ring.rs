@@ -1,4 +1,4 @@
-//! Issue 16's tagged streams, the ring on its own: writer threads running the GPU side
+//! Tagged streams, the ring on its own: writer threads running the GPU side
 //! (`hostcall_client::stream::Ring`, on the emulator's platform) against the host's
 //! `RingReader`. Rings far smaller than the traffic make writers wait and records wrap.
 //! The protocol's memory ordering is `hostcall-model streams`'s to check; these tests
@@ -235,7 +235,7 @@ fn a_submitted_message_waits_for_room_and_goes_on_when_the_host_takes() {
     assert_eq!(mem.cursor.dropped.load(Relaxed), 1);
 }
 
-/// Issue 31, item 1: a message word that looks like a commit word. One writer sends
+/// A message word that looks like a commit word. One writer sends
 /// one-word messages through a 16-word ring, a batch of three words each (commit word,
 /// record header, the word), and the host takes each batch as it comes. Once caught up,
 /// the host reads the word at its position before the next commit word is there: a word

@@ -1,4 +1,4 @@
-//! Issue 16's tagged streams end to end on the emulated backend: kernels submit messages
+//! Tagged streams end to end on the emulated backend: kernels submit messages
 //! through `KernelArg::Stream`, a host thread empties the rings into per-tag callbacks
 //! while the launch runs, and the run accounts for every message.
 
@@ -291,7 +291,7 @@ fn a_stream_another_host_serves_or_a_ring_too_small_is_refused_in_one_sentence()
     }
 }
 
-/// Issue 31, item 9: a callback that panics. It killed its reader thread, whose rings
+/// A callback that panics. It killed its reader thread, whose rings
 /// (other streams' too) were never read again: writers waiting for room spun to the
 /// timeout. Now the panic is caught and said once, and every ring is read on: every
 /// other message arrives, and the run completes.

@@ -444,7 +444,7 @@ fn modules_calling_std_declared_services_load_on_any_host() {
     assert_eq!(*got.lock().unwrap(), Some(std::process::id() as i32));
 }
 
-/// Issue 31, item 7: a declared `&mut [u8]` output of more than one lane's bulk buffer
+/// A declared `&mut [u8]` output of more than one lane's bulk buffer
 /// (4 KiB). A thread calling alone got all of it (`Ok(8192)` here) and one sharing its
 /// packet `EINVAL`: the answer depended on which threads happened to call together. The
 /// stub now cuts the buffer to what any packet carries, so every lane gets the same
@@ -475,7 +475,7 @@ fn a_large_output_buffer_gets_the_same_answer_alone_and_in_a_packet() {
     }
 }
 
-/// Issue 31, item 16: a module's service names and declarations are the GPU program's
+/// A module's service names and declarations are the GPU program's
 /// bytes; the load error that quotes them reached the operator's terminal raw (an
 /// escape sequence clears the screen). Now they are quoted escaped.
 #[test]

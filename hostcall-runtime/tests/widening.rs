@@ -1,4 +1,4 @@
-//! Issue 19, items 6 to 9: the GPU cannot widen what it was granted. Links it makes
+//! The GPU cannot widen what it was granted. Links it makes
 //! resolve below their own directory wherever they are moved; grants cannot undo each
 //! other; modes never gain group or other write; no host path is read back. A test
 //! binary of its own: one test sets the process's umask to 0, as an embedder may.
@@ -33,7 +33,7 @@ fn dirs() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     (tmp, root, outside)
 }
 
-/// Item 6: every way around the old lexical depth check. Before, all of these links
+/// Every way around the old lexical depth check. Before, all of these links
 /// were made, and the embedder's own `fs::write(root/out.json)` after the run wrote
 /// three directories above the mount. A GPU-made link target is now relative and has
 /// no `..`, and a link with another target (the embedder's) is not moved or linked.
@@ -82,7 +82,7 @@ fn links_the_gpu_makes_resolve_below_their_directory_wherever_they_move() {
     );
 }
 
-/// Item 7: a read-only grant inside a read-write one could be written through the
+/// A read-only grant inside a read-write one could be written through the
 /// outer one; such a host is refused, naming both directories.
 #[test]
 fn a_read_only_grant_inside_a_writable_one_is_refused() {
@@ -112,7 +112,7 @@ fn a_read_only_grant_inside_a_writable_one_is_refused() {
         .expect("two writable grants may nest");
 }
 
-/// Item 8: with the process's umask at 0, `chmod 777` made the granted directory
+/// With the process's umask at 0, `chmod 777` made the granted directory
 /// world-writable and files 0666 or 0777. Group and other write are now dropped unless
 /// the embedder allows them; the granted directory keeps its mode.
 #[test]
@@ -157,7 +157,7 @@ fn modes_never_gain_group_or_other_write() {
     );
 }
 
-/// Item 9: an absolute link target is answered as the guest path inside a mount, and
+/// An absolute link target is answered as the guest path inside a mount, and
 /// refused outside every mount; it was read back verbatim, a host path.
 #[test]
 fn readlink_answers_guest_paths_only() {
@@ -178,7 +178,7 @@ fn readlink_answers_guest_paths_only() {
     assert_eq!(r[2], (10, b"inside.txt".to_vec()));
 }
 
-/// Item 10: `RESOLVE_BENEATH` crosses mount points, so a bind mount inside a granted
+/// `RESOLVE_BENEATH` crosses mount points, so a bind mount inside a granted
 /// directory (here of a directory outside it) let the GPU read outside. A grant with a
 /// mount point inside is now refused when the host is built, naming both, unless the
 /// embedder allows it. Needs the right to bind-mount (root); SKIPPED otherwise.

@@ -1,6 +1,6 @@
 //! The exported libc symbol list is checked in (`libc-hostcall/symbols.txt`): this test
 //! fails when libc-hostcall's `#[unsafe(no_mangle)]` items and the list drift apart, and
-//! when a function std needs on Linux (DESIGN.md §2) is missing from it.
+//! when a function std needs on Linux ([`STD_NEEDS`]) is missing from it.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -12,7 +12,7 @@ const HEADER: &str = "\
 ";
 
 /// Functions a kernel using `println!`, `File`, `Vec`, `BTreeMap`, `f64::sqrt` leaves
-/// undefined, as read from the PTX on this toolchain (DESIGN.md §2).
+/// undefined, as read from the PTX this toolchain makes of such a kernel.
 const STD_NEEDS: &[&str] = &[
     "open64",
     "read",

@@ -5,7 +5,7 @@
 //!
 //!     net-bench echo ADDR CONNECTIONS    serve CONNECTIONS connections, one at a time
 //!     net-bench client ADDR              measure the server at ADDR
-//!     net-bench pairs THREADS            THREADS threads talking in pairs (issue 31)
+//!     net-bench pairs THREADS            THREADS threads talking in pairs
 //!
 //! - `round_trips_per_s`, `rtt_median_us`: 64-byte messages, each waiting for its echo,
 //!   on one connection with `TCP_NODELAY` (2,000 after 200 to warm up).

@@ -64,7 +64,7 @@ impl Model {
         }
     }
 
-    /// The runtime's consumer before issue 31: a doorbell other than its own record is
+    /// The runtime's consumer before lanes were handed off one job each (600ca0b): a doorbell other than its own record is
     /// a new packet; posted packets it serves itself, waiting ones go to the pool.
     pub(super) fn consumer(
         &self,

@@ -134,10 +134,10 @@ pub enum HostModel {
     /// stores `response` in steps of their own, interleaved with everything else.
     Pooled {
         /// The consumer stores `response` when it hands the packet over (the runtime
-        /// since issue 19); else the pool job stores it after its answers (before).
+        /// the runtime's since the ticket rework); else the pool job stores it after its answers (before).
         response_at_handover: bool,
     },
-    /// The runtime's server since issue 31: the consumer serves each lane of a packet
+    /// The runtime's server today: the consumer serves each lane of a packet
     /// itself, or, for a call that may block ([`Config::blocking`]), hands it off;
     /// [`Holding`] says how (each knob set as the runtime has it, or as it was).
     Holding(Holding),
@@ -148,11 +148,11 @@ pub enum HostModel {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Holding {
     /// Each lane handed off is a job of its own; else one job serves its packet's lanes
-    /// in turn (before issue 31, for all but sockets).
+    /// in turn (600ca0b's, for all but sockets).
     pub per_lane: bool,
     /// The port stays the packet's until its last lane is answered (or parked), and that
     /// answer stores `response`; else the consumer stores it when it has handed the
-    /// lanes over (issue 19), and a posted packet's next owner may go ahead.
+    /// lanes over, and a posted packet's next owner may go ahead.
     pub hold_port: bool,
     /// A lane handed off may be parked: answered a ticket on its port (which it then
     /// frees), its answer collected by a call of its own once its wake word is set.
@@ -188,7 +188,7 @@ impl Holding {
 pub enum Stop {
     /// No stop is explored.
     Never,
-    /// Only calls taken after the stop are answered `Killed` (before issue 31): a lane
+    /// Only calls taken after the stop are answered `Killed` (600ca0b): a lane
     /// already handed off waits for its job.
     NewCalls,
     /// Lanes handed off before the stop are answered `Killed` too, and jobs started
@@ -246,7 +246,7 @@ impl Config {
         }
     }
 
-    /// Issue 31's scope for [`HostModel::Holding`]: two ports, a lane that waits for a
+    /// Scope for [`HostModel::Holding`]: two ports, a lane that waits for a
     /// call of a foreign lane with the same lane id, and a second lane whose call may be
     /// posted or not and may block; with `host`'s stops explored at every step.
     pub fn holding(host: Holding) -> Config {

@@ -256,7 +256,7 @@ mod tests {
         );
     }
 
-    /// Issue 17: a kernel at the default 16 KiB stack died with `CUDA_ERROR_LAUNCH_FAILED
+    /// A kernel at the default 16 KiB stack died with `CUDA_ERROR_LAUNCH_FAILED
     /// "unspecified launch failure"`, with no word about the stack.
     #[test]
     fn a_trap_no_thread_asked_for_names_the_kernel_and_its_stack() {

@@ -163,7 +163,7 @@ mod tests {
         assert_eq!(s.served(), 1);
     }
 
-    /// Issue 31, item 18: a call refused as malformed is not charged; one refunded
+    /// A call refused as malformed is not charged; one refunded
     /// after the host finished the service does not bring it back.
     #[test]
     fn a_malformed_call_is_given_back_unless_the_host_changed_the_count() {

@@ -341,7 +341,7 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 mod tests {
     use super::*;
 
-    /// Issue 31, item 15: a counter kept an entry for every tag the GPU chose: 4,194,304
+    /// A counter kept an entry for every tag the GPU chose: 4,194,304
     /// fresh tags cost 117 MiB. Past `TAGS_MAX` tags, messages are counted together.
     #[test]
     fn a_tag_counter_holds_at_most_its_bound_of_tags() {

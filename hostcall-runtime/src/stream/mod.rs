@@ -1,4 +1,4 @@
-//! Tagged streams (issue 16, dh_comms's messages), the host's side: a stream's shape
+//! Tagged streams (dh_comms's messages), the host's side: a stream's shape
 //! and handle, the per-launch memory of its rings, and the thread that empties them
 //! into the stream's callbacks while a kernel runs. The protocol is stated in
 //! `hostcall_abi::stream`; the writer's side is `hostcall_client::stream`.
@@ -365,7 +365,7 @@ fn dropped_in(bytes: &[u8]) -> u64 {
 mod tests {
     use super::*;
 
-    /// Issue 31, item 15: dropped counts forged by the GPU overflowed the sum: the
+    /// Dropped counts forged by the GPU overflowed the sum: the
     /// host panicked (in a debug build).
     #[test]
     fn forged_dropped_counts_saturate() {

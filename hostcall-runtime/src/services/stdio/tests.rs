@@ -170,7 +170,7 @@ fn forged_tickets_are_refused_and_hold_nothing() {
     assert!(held(&s, 1) <= 2 * HELD_BYTES_MAX, "held {}", held(&s, 1));
 }
 
-/// Issue 19, item 4: 128 KiB pieces arriving out of order through every ring slot
+/// 128 KiB pieces arriving out of order through every ring slot
 /// left ~1.1 GiB allocated while `held` said 0. What the ring keeps after its
 /// pieces are written is now bounded, and counted.
 #[test]
@@ -256,7 +256,7 @@ fn held_to_the_bound() -> (Stdio, Vec<u8>, u64) {
     (s, piece, t)
 }
 
-/// Issue 31, item 8: at the bound, a posted piece is not refused: the consumer leaves it
+/// At the bound, a posted piece is not refused: the consumer leaves it
 /// on its port until the fd has room (its turn comes, or the writer takes what waits).
 #[test]
 fn at_the_bound_a_posted_piece_waits_on_its_port_unless_its_turn_has_come() {
