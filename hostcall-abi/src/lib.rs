@@ -1,6 +1,10 @@
-//! The hostcall wire format: the one definition of every byte the GPU and the host
-//! exchange. Both halves of the transport compile this crate (nvptx64 and x86_64), so
-//! a layout can never drift between them; `const` asserts pin each size and offset.
+//! The hostcall wire format: the layout of every byte the GPU and the host exchange,
+//! the stream services' conventions ([`Service`]), the typed convention declared
+//! services travel by ([`typed`]), and the constants both sides pass (errno numbers,
+//! `fcntl` flags). Both halves of the transport compile this crate (nvptx64 and x86_64),
+//! so a layout can never drift between them; `const` asserts pin each size and offset.
+//! std's own declared services are declared in `hostcall_client::std_services`, by the
+//! convention this crate defines.
 //!
 //! # Memory
 //!
@@ -48,7 +52,8 @@
 //!    answered on that port (acquire load), reads the mask, and for each lane of it copies the slot out once, checks that the slot's
 //!    `seq` is `request` (else answers `Malformed`), runs the service, writes the bulk
 //!    bytes and any non-inline result into the slot, and then the lane's answer word with
-//!    **release** (x86-64 stores are ordered; a compiler fence keeps them so). After the
+//!    **release** (an atomic release store: on x86-64 a plain store, which the
+//!    processor keeps in order and the compiler may not move above the writes before it). After the
 //!    last lane it stores `response = request` (release). A lane whose call may block,
 //!    or waits for an fd, is handed off, its request copied into host memory, to a pool
 //!    thread or to the host's reactor, which answer it later; the packet then holds the
@@ -113,9 +118,11 @@
 //!
 //! Results follow the Linux system call convention: `-errno` on failure, with errno
 //! numbers of x86_64 Linux ([`errno`]), which libc-hostcall stores in `errno` unchanged.
-//! Transport-level failures (unknown service, malformed request) are reported separately
-//! in the answer word's status ([`answer::Answer::status`]) so they can never be confused
-//! with a service's own error.
+//! Transport-level failures (unknown service, malformed request, a stop) are reported
+//! separately, in the answer word's status ([`answer::Answer::status`]), so the client
+//! always knows which it got. What it hands on is its own choice: a typed call that
+//! cannot fail ends its launch; libc's calls (`hostcall_client::calls`) turn them into
+//! `ENOSYS`, `EINVAL` and `EIO`, the errnos C code would expect of such failures.
 
 #![no_std]
 
@@ -145,6 +152,8 @@ pub use service::{
 };
 pub use spawn::{FRAME_POP, FRAME_PUSH, FRAME_STACK_BYTES, FRAME_STACKS};
 
-/// The version both halves must agree on; bump it on any change to this crate's layouts,
-/// service ids or argument conventions. The host refuses a module built with another.
+/// The version both halves must agree on; bump it on any change to this crate's layouts
+/// or to the stream services' ids and argument conventions. Declared services (std's
+/// included) need no bump: each carries a fingerprint of its signature, which the host
+/// checks when it loads a module. The host refuses a module built with another version.
 pub const ABI_VERSION: u32 = 9;

@@ -303,37 +303,37 @@ pub fn read<P: Platform>(ch: &Channel, fd: i32, buf: &mut [u8]) -> i64 {
 }
 
 /// A declared service's value as libc returns it (`()` is 0).
-pub trait Outcome {
+pub trait CReturn {
     /// The value as a C function's result.
     fn to_i64(self) -> i64;
 }
 
-impl Outcome for () {
+impl CReturn for () {
     fn to_i64(self) -> i64 {
         0
     }
 }
 
-impl Outcome for i32 {
+impl CReturn for i32 {
     fn to_i64(self) -> i64 {
         self as i64
     }
 }
 
-impl Outcome for i64 {
+impl CReturn for i64 {
     fn to_i64(self) -> i64 {
         self
     }
 }
 
-impl Outcome for usize {
+impl CReturn for usize {
     fn to_i64(self) -> i64 {
         self as i64
     }
 }
 
 /// A declared service's answer as libc returns it: its value, or `-errno`.
-pub fn answer<T: Outcome>(r: Result<T, Errno>) -> i64 {
+pub fn answer<T: CReturn>(r: Result<T, Errno>) -> i64 {
     r.map_or_else(|e| -(e.0 as i64), T::to_i64)
 }
 

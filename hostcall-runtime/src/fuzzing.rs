@@ -116,7 +116,7 @@ impl PortBench {
             ports,
             Arc::new(services),
             host.b.blocking_threads,
-            crate::server::Debug::default(),
+            crate::server::Tracing::default(),
             files.log.clone(),
             process.reactor(),
         );

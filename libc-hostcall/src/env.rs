@@ -1,5 +1,5 @@
 //! The program's arguments and environment. The host passes them as two blocks of
-//! NUL-terminated strings (`Service::Startup`); the first thread that asks fetches a
+//! NUL-terminated strings (`Environment.startup`); the first thread that asks fetches a
 //! block into the launch's heap and builds the array std reads (`argv`, `environ`).
 //! From then on the environment is the GPU's own, as a process's is: `getenv`, `setenv`
 //! and `unsetenv` work on it without the host.

@@ -29,7 +29,7 @@ fn net() -> hostcall_client::typed::Client<Nvptx, dyn Net> {
 }
 
 /// A value, or -1 with `errno` set.
-fn ret<T: calls::Outcome>(r: Result<T, Errno>) -> i64 {
+fn ret<T: calls::CReturn>(r: Result<T, Errno>) -> i64 {
     crate::errno::check(calls::answer(r))
 }
 

@@ -11,7 +11,7 @@ use hostcall_abi::typed::{Dispatch, Errno};
 use super::Host;
 use super::defaults::*;
 use super::served::{Extra, declared_extras};
-use crate::server::Debug;
+use crate::server::Tracing;
 use crate::services::lifetime::{Life, Serving};
 use crate::services::sandbox::Access;
 use crate::services::typed::{Declared, DefaultHandler, UnservedCall};
@@ -39,7 +39,7 @@ pub struct HostBuilder {
     pub(super) group_other_write: bool,
     pub(super) mount_points_inside: bool,
     pub(crate) stdin: bool,
-    pub(super) debug: Debug,
+    pub(super) debug: Tracing,
     pub(super) single_lane: bool,
     /// Embedder services.
     pub(super) extra: Vec<Extra>,

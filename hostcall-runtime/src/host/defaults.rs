@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::server::Debug;
+use crate::server::Tracing;
 
 /// Ports in the channel unless set: enough for 128 warps in flight at once.
 pub const DEFAULT_PORTS: usize = 128;
@@ -72,16 +72,16 @@ pub(super) const LONG_RUN: Duration = Duration::from_millis(100);
 
 /// What `HOSTCALL_DEBUG` asks for: unset or `0` nothing, `summary` the table, anything
 /// else a trace line per call.
-pub(super) fn debug_from_env() -> Debug {
+pub(super) fn debug_from_env() -> Tracing {
     match std::env::var("HOSTCALL_DEBUG").as_deref() {
-        Err(_) | Ok("0") => Debug::default(),
-        Ok("summary") => Debug {
+        Err(_) | Ok("0") => Tracing::default(),
+        Ok("summary") => Tracing {
             summary: true,
-            ..Debug::default()
+            ..Tracing::default()
         },
-        Ok(_) => Debug {
+        Ok(_) => Tracing {
             trace: true,
-            ..Debug::default()
+            ..Tracing::default()
         },
     }
 }

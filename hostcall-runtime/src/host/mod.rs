@@ -35,7 +35,7 @@ use self::process::ProcessState;
 use self::served::closure_extra;
 use crate::guest_log::GuestLog;
 use crate::module::{DeviceMemory, GpuModule, KernelArg, Launch, LaunchEnd};
-use crate::server::{Debug, Ports, Server};
+use crate::server::{Ports, Server, Tracing};
 use crate::services::lifetime::{Life, Lifetime, Serving};
 use crate::services::typed::DeviceAccess;
 use crate::services::{
@@ -265,7 +265,7 @@ impl Host {
             services.clone(),
             (self.b.consumers, self.b.blocking_threads),
             reactor,
-            Debug {
+            Tracing {
                 gpu,
                 ..self.b.debug
             },

@@ -47,7 +47,7 @@ use pool::{BlockingPool, PortsAlive};
 
 pub(crate) use ports::Ports;
 pub(crate) use reactor::Reactor;
-pub use report::{Debug, InFlight};
+pub use report::{InFlight, Tracing};
 #[cfg(feature = "fuzzing")]
 pub(crate) use shared::copy_in;
 
@@ -58,8 +58,8 @@ pub(crate) static HANDLER_PANICS: AtomicU64 = AtomicU64::new(0);
 pub(crate) struct Context {
     ports: Ports,
     pub(crate) services: Arc<ServiceTable>,
-    debug: Debug,
-    /// Per service id, with [`Debug::summary`].
+    debug: Tracing,
+    /// Per service id, with [`Tracing::summary`].
     stats: Option<Mutex<HashMap<u32, report::Stat>>>,
     /// Why the run halted (a call nobody serves, under `Unserved::Halt`).
     halted: Mutex<Option<String>>,
@@ -92,7 +92,7 @@ impl Context {
         ports: Ports,
         services: Arc<ServiceTable>,
         blocking: usize,
-        debug: Debug,
+        debug: Tracing,
         log: Arc<GuestLog>,
         reactor: Arc<Reactor>,
     ) -> Arc<Context> {
@@ -227,7 +227,7 @@ impl Server {
         services: Arc<ServiceTable>,
         (consumers, blocking): (usize, usize),
         reactor: Arc<Reactor>,
-        debug: Debug,
+        debug: Tracing,
         log: Arc<GuestLog>,
     ) -> std::io::Result<Server> {
         let ctx = Context::new(ports, services, blocking, debug, log, reactor);
@@ -294,7 +294,7 @@ impl Server {
             .clone()
     }
 
-    /// The summary table of the run's calls, with [`Debug::summary`].
+    /// The summary table of the run's calls, with [`Tracing::summary`].
     pub fn summary(&self) -> Option<String> {
         let stats = self.ctx.stats.as_ref()?;
         let stats = stats.lock().unwrap_or_else(|p| p.into_inner());

@@ -38,7 +38,7 @@ impl std::fmt::Display for InFlight {
 
 /// What the server reports of the calls it serves (`HOSTCALL_DEBUG`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Debug {
+pub struct Tracing {
     /// A log line per call.
     pub trace: bool,
     /// A table per run: calls, errors and host time per service.

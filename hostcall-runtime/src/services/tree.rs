@@ -89,8 +89,8 @@ fn kind_of(t: cap_std::fs::FileType) -> u8 {
 }
 
 impl Files {
-    /// Resolves `path` for an `*at` call: an absolute path, or `AT_FDCWD`, as `Open`
-    /// does; otherwise beneath the directory open as `dirfd`.
+    /// Resolves `path` for an `*at` call: an absolute path, or `AT_FDCWD`, in the sandbox
+    /// as a path without a `dirfd` is; otherwise beneath the directory open as `dirfd`.
     fn beneath(&self, dirfd: i32, path: &[u8]) -> Result<Beneath<'_>, i32> {
         if dirfd == AT_FDCWD || path.first() == Some(&b'/') {
             let at = self.sandbox.resolve(path)?;
