@@ -67,3 +67,11 @@ impl fmt::Debug for Errno {
         f.write_str(name)
     }
 }
+
+/// An errno number from code that keeps it as an `i32` (a host's `raw_os_error`, a C
+/// return): `?` turns it into the declared services' error.
+impl From<i32> for Errno {
+    fn from(e: i32) -> Errno {
+        Errno(e)
+    }
+}

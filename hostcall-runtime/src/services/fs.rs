@@ -3,17 +3,15 @@
 //! and paths resolve only inside directories the embedder pre-opened.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 
 use cap_fs_ext::OpenOptionsFollowExt;
 use cap_std::fs::{Metadata, MetadataExt, OpenOptions, OpenOptionsExt};
-use hostcall_abi::errno::{EACCES, EAGAIN, EBADF, EFAULT, EINVAL, ENOSYS, ENOTDIR, EROFS, ESPIPE};
+use hostcall_abi::errno::{EAGAIN, EBADF, EFAULT, EINVAL, ENOTDIR, EROFS};
 use hostcall_abi::fcntl;
 use hostcall_abi::stat::{FileStat, STAT_SIZE};
-use hostcall_abi::typed::Errno;
 use hostcall_abi::{DEVICE_READ_MAX, DEVICE_WRITE_MAX, POSTED_WAITS, Service};
-use hostcall_client::std_services::Fs;
 
 use super::fd_table::{Direction, FdTable, Handle, Waitable};
 use super::sandbox::{Access, Sandbox};
@@ -163,7 +161,7 @@ pub(crate) fn put_stat(out: &mut [u8], s: FileStat) -> Result<(), i32> {
 
 /// Writes the path `b` into `out` if it fits, and returns its length either way (the
 /// caller answers `ERANGE` when it did not fit).
-fn put_path(out: &mut [u8], b: &[u8]) -> usize {
+pub(crate) fn put_path(out: &mut [u8], b: &[u8]) -> usize {
     if let Some(room) = out.get_mut(..b.len()) {
         room.copy_from_slice(b);
     }
@@ -396,87 +394,11 @@ impl Files {
         })())
     }
 
-    pub(super) fn lseek(&self, fd: i32, off: i64, whence: i32) -> Result<i64, i32> {
-        if is_stdio(fd) {
-            return Err(ESPIPE);
-        }
-        let pos = match whence {
-            0 if off >= 0 => SeekFrom::Start(off as u64),
-            1 => SeekFrom::Current(off),
-            2 => SeekFrom::End(off),
-            _ => return Err(EINVAL),
-        };
-        let p = (&*self.file(fd)?).seek(pos).map_err(|e| errno_of(&e))?;
-        i64::try_from(p).map_err(|_| EINVAL)
-    }
-
-    pub(super) fn fstat(&self, fd: i32, out: &mut [u8]) -> Result<(), i32> {
-        if is_stdio(fd) {
-            // A character device, as a terminal or pipe would look to std.
-            let s = FileStat {
-                mode: 0o020620,
-                nlink: 1,
-                blksize: 4096,
-                ..FileStat::default()
-            };
-            return put_stat(out, s);
-        }
-        let m = Metadata::from_file(&*self.file(fd)?).map_err(|e| errno_of(&e))?;
-        put_stat(out, stat_of(&m))
-    }
-
-    /// Closes `fd`: out of the table, then closed outside its lock. Calls other GPU
-    /// threads wait in on it, if no other fd refers to its file, answer `EBADF` (Linux
-    /// would leave them waiting on a file nothing can make ready).
-    pub(super) fn close(&self, fd: i32) -> Result<(), i32> {
-        if is_stdio(fd) {
-            return Ok(());
-        }
-        let (entry, last) = self.table().remove(fd)?;
-        if let Some(token) = last {
-            self.reactor.cancel(token, EBADF);
-        }
-        drop(entry);
-        Ok(())
-    }
-
     /// Closes every file the GPU holds (its run ended), outside the table's lock.
     #[cfg(feature = "fuzzing")]
     pub(crate) fn close_all(&self) {
         let all = self.table().take_all();
         drop(all);
-    }
-
-    pub(super) fn getcwd(&self, out: &mut [u8]) -> usize {
-        put_path(out, &self.sandbox.cwd())
-    }
-
-    pub(super) fn realpath(&self, path: &[u8], out: &mut [u8]) -> Result<usize, i32> {
-        let at = self.sandbox.resolve(path)?;
-        let rel = at
-            .mount
-            .dir
-            .canonicalize(&at.rel)
-            .map_err(|e| at.mount.errno(&e, &self.log))?;
-        Ok(put_path(out, &self.sandbox.guest_path(at.mount, &rel)))
-    }
-
-    pub(super) fn readlink(&self, path: &[u8], out: &mut [u8]) -> Result<usize, i32> {
-        use std::os::unix::ffi::OsStrExt;
-        let at = self.sandbox.resolve(path)?;
-        let target = at
-            .mount
-            .dir
-            .read_link_contents(&at.rel)
-            .map_err(|e| at.mount.errno(&e, &self.log))?;
-        let target = if target.is_absolute() {
-            // A host path: answered as the guest path where it lies in a mount, and not
-            // at all elsewhere.
-            self.sandbox.guest_of_host(&target).ok_or(EACCES)?
-        } else {
-            target.as_os_str().as_bytes().to_vec()
-        };
-        Ok(put_path(out, &target))
     }
 }
 
@@ -571,89 +493,6 @@ impl super::Admission for Files {
             .then_some((fd as i32, ticket, len as usize))
         });
         self.stdio.admits(&mut pieces)
-    }
-}
-
-/// std's `Fs` services: each method is the function above or in `tree` that does it,
-/// with the errno as the declaration's `Errno`.
-impl Fs for Files {
-    fn openat(&self, dirfd: i32, path: &[u8], flags: i32, mode: u32) -> Result<i32, Errno> {
-        self.open_at(dirfd, path, flags, mode).map_err(Errno)
-    }
-
-    fn close(&self, fd: i32) -> Result<(), Errno> {
-        Files::close(self, fd).map_err(Errno)
-    }
-
-    fn lseek(&self, fd: i32, offset: i64, whence: i32) -> Result<i64, Errno> {
-        Files::lseek(self, fd, offset, whence).map_err(Errno)
-    }
-
-    fn fstat(&self, fd: i32, out: &mut [u8]) -> Result<(), Errno> {
-        Files::fstat(self, fd, out).map_err(Errno)
-    }
-
-    fn statat(&self, dirfd: i32, path: &[u8], follow: u32, out: &mut [u8]) -> Result<(), Errno> {
-        self.stat_at(dirfd, path, follow != 0, out).map_err(Errno)
-    }
-
-    fn getcwd(&self, out: &mut [u8]) -> Result<usize, Errno> {
-        Ok(Files::getcwd(self, out))
-    }
-
-    fn realpath(&self, path: &[u8], out: &mut [u8]) -> Result<usize, Errno> {
-        Files::realpath(self, path, out).map_err(Errno)
-    }
-
-    fn readlink(&self, path: &[u8], out: &mut [u8]) -> Result<usize, Errno> {
-        Files::readlink(self, path, out).map_err(Errno)
-    }
-
-    fn unlinkat(&self, dirfd: i32, path: &[u8], flags: i32) -> Result<(), Errno> {
-        self.unlink_at(dirfd, path, flags).map_err(Errno)
-    }
-
-    fn mkdir(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
-        Files::mkdir(self, path, mode).map_err(Errno)
-    }
-
-    fn chmod(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
-        Files::chmod(self, path, mode).map_err(Errno)
-    }
-
-    fn fchmod(&self, fd: i32, mode: u32) -> Result<(), Errno> {
-        Files::fchmod(self, fd, mode).map_err(Errno)
-    }
-
-    fn rename(&self, from: &[u8], to: &[u8]) -> Result<(), Errno> {
-        self.rename_or_link(from, to, false).map_err(Errno)
-    }
-
-    fn link(&self, existing: &[u8], new: &[u8]) -> Result<(), Errno> {
-        self.rename_or_link(existing, new, true).map_err(Errno)
-    }
-
-    fn symlink(&self, target: &[u8], link: &[u8]) -> Result<(), Errno> {
-        Files::symlink(self, target, link).map_err(Errno)
-    }
-
-    fn ftruncate(&self, fd: i32, len: i64) -> Result<(), Errno> {
-        Files::ftruncate(self, fd, len).map_err(Errno)
-    }
-
-    fn fsync(&self, fd: i32) -> Result<(), Errno> {
-        Files::fsync(self, fd).map_err(Errno)
-    }
-
-    fn getdents(&self, fd: i32, out: &mut [u8]) -> Result<usize, Errno> {
-        Files::getdents(self, fd, out).map_err(Errno)
-    }
-
-    fn dup(&self, fd: i32) -> Result<i32, Errno> {
-        if is_stdio(fd) {
-            return Err(Errno(ENOSYS));
-        }
-        self.table().dup(fd).map_err(Errno)
     }
 }
 

@@ -10,9 +10,9 @@ pub mod lifetime;
 mod net;
 mod process;
 pub mod sandbox;
+mod std_fs;
 mod stdin;
 mod stdio;
-mod tree;
 pub mod typed;
 pub(crate) mod wait;
 

@@ -1,22 +1,28 @@
-//! std's `Fs` services that open, change or list the directory tree (`openat`,
-//! `statat`, `unlinkat`, `mkdir`, `chmod`, `rename`, `link`, `symlink`, `getdents`) and
-//! the fd services beyond reading and writing (`fchmod`, `ftruncate`, `fsync`). Paths
-//! resolve beneath a mount's handle, or beneath a directory fd the GPU opened there.
+//! std's `Fs` services on the host, all of them in one `impl Fs for Files`: opening,
+//! closing, seeking and stating fds, and opening, changing or listing the directory
+//! tree. Paths resolve beneath a mount's handle, or beneath a directory fd the GPU
+//! opened there. (Reading and writing are the stream services, in `fs`.)
 
+use std::io::{Seek, SeekFrom};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{DirEntryExt, FileTypeExt as _, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use cap_std::fs::{Dir, FileTypeExt, Permissions};
+use cap_std::fs::{Dir, FileTypeExt, Metadata, Permissions};
 use hostcall_abi::dirent::{Record, kind};
-use hostcall_abi::errno::{EINVAL, ENAMETOOLONG, ENOENT, ENOTDIR, EPERM, EROFS, EXDEV};
+use hostcall_abi::errno::{
+    EACCES, EBADF, EINVAL, ENAMETOOLONG, ENOENT, ENOSYS, ENOTDIR, EPERM, EROFS, ESPIPE, EXDEV,
+};
+use hostcall_abi::stat::FileStat;
+use hostcall_abi::typed::Errno;
 use hostcall_abi::{AT_FDCWD, AT_REMOVEDIR, NAME_MAX, PATH_MAX};
+use hostcall_client::std_services::Fs;
 
 use crate::guest_log::GuestLog;
 
 use super::errno_of;
-use super::fs::{Files, Listing, is_stdio, open_beneath, put_stat, stat_of};
+use super::fs::{Files, Listing, is_stdio, open_beneath, put_path, put_stat, stat_of};
 use super::sandbox::{Access, Mount};
 
 /// Where a path of an `*at` call resolves: beneath a mount, or beneath a directory fd.
@@ -133,109 +139,6 @@ impl Files {
         })
     }
 
-    pub(super) fn open_at(
-        &self,
-        dirfd: i32,
-        path: &[u8],
-        flags: i32,
-        mode: u32,
-    ) -> Result<i32, i32> {
-        let b = self.beneath(dirfd, path)?;
-        // An open of a FIFO without O_NONBLOCK waits for the other end: noted, so that
-        // the run's end can end the wait.
-        let waits = flags & hostcall_abi::fcntl::O_NONBLOCK == 0
-            && b.dir()
-                .metadata(&b.rel)
-                .is_ok_and(|m| m.file_type().is_fifo());
-        let noted = match b.dir().try_clone() {
-            Ok(dir) if waits => Some(self.table().opening(dir, b.rel.clone())),
-            _ => None,
-        };
-        let opened = open_beneath(b.dir(), &b.rel, b.access, flags, self.mode_of(mode));
-        if let Some(key) = noted {
-            self.table().opened(key);
-        }
-        let f = opened.map_err(|e| e.map_or(EINVAL, |e| b.errno(&e, &self.log)))?;
-        // A FIFO, a terminal or a socket may keep a read or write waiting: it is made
-        // non-blocking on the host (its description is the runtime's own) and waited
-        // for by readiness, the GPU's own `O_NONBLOCK` kept apart.
-        let t = f.metadata().map_err(|e| errno_of(&e))?.file_type();
-        if t.is_fifo() || t.is_char_device() || t.is_socket() {
-            let fl = rustix::fs::fcntl_getfl(&f).map_err(|e| e.raw_os_error())?;
-            rustix::fs::fcntl_setfl(&f, fl | rustix::fs::OFlags::NONBLOCK)
-                .map_err(|e| e.raw_os_error())?;
-            let nonblocking = flags & hostcall_abi::fcntl::O_NONBLOCK != 0;
-            return self.table().insert_waitable(f, b.access, nonblocking);
-        }
-        self.table().insert(f, b.access)
-    }
-
-    pub(super) fn stat_at(
-        &self,
-        dirfd: i32,
-        path: &[u8],
-        follow: bool,
-        out: &mut [u8],
-    ) -> Result<(), i32> {
-        let b = self.beneath(dirfd, path)?;
-        let m = if follow {
-            b.dir().metadata(&b.rel)
-        } else {
-            b.dir().symlink_metadata(&b.rel)
-        };
-        let m = m.map_err(|e| b.errno(&e, &self.log))?;
-        put_stat(out, stat_of(&m))
-    }
-
-    pub(super) fn unlink_at(&self, dirfd: i32, path: &[u8], flags: i32) -> Result<(), i32> {
-        if flags & !AT_REMOVEDIR != 0 {
-            return Err(EINVAL);
-        }
-        let b = self.beneath(dirfd, path)?;
-        b.writable()?;
-        let r = if flags != 0 {
-            b.dir().remove_dir(&b.rel)
-        } else {
-            b.dir().remove_file(&b.rel)
-        };
-        r.map_err(|e| b.errno(&e, &self.log))
-    }
-
-    pub(super) fn mkdir(&self, path: &[u8], mode: u32) -> Result<(), i32> {
-        let at = self.sandbox.resolve(path)?;
-        if at.mount.access == Access::ReadOnly {
-            return Err(EROFS);
-        }
-        let mut builder = cap_std::fs::DirBuilder::new();
-        cap_std::fs::DirBuilderExt::mode(&mut builder, self.mode_of(mode));
-        at.mount
-            .dir
-            .create_dir_with(&at.rel, &builder)
-            .map_err(|e| at.mount.errno(&e, &self.log))
-    }
-
-    pub(super) fn chmod(&self, path: &[u8], mode: u32) -> Result<(), i32> {
-        let at = self.sandbox.resolve(path)?;
-        if at.mount.access == Access::ReadOnly {
-            return Err(EROFS);
-        }
-        let m = at
-            .mount
-            .dir
-            .metadata(&at.rel)
-            .map_err(|e| at.mount.errno(&e, &self.log))?;
-        if self.sandbox.is_mount_root(&m) {
-            return Err(EPERM);
-        }
-        at.mount
-            .dir
-            .set_permissions(
-                &at.rel,
-                Permissions::from_std(std::fs::Permissions::from_mode(self.mode_of(mode))),
-            )
-            .map_err(|e| at.mount.errno(&e, &self.log))
-    }
-
     /// `rename` (`hard` false) or `link` (`hard` true) of `first` to `second`, both in
     /// one grant.
     pub(super) fn rename_or_link(
@@ -269,24 +172,6 @@ impl Files {
         r.map_err(|e| from.mount.errno(&e, &self.log))
     }
 
-    pub(super) fn symlink(&self, target: &[u8], link: &[u8]) -> Result<(), i32> {
-        if target.is_empty() {
-            return Err(ENOENT);
-        }
-        let at = self.sandbox.resolve(link)?;
-        if at.mount.access == Access::ReadOnly {
-            return Err(EROFS);
-        }
-        let target = Path::new(std::ffi::OsStr::from_bytes(target));
-        if !stays_below(target) {
-            return Err(EPERM);
-        }
-        at.mount
-            .dir
-            .symlink_contents(target, &at.rel)
-            .map_err(|e| at.mount.errno(&e, &self.log))
-    }
-
     /// The open file `fd` and the access of its mount (stdio has no file here).
     fn fd_file(&self, fd: i32) -> Result<(std::sync::Arc<std::fs::File>, Access), i32> {
         if is_stdio(fd) {
@@ -296,34 +181,246 @@ impl Files {
         let e = t.entry(fd)?;
         Ok((e.file.clone(), e.access))
     }
+}
 
-    pub(super) fn fchmod(&self, fd: i32, mode: u32) -> Result<(), i32> {
+/// A listing of the directory open as `file`, nothing read yet.
+fn start_listing(file: &std::fs::File) -> Result<Listing, i32> {
+    if !file.metadata().map_err(|e| errno_of(&e))?.is_dir() {
+        return Err(ENOTDIR);
+    }
+    let dir = Dir::from_std_file(file.try_clone().map_err(|e| errno_of(&e))?);
+    Ok(Listing {
+        entries: dir.entries().map_err(|e| errno_of(&e))?,
+        pending: None,
+    })
+}
+
+/// std's `Fs` on the host: each method of `hostcall_client::std_services::Fs` is done
+/// here, where a reader finds it.
+impl Fs for Files {
+    fn openat(&self, dirfd: i32, path: &[u8], flags: i32, mode: u32) -> Result<i32, Errno> {
+        let b = self.beneath(dirfd, path)?;
+        // An open of a FIFO without O_NONBLOCK waits for the other end: noted, so that
+        // the run's end can end the wait.
+        let waits = flags & hostcall_abi::fcntl::O_NONBLOCK == 0
+            && b.dir()
+                .metadata(&b.rel)
+                .is_ok_and(|m| m.file_type().is_fifo());
+        let noted = match b.dir().try_clone() {
+            Ok(dir) if waits => Some(self.table().opening(dir, b.rel.clone())),
+            _ => None,
+        };
+        let opened = open_beneath(b.dir(), &b.rel, b.access, flags, self.mode_of(mode));
+        if let Some(key) = noted {
+            self.table().opened(key);
+        }
+        let f = opened.map_err(|e| e.map_or(EINVAL, |e| b.errno(&e, &self.log)))?;
+        // A FIFO, a terminal or a socket may keep a read or write waiting: it is made
+        // non-blocking on the host (its description is the runtime's own) and waited
+        // for by readiness, the GPU's own `O_NONBLOCK` kept apart.
+        let t = f.metadata().map_err(|e| errno_of(&e))?.file_type();
+        if t.is_fifo() || t.is_char_device() || t.is_socket() {
+            let fl = rustix::fs::fcntl_getfl(&f).map_err(|e| e.raw_os_error())?;
+            rustix::fs::fcntl_setfl(&f, fl | rustix::fs::OFlags::NONBLOCK)
+                .map_err(|e| e.raw_os_error())?;
+            let nonblocking = flags & hostcall_abi::fcntl::O_NONBLOCK != 0;
+            return self
+                .table()
+                .insert_waitable(f, b.access, nonblocking)
+                .map_err(Errno);
+        }
+        self.table().insert(f, b.access).map_err(Errno)
+    }
+
+    /// Closes `fd`: out of the table, then closed outside its lock. Calls other GPU
+    /// threads wait in on it, if no other fd refers to its file, answer `EBADF` (Linux
+    /// would leave them waiting on a file nothing can make ready).
+    fn close(&self, fd: i32) -> Result<(), Errno> {
+        if is_stdio(fd) {
+            return Ok(());
+        }
+        let (entry, last) = self.table().remove(fd)?;
+        if let Some(token) = last {
+            self.reactor.cancel(token, EBADF);
+        }
+        drop(entry);
+        Ok(())
+    }
+
+    fn lseek(&self, fd: i32, off: i64, whence: i32) -> Result<i64, Errno> {
+        if is_stdio(fd) {
+            return Err(Errno(ESPIPE));
+        }
+        let pos = match whence {
+            0 if off >= 0 => SeekFrom::Start(off as u64),
+            1 => SeekFrom::Current(off),
+            2 => SeekFrom::End(off),
+            _ => return Err(Errno(EINVAL)),
+        };
+        let p = (&*self.file(fd)?).seek(pos).map_err(|e| errno_of(&e))?;
+        i64::try_from(p).map_err(|_| Errno(EINVAL))
+    }
+
+    fn fstat(&self, fd: i32, out: &mut [u8]) -> Result<(), Errno> {
+        if is_stdio(fd) {
+            // A character device, as a terminal or pipe would look to std.
+            let s = FileStat {
+                mode: 0o020620,
+                nlink: 1,
+                blksize: 4096,
+                ..FileStat::default()
+            };
+            return put_stat(out, s).map_err(Errno);
+        }
+        let m = Metadata::from_file(&*self.file(fd)?).map_err(|e| errno_of(&e))?;
+        put_stat(out, stat_of(&m)).map_err(Errno)
+    }
+
+    fn statat(&self, dirfd: i32, path: &[u8], follow: u32, out: &mut [u8]) -> Result<(), Errno> {
+        let b = self.beneath(dirfd, path)?;
+        let m = if follow != 0 {
+            b.dir().metadata(&b.rel)
+        } else {
+            b.dir().symlink_metadata(&b.rel)
+        };
+        let m = m.map_err(|e| b.errno(&e, &self.log))?;
+        put_stat(out, stat_of(&m)).map_err(Errno)
+    }
+
+    fn getcwd(&self, out: &mut [u8]) -> Result<usize, Errno> {
+        Ok(put_path(out, &self.sandbox.cwd()))
+    }
+
+    fn realpath(&self, path: &[u8], out: &mut [u8]) -> Result<usize, Errno> {
+        let at = self.sandbox.resolve(path)?;
+        let rel = at
+            .mount
+            .dir
+            .canonicalize(&at.rel)
+            .map_err(|e| at.mount.errno(&e, &self.log))?;
+        Ok(put_path(out, &self.sandbox.guest_path(at.mount, &rel)))
+    }
+
+    fn readlink(&self, path: &[u8], out: &mut [u8]) -> Result<usize, Errno> {
+        use std::os::unix::ffi::OsStrExt;
+        let at = self.sandbox.resolve(path)?;
+        let target = at
+            .mount
+            .dir
+            .read_link_contents(&at.rel)
+            .map_err(|e| at.mount.errno(&e, &self.log))?;
+        let target = if target.is_absolute() {
+            // A host path: answered as the guest path where it lies in a mount, and not
+            // at all elsewhere.
+            self.sandbox.guest_of_host(&target).ok_or(Errno(EACCES))?
+        } else {
+            target.as_os_str().as_bytes().to_vec()
+        };
+        Ok(put_path(out, &target))
+    }
+
+    fn unlinkat(&self, dirfd: i32, path: &[u8], flags: i32) -> Result<(), Errno> {
+        if flags & !AT_REMOVEDIR != 0 {
+            return Err(Errno(EINVAL));
+        }
+        let b = self.beneath(dirfd, path)?;
+        b.writable()?;
+        let r = if flags != 0 {
+            b.dir().remove_dir(&b.rel)
+        } else {
+            b.dir().remove_file(&b.rel)
+        };
+        r.map_err(|e| Errno(b.errno(&e, &self.log)))
+    }
+
+    fn mkdir(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
+        let at = self.sandbox.resolve(path)?;
+        if at.mount.access == Access::ReadOnly {
+            return Err(Errno(EROFS));
+        }
+        let mut builder = cap_std::fs::DirBuilder::new();
+        cap_std::fs::DirBuilderExt::mode(&mut builder, self.mode_of(mode));
+        at.mount
+            .dir
+            .create_dir_with(&at.rel, &builder)
+            .map_err(|e| Errno(at.mount.errno(&e, &self.log)))
+    }
+
+    fn chmod(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
+        let at = self.sandbox.resolve(path)?;
+        if at.mount.access == Access::ReadOnly {
+            return Err(Errno(EROFS));
+        }
+        let m = at
+            .mount
+            .dir
+            .metadata(&at.rel)
+            .map_err(|e| at.mount.errno(&e, &self.log))?;
+        if self.sandbox.is_mount_root(&m) {
+            return Err(Errno(EPERM));
+        }
+        at.mount
+            .dir
+            .set_permissions(
+                &at.rel,
+                Permissions::from_std(std::fs::Permissions::from_mode(self.mode_of(mode))),
+            )
+            .map_err(|e| Errno(at.mount.errno(&e, &self.log)))
+    }
+
+    fn fchmod(&self, fd: i32, mode: u32) -> Result<(), Errno> {
         let (f, access) = self.fd_file(fd)?;
         if access == Access::ReadOnly {
-            return Err(EROFS);
+            return Err(Errno(EROFS));
         }
         let m = cap_std::fs::Metadata::from_file(&f).map_err(|e| errno_of(&e))?;
         if self.sandbox.is_mount_root(&m) {
-            return Err(EPERM);
+            return Err(Errno(EPERM));
         }
         f.set_permissions(std::fs::Permissions::from_mode(self.mode_of(mode)))
-            .map_err(|e| errno_of(&e))
+            .map_err(|e| Errno(errno_of(&e)))
     }
 
-    pub(super) fn ftruncate(&self, fd: i32, len: i64) -> Result<(), i32> {
+    fn rename(&self, from: &[u8], to: &[u8]) -> Result<(), Errno> {
+        self.rename_or_link(from, to, false).map_err(Errno)
+    }
+
+    fn link(&self, existing: &[u8], new: &[u8]) -> Result<(), Errno> {
+        self.rename_or_link(existing, new, true).map_err(Errno)
+    }
+
+    fn symlink(&self, target: &[u8], link: &[u8]) -> Result<(), Errno> {
+        if target.is_empty() {
+            return Err(Errno(ENOENT));
+        }
+        let at = self.sandbox.resolve(link)?;
+        if at.mount.access == Access::ReadOnly {
+            return Err(Errno(EROFS));
+        }
+        let target = Path::new(std::ffi::OsStr::from_bytes(target));
+        if !stays_below(target) {
+            return Err(Errno(EPERM));
+        }
+        at.mount
+            .dir
+            .symlink_contents(target, &at.rel)
+            .map_err(|e| Errno(at.mount.errno(&e, &self.log)))
+    }
+
+    fn ftruncate(&self, fd: i32, len: i64) -> Result<(), Errno> {
         let (f, _) = self.fd_file(fd)?;
-        let len = u64::try_from(len).map_err(|_| EINVAL)?;
-        f.set_len(len).map_err(|e| errno_of(&e))
+        let len = u64::try_from(len).map_err(|_| Errno(EINVAL))?;
+        f.set_len(len).map_err(|e| Errno(errno_of(&e)))
     }
 
-    pub(super) fn fsync(&self, fd: i32) -> Result<(), i32> {
+    fn fsync(&self, fd: i32) -> Result<(), Errno> {
         let (f, _) = self.fd_file(fd)?;
-        f.sync_all().map_err(|e| errno_of(&e))
+        f.sync_all().map_err(|e| Errno(errno_of(&e)))
     }
 
-    pub(super) fn getdents(&self, fd: i32, out: &mut [u8]) -> Result<usize, i32> {
+    fn getdents(&self, fd: i32, out: &mut [u8]) -> Result<usize, Errno> {
         if is_stdio(fd) {
-            return Err(ENOTDIR);
+            return Err(Errno(ENOTDIR));
         }
         let (file, listing) = {
             let mut t = self.table();
@@ -345,7 +442,7 @@ impl Files {
                 Some(e) => e,
                 None => match l.entries.next() {
                     None => break,
-                    Some(Err(e)) if n == 0 => return Err(errno_of(&e)),
+                    Some(Err(e)) if n == 0 => return Err(hostcall_client::Errno(errno_of(&e))),
                     Some(Err(_)) => break,
                     Some(Ok(e)) => {
                         let kind = e.file_type().map(kind_of).unwrap_or(kind::DT_UNKNOWN);
@@ -363,7 +460,7 @@ impl Files {
                 None => {
                     l.pending = Some((ino, kind, name));
                     if n == 0 {
-                        return Err(EINVAL);
+                        return Err(Errno(EINVAL));
                     }
                     break;
                 }
@@ -371,16 +468,11 @@ impl Files {
         }
         Ok(n)
     }
-}
 
-/// A listing of the directory open as `file`, nothing read yet.
-fn start_listing(file: &std::fs::File) -> Result<Listing, i32> {
-    if !file.metadata().map_err(|e| errno_of(&e))?.is_dir() {
-        return Err(ENOTDIR);
+    fn dup(&self, fd: i32) -> Result<i32, Errno> {
+        if is_stdio(fd) {
+            return Err(Errno(ENOSYS));
+        }
+        self.table().dup(fd).map_err(Errno)
     }
-    let dir = Dir::from_std_file(file.try_clone().map_err(|e| errno_of(&e))?);
-    Ok(Listing {
-        entries: dir.entries().map_err(|e| errno_of(&e))?,
-        pending: None,
-    })
 }
