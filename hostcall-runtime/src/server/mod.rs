@@ -15,6 +15,7 @@
 //! [`shared`]), the service runs on the copy and writes its output into host memory,
 //! which is copied back before the answer word. A handler that panics answers `EIO`.
 
+mod handoff;
 mod hold;
 mod idle;
 mod lane;
@@ -30,16 +31,17 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use hostcall_abi::answer::{Answer, seq_tag};
 use hostcall_abi::errno::{EAGAIN, EIO};
-use hostcall_abi::park::{PARK_AFTER_NS, Ticket};
+use hostcall_abi::park::Ticket;
 use hostcall_abi::{LaneSlot, PORT_BULK, Service, Status, WARP_SIZE, continuation_ports};
 
 use crate::guest_log::{GuestLog, Kind};
-use crate::services::wait::{self, Park};
+use crate::services::wait::{self};
 use crate::services::{Entry, Malformed, Reply, ServiceTable};
+use handoff::{Pooled, hand_off, to_pool, wait_for};
 use hold::{Holds, PostedOut};
 use idle::{Backoff, IDLE_PARK_POLLS, Parking};
 use lane::{Deferred, Ran, copy_input, malformed, run_lane};
@@ -596,122 +598,6 @@ fn collect(ctx: &Context, at: (usize, usize, u32), alone: bool, slot: &LaneSlot)
             answer(ctx, at, alone, status, reply, &[], None);
         }
     }
-}
-
-/// How a lane handed to the pool may wait, as its service says.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Pooled {
-    /// It only takes time (`Handler::only_takes_time`): it keeps its port.
-    TakesTime,
-    /// It may wait for long: it is parked once it has waited `PARK_AFTER_NS`.
-    MayWait,
-    /// It may wait on another party as long as that likes (`Handler::waits_on_peer`):
-    /// parked as well, and it gets a worker if none is idle.
-    OnPeer,
-}
-
-impl Pooled {
-    fn of(entry: Option<&Entry>, slot: &LaneSlot) -> Pooled {
-        let Some(e) = entry else {
-            return Pooled::MayWait;
-        };
-        if e.handler.waits_on_peer(slot.service, &slot.args) {
-            Pooled::OnPeer
-        } else if e.handler.only_takes_time(slot.service, &slot.args) {
-            Pooled::TakesTime
-        } else {
-            Pooled::MayWait
-        }
-    }
-}
-
-/// Hands `lane` to the blocking pool as a job of its own.
-fn to_pool(ctx: &Arc<Context>, lane: Deferred, how: Pooled) {
-    hand_off(ctx, &lane);
-    if how != Pooled::TakesTime {
-        park_later(ctx, &lane);
-    }
-    let job_ctx = ctx.clone();
-    let job: pool::Job = Box::new(move || {
-        // A run that ended, or is being stopped, starts no more work: a stop answers
-        // the lane, and after the run nobody waits for it; nor does a lane already
-        // answered (`Killed`, by the end of waits).
-        if !job_ctx.may_serve() || lane.stopped() {
-            return;
-        }
-        let mut lane = lane;
-        match lane.run(&job_ctx) {
-            Ran::Answered(status, reply) => lane.answer(&job_ctx, (status, reply)),
-            Ran::Parked(park) => wait_for(&job_ctx, lane, park),
-        }
-    });
-    match ctx.pool.submit(job, how == Pooled::OnPeer) {
-        Ok(()) => {}
-        // No thread to run it on: serve it here rather than never.
-        Err(job) if !ctx.pool.is_closed() => job(),
-        Err(_) => {}
-    }
-}
-
-/// Counts `lane` among its packet's lanes handed off (a posted lane holds nothing), and
-/// answers it `Killed` at once if waits have ended: the stop may have answered its
-/// packet's lanes before this one was among them. The stop stores `waits_ended` and
-/// then reads the lanes handed off; this adds the lane and then reads `waits_ended`;
-/// all four sequentially consistent, so one of the two sees the other
-/// (`hostcall-model`'s holding host finds the lane nobody answers without this).
-fn hand_off(ctx: &Context, lane: &Deferred) {
-    if lane.posted() {
-        return;
-    }
-    Holds::add(&lane.held, lane.lane);
-    if ctx.waits_ended.load(SeqCst) {
-        lane.held.finish(ctx, lane.lane, parked::Answered::killed());
-    }
-}
-
-/// Makes `lane` wait in the reactor as `park` asks; answers it `Killed` once waits are
-/// over, and runs it again at once, as if its time were up, if the reactor cannot take
-/// it.
-fn wait_for(ctx: &Arc<Context>, lane: Deferred, park: Park) {
-    if lane.attempt_is_first() {
-        park_later(ctx, &lane);
-    }
-    if ctx.waits_ended.load(Acquire) && !lane.posted() {
-        lane.answer(ctx, (Status::Killed, Reply::errno(EIO)));
-        return;
-    }
-    match ctx.reactor.wait(ctx, lane, park) {
-        // A stop that came while it was being filed has answered it (it was held
-        // before), but may have looked in the reactor before it was there.
-        Ok(()) if ctx.waits_ended.load(Acquire) => ctx.reactor.forget(ctx, false),
-        Ok(()) => {}
-        Err(mut lane) => {
-            // As if its time were up: a call past its deadline answers without waiting.
-            lane.attempt = lane.attempt.again(true);
-            let answered = match lane.run(ctx) {
-                Ran::Answered(status, reply) => (status, reply),
-                Ran::Parked(_) => (Status::Ok, Reply::errno(EAGAIN)),
-            };
-            lane.answer(ctx, answered);
-        }
-    }
-}
-
-/// Parks `lane`, just handed off, if it still waits for its answer on its port after
-/// `PARK_AFTER_NS`: its port is then freed for other calls while it waits.
-fn park_later(ctx: &Arc<Context>, lane: &Deferred) {
-    if lane.posted() {
-        return;
-    }
-    let at = Instant::now() + Duration::from_nanos(PARK_AFTER_NS);
-    let caller = parked::Caller {
-        port: lane.held.port,
-        block: lane.slot.block,
-        thread: lane.slot.thread,
-        service: lane.slot.service,
-    };
-    ctx.reactor
-        .park_at(ctx, (lane.held.clone(), lane.lane, caller), at);
 }
 
 /// Writes lane `lane`'s answer to packet `seq` on port `p` (`Killed` once the launch is
