@@ -5,11 +5,13 @@ use core::ffi::c_int;
 
 use crate::area::area;
 
+/// Sets this thread's errno (the C functions that fail report so).
 pub(crate) fn set_errno(e: i32) {
     // SAFETY: a thread's area is touched only by that thread.
     unsafe { (*area()).errno = e };
 }
 
+/// Where this thread's errno lives, as C's `errno` macro and std's `io::Error::last_os_error` read it.
 #[unsafe(no_mangle)]
 pub extern "C" fn __errno_location() -> *mut c_int {
     // SAFETY: in bounds of this thread's own area.

@@ -442,7 +442,7 @@ impl Fs for Files {
                 Some(e) => e,
                 None => match l.entries.next() {
                     None => break,
-                    Some(Err(e)) if n == 0 => return Err(hostcall_client::Errno(errno_of(&e))),
+                    Some(Err(e)) if n == 0 => return Err(Errno(errno_of(&e))),
                     Some(Err(_)) => break,
                     Some(Ok(e)) => {
                         let kind = e.file_type().map(kind_of).unwrap_or(kind::DT_UNKNOWN);
