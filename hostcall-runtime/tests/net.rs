@@ -630,10 +630,20 @@ fn five_hundred_and_twelve_threads_talk_tcp_in_pairs() {
                 calls::write::<Emu>(ch, conn, format!("{line} back").as_bytes());
                 line
             } else {
-                // The server's listen comes first in a packet of both (lower lane).
+                // Lockstep: the server's listen comes first in a packet of both (lower
+                // lane). Independent lanes have no packet in common: a client whose server
+                // has not listened yet (a starved machine) is refused and tries again, as
+                // a client of a server still starting would.
                 std::thread::sleep(Duration::from_millis(300));
                 let to = sockaddr(&format!("127.0.0.1:{}", ports[i ^ 1].load(Acquire)));
-                net.connect(fd, &to).unwrap();
+                loop {
+                    match net.connect(fd, &to) {
+                        Err(Errno(ECONNREFUSED)) if mode == WarpMode::Independent => {
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        r => break r.unwrap(),
+                    }
+                }
                 calls::write::<Emu>(ch, fd, format!("hello {i}").as_bytes());
                 calls::ping::<Emu>(ch, 0);
                 let n = calls::read::<Emu>(ch, fd, &mut buf);
