@@ -4,10 +4,11 @@
 # `[workspace.package] version`: Cargo's CARGO_PKG_VERSION, which clap's --version prints.
 CARGO_ENV = {"CARGO_PKG_VERSION": "0.1.0"}
 
-def cargo_tests(crate, deps, shared = [], **kwargs):
+def cargo_tests(crate, deps, shared = [], test_deps = [], **kwargs):
     """The tests `cargo test -p <crate>` runs: the library's unit tests (`unit`), then
     one test binary per tests/*.rs file, named after it, as Cargo makes them. `deps` are
-    the crate's dependencies and dev-dependencies; `shared` are files the test files
+    the crate's dependencies and dev-dependencies; `test_deps` those only the tests/*.rs
+    binaries take (a crate that depends on this one); `shared` are files the test files
     declare as modules (tests/common/)."""
     native.rust_test(
         name = "unit",
@@ -22,6 +23,6 @@ def cargo_tests(crate, deps, shared = [], **kwargs):
             name = test.removeprefix("tests/").removesuffix(".rs"),
             srcs = [test] + shared,
             crate_root = test,
-            deps = deps + [":" + crate.replace("_", "-")],
+            deps = deps + test_deps + [":" + crate.replace("_", "-")],
             **kwargs
         )

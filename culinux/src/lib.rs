@@ -14,7 +14,7 @@ use std::time::Instant;
 use hostcall_abi::errno::EPIPE;
 use hostcall_abi::typed::Errno;
 use hostcall_client::stream::{Stream, Submitted};
-use hostcall_client::typed::HostFn;
+use hostcall_client::typed::{CallHostFn, HostFn};
 use libc_hostcall::gpu;
 
 /// `mode` values the host passes to `kmain` (0: run normally).

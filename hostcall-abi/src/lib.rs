@@ -3,8 +3,8 @@
 //! services travel by ([`typed`]), and the constants both sides pass (errno numbers,
 //! `fcntl` flags). Both halves of the transport compile this crate (nvptx64 and x86_64),
 //! so a layout can never drift between them; `const` asserts pin each size and offset.
-//! std's own declared services are declared in `hostcall_client::std_services`, by the
-//! convention this crate defines.
+//! std's own services are declared here too ([`std_services`]), by that convention, so
+//! that both halves depend on the declarations and neither on the other.
 //!
 //! # Memory
 //!
@@ -136,6 +136,7 @@ pub mod park;
 pub mod service;
 pub mod spawn;
 pub mod stat;
+pub mod std_services;
 pub mod stream;
 pub mod typed;
 

@@ -25,12 +25,12 @@ mod copy;
 pub mod nvptx;
 pub mod spawn;
 pub mod stages;
-pub mod std_services;
 pub mod stream;
 pub mod typed;
 
 pub use channel::{Channel, Numbering, Reply, Request};
 pub use hostcall_abi::typed::{DeviceSlice, Errno, Plain};
+pub use hostcall_abi::{service, std_services};
 
 use core::sync::atomic::AtomicU32;
 

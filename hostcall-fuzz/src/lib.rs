@@ -36,7 +36,7 @@ use hostcall_abi::fcntl;
 use hostcall_abi::{
     BULK_PER_LANE, LaneSlot, PORT_BULK, Port, STD_BASE, Service, Status, WARP_SIZE,
 };
-use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::fuzzing::{DEVICE_BASE, DEVICE_BYTES, PortBench};
 use hostcall_runtime::{DEFAULT_CAPTURE_LIMIT, Host, HostBuilder, Launch, Unserved};
 

@@ -3,10 +3,11 @@
 //! A [`Host`] grants capabilities (pre-opened directories, environment variables, stdio,
 //! network addresses) and runs a launch on a [`GpuModule`] while its server answers the
 //! GPU's hostcalls.
-//! Backends: [`cuda::CudaModule`] for real GPUs and [`emulated::EmulatedModule`], which
-//! runs the device half of the transport on OS threads for tests without a GPU.
+//! Backends implement [`GpuModule`]: [`cuda::CudaModule`] for real GPUs here, and the
+//! `hostcall-emulator` crate's, which runs the device half of the transport on OS
+//! threads for tests without a GPU.
 //!
-//! Programs add their own services by declaring them once (`hostcall_client::service!`):
+//! Programs add their own services by declaring them once (`hostcall_abi::service!`):
 //! [`HostBuilder::serve`] serves a declared trait, [`Host::hostcall`] a closure, and
 //! each run checks the module's declared services against what the host serves.
 //!
@@ -16,7 +17,6 @@
 //! service). [`init_logging`] sets `env_logger` up for that.
 
 pub mod cuda;
-pub mod emulated;
 mod error;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
@@ -36,7 +36,8 @@ pub use host::{
 };
 pub use host::{LaunchServices, Running, Scope};
 pub use module::{
-    DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, ModuleSlot, StreamStop,
+    Copying, DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, LaunchMemory,
+    ModuleSlot, StreamStop,
 };
 pub use server::InFlight;
 pub use services::Unserved;

@@ -176,7 +176,7 @@ pub trait GpuModule {
 /// leaves after it, and the module frees the memory only once none is inside; a reader
 /// that comes after the launch ended copies nothing.
 #[derive(Debug, Default)]
-pub(crate) struct LaunchMemory {
+pub struct LaunchMemory {
     ended: std::sync::atomic::AtomicBool,
     copying: std::sync::atomic::AtomicUsize,
 }
@@ -209,7 +209,7 @@ impl LaunchMemory {
 }
 
 /// A copy in progress out of a launch's memory (see [`LaunchMemory::enter`]).
-pub(crate) struct Copying<'a>(&'a LaunchMemory);
+pub struct Copying<'a>(&'a LaunchMemory);
 
 impl Drop for Copying<'_> {
     fn drop(&mut self) {

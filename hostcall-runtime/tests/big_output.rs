@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicU64;
 
 use common::{quiet, run_on};
 use hostcall_client::calls;
-use hostcall_runtime::emulated::Emu;
+use hostcall_emulator::Emu;
 
 /// The stdout tickets of the launch (libc keeps them in the launch state).
 static TICKETS: AtomicU64 = AtomicU64::new(0);

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::quiet;
 use hostcall_client::service;
-use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::services::{Call, Handler, Malformed, Reply};
 use hostcall_runtime::{Launch, Outcome};
 

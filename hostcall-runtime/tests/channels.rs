@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use common::quiet;
 use hostcall_abi::errno::ENOSYS;
 use hostcall_abi::typed::Errno;
-use hostcall_client::typed::HostFn;
+use hostcall_client::typed::{CallHostFn, HostFn};
 use hostcall_client::{calls, service};
-use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::services::{Call, Handler, Malformed, Reply};
 use hostcall_runtime::{Error, KernelArg, Launch, Outcome, Unserved};
 

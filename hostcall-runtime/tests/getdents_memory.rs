@@ -10,9 +10,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::AtomicIsize;
 use std::sync::atomic::Ordering::Relaxed;
 
-use common::{quiet, run_on};
-use hostcall_client::calls;
-use hostcall_runtime::emulated::Emu;
+use common::{c, quiet, run_on, svc};
+use hostcall_abi::fcntl::AT_FDCWD;
+use hostcall_abi::std_services::Fs;
 
 /// Bytes allocated and not yet freed, process-wide.
 static LIVE: AtomicIsize = AtomicIsize::new(0);
@@ -57,9 +57,9 @@ fn a_directory_listed_through_many_fds_costs_little_host_memory() {
         let before = LIVE.load(Relaxed);
         let mut out = [0u8; 32];
         for _ in 0..FDS {
-            let fd = calls::open::<Emu>(ch, b"/big", O_DIRECTORY, 0) as i32;
+            let fd = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/big", O_DIRECTORY, 0)) as i32;
             assert!(fd >= 3);
-            assert!(calls::getdents::<Emu>(ch, fd, &mut out) > 0);
+            assert!(c(svc::<dyn Fs>(ch).getdents(fd, &mut out)) > 0);
         }
         LIVE.load(Relaxed) - before
     });

@@ -4,7 +4,8 @@
 
 mod common;
 
-use hostcall_runtime::emulated::{EmuThread, EmulatedModule, WarpMode};
+use hostcall_abi::std_services::Lifecycle;
+use hostcall_emulator::{EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{Host, Launch, Outcome, Unserved};
 
 /// 2,000 calls of a service nobody serves: before, 2,000 warnings (a hostile kernel
@@ -16,7 +17,7 @@ fn unknown_services_warn_twenty_times_then_count() {
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", |t: &EmuThread| {
         for _ in 0..2000 {
             t.channel()
-                .call::<hostcall_runtime::emulated::Emu>(999, [0; 6], &[], &mut [], None);
+                .call::<hostcall_emulator::Emu>(999, [0; 6], &[], &mut [], None);
         }
     });
     let host = Host::builder()
@@ -51,7 +52,7 @@ fn aborts_log_at_most_the_launchs_lines() {
     common::warnings();
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", |t: &EmuThread| {
         for _ in 0..200 {
-            hostcall_client::calls::abort::<hostcall_runtime::emulated::Emu>(t.channel());
+            t.client::<dyn Lifecycle>().abort();
         }
     });
     let host = Host::builder().echo_output(false).build().unwrap();

@@ -9,14 +9,14 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 
-use common::{neg, quiet, run_on};
+use common::{c, neg, quiet, run_on, svc};
 use hostcall_abi::errno::*;
 use hostcall_abi::fcntl::{O_CREAT, O_RDONLY, O_WRONLY};
+use hostcall_abi::std_services::{Fs, Lifecycle};
 use hostcall_abi::typed::{Arg, Encoder, bulk_len};
 use hostcall_abi::{AT_FDCWD, PORT_BULK, Service, Status};
 use hostcall_client::calls;
-use hostcall_client::std_services::Fs;
-use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::services::{Call, Handler, Malformed, Reply};
 use hostcall_runtime::{Error, Launch, Outcome, RunReport};
 
@@ -49,8 +49,8 @@ fn dangling_and_climbing_symlinks_do_not_escape() {
     let s = seeded();
     let (r, _) = run_on(quiet().preopen_dir(&s.root, "/data"), 1, |ch, _| {
         (
-            calls::open::<Emu>(ch, b"/data/out", O_WRONLY | O_CREAT, 0o644),
-            calls::open::<Emu>(ch, b"/data/up/new", O_WRONLY | O_CREAT, 0o644),
+            c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/data/out", O_WRONLY | O_CREAT, 0o644)),
+            c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/data/up/new", O_WRONLY | O_CREAT, 0o644)),
         )
     });
     assert!(r.0 < 0 && r.1 < 0, "both refused: {r:?}");
@@ -87,9 +87,14 @@ fn swapping_a_directory_for_a_symlink_mid_call_does_not_escape() {
         let name = format!("/data/sub/f{}", t.thread);
         (0..300)
             .filter(|_| {
-                let fd = calls::open::<Emu>(ch, name.as_bytes(), O_WRONLY | O_CREAT, 0o600);
+                let fd = c(svc::<dyn Fs>(ch).openat(
+                    AT_FDCWD,
+                    name.as_bytes(),
+                    O_WRONLY | O_CREAT,
+                    0o600,
+                ));
                 if fd >= 0 {
-                    calls::close::<Emu>(ch, fd as i32);
+                    c(svc::<dyn Fs>(ch).close(fd as i32));
                 }
                 fd >= 0
             })
@@ -117,10 +122,10 @@ fn created_files_have_permission_bits_only_and_read_only_mounts_refuse_writes() 
         .preopen_dir_readonly(ro.path(), "/ro");
     let (r, _) = run_on(host, 1, |ch, _| {
         (
-            calls::open::<Emu>(ch, b"/data/suid", O_WRONLY | O_CREAT, 0o6755),
-            calls::open::<Emu>(ch, b"/ro/new", O_WRONLY | O_CREAT, 0o644),
-            calls::open::<Emu>(ch, b"/ro/r.txt", O_WRONLY, 0),
-            calls::open::<Emu>(ch, b"/ro/r.txt", O_RDONLY, 0),
+            c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/data/suid", O_WRONLY | O_CREAT, 0o6755)),
+            c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/ro/new", O_WRONLY | O_CREAT, 0o644)),
+            c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/ro/r.txt", O_WRONLY, 0)),
+            c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/ro/r.txt", O_RDONLY, 0)),
         )
     });
     assert!(r.0 >= 3, "{r:?}");
@@ -157,14 +162,14 @@ fn a_blocking_call_does_not_starve_other_threads() {
     let p = pings.clone();
     let (r, _) = run_on(quiet().preopen_dir(&s.root, "/data"), 2, move |ch, t| {
         if t.thread == 0 {
-            calls::open::<Emu>(ch, b"/data/fifo", O_RDONLY, 0)
+            c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/data/fifo", O_RDONLY, 0))
         } else {
             for i in 0..200 {
                 assert_eq!(calls::ping::<Emu>(ch, i), i);
                 p.fetch_add(1, Relaxed);
             }
             // Only now does the reader's open have a writer.
-            calls::open::<Emu>(ch, b"/data/fifo", O_WRONLY, 0)
+            c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/data/fifo", O_WRONLY, 0))
         }
     });
     assert!(r >= 3, "the reader's open ended once a writer came: {r}");
@@ -181,7 +186,7 @@ fn a_timeout_names_the_kernel_and_the_calls_in_flight() {
     let s = seeded();
     mkfifo(&s.root.join("fifo"));
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("stuck", |t: &EmuThread| {
-        calls::open::<Emu>(t.channel(), b"/data/fifo", O_RDONLY, 0);
+        c(svc::<dyn Fs>(t.channel()).openat(AT_FDCWD, b"/data/fifo", O_RDONLY, 0));
     });
     let host = quiet()
         .preopen_dir(&s.root, "/data")
@@ -284,7 +289,7 @@ fn run_kernel(threads: u32, kernel: impl Fn(&EmuThread) + Send + Sync + 'static)
 #[test]
 fn exit_status_is_the_low_byte_as_on_linux() {
     let r = run_kernel(1, |t| {
-        calls::exit::<Emu>(t.channel(), -1);
+        svc::<dyn Lifecycle>(t.channel()).exit(-1);
         t.trap();
     });
     assert_eq!(r.outcome, Outcome::Exited(255));
@@ -296,7 +301,7 @@ fn exit_status_is_the_low_byte_as_on_linux() {
 fn a_fault_after_exit_is_reported() {
     let r = run_kernel(2, |t| {
         if t.thread == 0 {
-            calls::exit::<Emu>(t.channel(), 3);
+            svc::<dyn Lifecycle>(t.channel()).exit(3);
             t.trap();
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -332,8 +337,8 @@ fn no_host_path_reaches_the_gpu() {
     let host = quiet().preopen_dir(&s.root, "/data").cwd("/data");
     let (r, _) = run_on(host, 1, |ch, _| {
         let (mut cwd, mut real) = ([0u8; 256], [0u8; 256]);
-        let n = calls::getcwd::<Emu>(ch, &mut cwd);
-        let m = calls::realpath::<Emu>(ch, b"f", &mut real);
+        let n = c(svc::<dyn Fs>(ch).getcwd(&mut cwd));
+        let m = c(svc::<dyn Fs>(ch).realpath(b"f", &mut real));
         (cwd[..n as usize].to_vec(), real[..m as usize].to_vec())
     });
     assert_eq!(
@@ -342,7 +347,7 @@ fn no_host_path_reaches_the_gpu() {
     );
     let (bare, _) = run_on(quiet(), 1, |ch, _| {
         let mut cwd = [0u8; 256];
-        let n = calls::getcwd::<Emu>(ch, &mut cwd);
+        let n = c(svc::<dyn Fs>(ch).getcwd(&mut cwd));
         cwd[..n as usize].to_vec()
     });
     assert_eq!(bare, b"/", "nothing granted: the root of an empty view");

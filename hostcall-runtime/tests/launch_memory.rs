@@ -6,7 +6,7 @@
 mod common;
 
 use common::quiet;
-use hostcall_runtime::emulated::{EmuThread, EmulatedModule, WarpMode};
+use hostcall_emulator::{EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::stream::{Callbacks, StreamSpec};
 use hostcall_runtime::{KernelArg, Launch, Outcome};
 

@@ -11,11 +11,13 @@ use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use common::quiet;
+use common::{c, quiet, svc};
+use hostcall_abi::fcntl::AT_FDCWD;
 use hostcall_abi::fcntl::{O_CREAT, O_WRONLY};
+use hostcall_abi::std_services::Fs;
 use hostcall_abi::{Doorbell, LaneSlot, Port, Service};
 use hostcall_client::calls;
-use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::services::{Call, Handler, Malformed, Reply};
 use hostcall_runtime::{Host, Launch, Outcome};
 
@@ -126,7 +128,12 @@ fn a_rewritten_doorbell_queues_one_job_and_nothing_outlives_the_run() {
         .build()
         .unwrap();
     let outcome = run(&host, |t| {
-        let fd = calls::open::<Emu>(t.channel(), b"/data/keep.txt", O_WRONLY | O_CREAT, 0o600);
+        let fd = c(svc::<dyn Fs>(t.channel()).openat(
+            AT_FDCWD,
+            b"/data/keep.txt",
+            O_WRONLY | O_CREAT,
+            0o600,
+        ));
         assert_eq!(fd, 3);
         publish_raw(t, 1, 1, &[(GATE, [0; 6])]);
         std::thread::sleep(Duration::from_millis(20));
@@ -156,7 +163,12 @@ fn a_rewritten_doorbell_queues_one_job_and_nothing_outlives_the_run() {
     assert_eq!(gate.calls.load(Relaxed), 1);
 
     let outcome = run(&host, |t| {
-        let fd = calls::open::<Emu>(t.channel(), b"/data/next.txt", O_WRONLY | O_CREAT, 0o600);
+        let fd = c(svc::<dyn Fs>(t.channel()).openat(
+            AT_FDCWD,
+            b"/data/next.txt",
+            O_WRONLY | O_CREAT,
+            0o600,
+        ));
         assert_eq!(fd, 3, "the next run's fd table starts empty");
         assert_eq!(calls::write::<Emu>(t.channel(), fd as i32, b"clean"), 5);
     });

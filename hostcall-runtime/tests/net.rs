@@ -15,14 +15,14 @@ use std::sync::atomic::Ordering::{Acquire, Release};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{neg, quiet};
+use common::{c, neg, quiet, svc};
 use hostcall_abi::errno::*;
 use hostcall_abi::net::consts::*;
 use hostcall_abi::net::{SOCKADDR_MAX, decode, encode};
+use hostcall_abi::std_services::{Fs, Lifecycle, Net};
 use hostcall_abi::typed::Errno;
-use hostcall_client::std_services::Net;
 use hostcall_client::{Channel, calls};
-use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{HostBuilder, Launch, Outcome, RunReport};
 
 /// Runs `body` on `blocks` emulated GPU threads, one per block (so each has a warp and
@@ -69,7 +69,7 @@ fn sockaddr(a: &str) -> Vec<u8> {
 }
 
 fn tcp(ch: &Channel) -> i32 {
-    calls::net::<Emu>(ch)
+    svc::<dyn Net>(ch)
         .socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)
         .unwrap()
 }
@@ -77,13 +77,13 @@ fn tcp(ch: &Channel) -> i32 {
 /// The socket's own address.
 fn local(ch: &Channel, fd: i32) -> SocketAddr {
     let mut out = [0; SOCKADDR_MAX];
-    calls::net::<Emu>(ch).name(fd, 0, &mut out).unwrap();
+    svc::<dyn Net>(ch).name(fd, 0, &mut out).unwrap();
     decode(&out).unwrap()
 }
 
 /// A listening GPU socket on a port the system picks.
 fn listener(ch: &Channel, ty: i32) -> i32 {
-    let net = calls::net::<Emu>(ch);
+    let net = svc::<dyn Net>(ch);
     let fd = net.socket(AF_INET, ty, 0).unwrap();
     net.bind(fd, &sockaddr("127.0.0.1:0")).unwrap();
     if ty == SOCK_STREAM {
@@ -112,7 +112,7 @@ fn a_gpu_server_answers_a_host_client() {
         let fd = listener(ch, SOCK_STREAM);
         port.store(local(ch, fd).port(), Release);
         let mut peer = [0; SOCKADDR_MAX];
-        let conn = calls::net::<Emu>(ch).accept(fd, 0, &mut peer).unwrap();
+        let conn = svc::<dyn Net>(ch).accept(fd, 0, &mut peer).unwrap();
         let mut req = Vec::new();
         while !req.ends_with(b"\r\n\r\n") {
             let mut buf = [0; 256];
@@ -124,8 +124,8 @@ fn a_gpu_server_answers_a_host_client() {
         let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
         calls::write::<Emu>(ch, conn, head.as_bytes());
         calls::write::<Emu>(ch, conn, body);
-        calls::close::<Emu>(ch, conn);
-        calls::close::<Emu>(ch, fd);
+        c(svc::<dyn Fs>(ch).close(conn));
+        c(svc::<dyn Fs>(ch).close(fd));
         (String::from_utf8(req).unwrap(), decode(&peer).unwrap().ip())
     });
     let (req, peer) = &r[0];
@@ -151,7 +151,7 @@ fn a_gpu_client_fetches_from_a_host_server() {
     let target = sockaddr(&addr.to_string());
     let (r, _) = run_blocks(host, 1, move |ch, _| {
         let fd = tcp(ch);
-        calls::net::<Emu>(ch).connect(fd, &target).unwrap();
+        svc::<dyn Net>(ch).connect(fd, &target).unwrap();
         assert_eq!(calls::write::<Emu>(ch, fd, b"ping"), 4);
         let mut got = Vec::new();
         loop {
@@ -182,7 +182,7 @@ fn udp_echo_keeps_datagrams_and_their_senders() {
     let host = quiet().allow_connect(&addr.to_string());
     let to = sockaddr(&addr.to_string());
     let (r, _) = run_blocks(host, 1, move |ch, _| {
-        let net = calls::net::<Emu>(ch);
+        let net = svc::<dyn Net>(ch);
         let fd = net.socket(AF_INET, SOCK_DGRAM, 0).unwrap();
         net.bind(fd, &sockaddr("127.0.0.1:0")).unwrap();
         let mut got = Vec::new();
@@ -214,7 +214,7 @@ fn refused_and_ungranted_addresses_answer_as_linux_does() {
         .allow_listen("127.0.0.1:40000");
     let (granted, other) = (sockaddr(&free.to_string()), sockaddr("127.0.0.1:9"));
     let (r, _) = run_blocks(host, 1, move |ch, _| {
-        let net = calls::net::<Emu>(ch);
+        let net = svc::<dyn Net>(ch);
         let fd = tcp(ch);
         let refused = net.connect(fd, &granted);
         let fd2 = tcp(ch);
@@ -235,7 +235,7 @@ fn refused_and_ungranted_addresses_answer_as_linux_does() {
         )
     );
     let (r, _) = run_blocks(quiet(), 1, |ch, _| {
-        calls::net::<Emu>(ch).socket(AF_INET, SOCK_STREAM, 0)
+        svc::<dyn Net>(ch).socket(AF_INET, SOCK_STREAM, 0)
     });
     assert_eq!(r[0], Err(Errno(EACCES)), "nothing granted: no socket");
     let bad = quiet().allow_connect("127.0.0.1").build().err().unwrap();
@@ -250,7 +250,7 @@ fn refused_and_ungranted_addresses_answer_as_linux_does() {
 fn non_blocking_mode_and_timeouts_work() {
     let host = quiet().allow_listen("127.0.0.1:*");
     let (r, _) = run_blocks(host, 1, |ch, _| {
-        let net = calls::net::<Emu>(ch);
+        let net = svc::<dyn Net>(ch);
         let fd = listener(ch, SOCK_STREAM);
         net.set_nonblocking(fd, 1).unwrap();
         let mode = net.nonblocking(fd);
@@ -289,10 +289,10 @@ fn non_blocking_mode_and_timeouts_work() {
 fn sockets_are_bounded_like_open_files() {
     let host = quiet().allow_connect("127.0.0.1:1").max_sockets(2);
     let (r, _) = run_blocks(host, 1, |ch, _| {
-        let net = calls::net::<Emu>(ch);
+        let net = svc::<dyn Net>(ch);
         let (a, b) = (tcp(ch), tcp(ch));
         let third = net.socket(AF_INET, SOCK_DGRAM, 0);
-        calls::close::<Emu>(ch, a);
+        c(svc::<dyn Fs>(ch).close(a));
         let again = net.socket(AF_INET, SOCK_DGRAM, 0).is_ok();
         (b, third, again)
     });
@@ -316,15 +316,15 @@ fn a_duplicated_socket_is_the_same_connection() {
     let target = sockaddr(&addr.to_string());
     let (r, _) = run_blocks(host, 1, move |ch, _| {
         let fd = tcp(ch);
-        calls::net::<Emu>(ch).connect(fd, &target).unwrap();
-        let copy = calls::dup::<Emu>(ch, fd) as i32;
-        let over = calls::dup::<Emu>(ch, fd);
+        svc::<dyn Net>(ch).connect(fd, &target).unwrap();
+        let copy = c(svc::<dyn Fs>(ch).dup(fd)) as i32;
+        let over = c(svc::<dyn Fs>(ch).dup(fd));
         calls::write::<Emu>(ch, fd, b"a");
         calls::write::<Emu>(ch, copy, b"b");
-        calls::close::<Emu>(ch, fd);
+        c(svc::<dyn Fs>(ch).close(fd));
         calls::write::<Emu>(ch, copy, b"c");
-        calls::close::<Emu>(ch, copy);
-        (copy > fd, over, calls::dup::<Emu>(ch, 1))
+        c(svc::<dyn Fs>(ch).close(copy));
+        (copy > fd, over, c(svc::<dyn Fs>(ch).dup(1)))
     });
     assert_eq!(r[0], (true, neg(EMFILE), neg(ENOSYS)));
     assert_eq!(peer.join().unwrap(), "abc");
@@ -343,7 +343,7 @@ fn gpu_threads_waiting_on_each_other_with_one_pool_worker_both_finish() {
         .timeout(Duration::from_secs(20));
     let started = Instant::now();
     let (r, rep) = run_blocks(host, 2, move |ch, t| {
-        let net = calls::net::<Emu>(ch);
+        let net = svc::<dyn Net>(ch);
         if t.block == 0 {
             let fd = listener(ch, SOCK_DGRAM);
             port.store(local(ch, fd).port(), Release);
@@ -380,13 +380,13 @@ fn a_blocked_accept_does_not_outlive_the_run() {
             let fd = listener(ch, SOCK_STREAM);
             p.store(local(ch, fd).port(), Release);
             let mut peer = [0; SOCKADDR_MAX];
-            calls::net::<Emu>(ch).accept(fd, 0, &mut peer)
+            svc::<dyn Net>(ch).accept(fd, 0, &mut peer)
         } else {
             while p.load(Acquire) == 0 {
                 std::thread::yield_now();
             }
             std::thread::sleep(Duration::from_millis(100));
-            calls::exit::<Emu>(ch, 3);
+            svc::<dyn Lifecycle>(ch).exit(3);
             t.trap()
         }
     });
@@ -420,7 +420,7 @@ fn poll_waits_for_a_socket_and_ends_with_the_run() {
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (s, d) = (seen.clone(), done.clone());
     let (r, rep) = run_some(host, 2, move |ch, t| {
-        let net = calls::net::<Emu>(ch);
+        let net = svc::<dyn Net>(ch);
         let pollfd = |fd: i32, events: i16| {
             let mut b = fd.to_ne_bytes().to_vec();
             b.extend_from_slice(&events.to_ne_bytes());
@@ -450,7 +450,7 @@ fn poll_waits_for_a_socket_and_ends_with_the_run() {
                 std::thread::yield_now();
             }
             std::thread::sleep(Duration::from_millis(300));
-            calls::exit::<Emu>(ch, 0);
+            svc::<dyn Lifecycle>(ch).exit(0);
             t.trap()
         }
     });
@@ -476,7 +476,7 @@ fn lanes_of_one_packet_that_wait_on_each_other_are_served_apart() {
     let o = out.clone();
     let mut m = EmulatedModule::new(WarpMode::Lockstep).kernel("k", move |t: &EmuThread| {
         let ch = t.channel();
-        let net = calls::net::<Emu>(ch);
+        let net = svc::<dyn Net>(ch);
         // The same number of calls on both lanes, so that they meet at each one.
         let fd = net.socket(AF_INET, SOCK_DGRAM, 0).unwrap();
         net.bind(fd, &sockaddr("127.0.0.1:0")).unwrap();
@@ -564,7 +564,7 @@ fn five_hundred_and_twelve_threads_exchange_datagrams_in_pairs() {
             .allow_connect("127.0.0.1:*");
         let started = Instant::now();
         let (got, report) = run_pairs(host, mode, move |ch, i| {
-            let net = calls::net::<Emu>(ch);
+            let net = svc::<dyn Net>(ch);
             let fd = net.socket(AF_INET, SOCK_DGRAM, 0).unwrap();
             net.bind(fd, &sockaddr("127.0.0.1:0")).unwrap();
             ports[i].store(local(ch, fd).port(), Release);
@@ -609,7 +609,7 @@ fn five_hundred_and_twelve_threads_talk_tcp_in_pairs() {
             .allow_listen("127.0.0.1:*")
             .allow_connect("127.0.0.1:*");
         let (got, report) = run_pairs(host, mode, move |ch, i| {
-            let net = calls::net::<Emu>(ch);
+            let net = svc::<dyn Net>(ch);
             let fd = tcp(ch);
             let mut buf = [0u8; 64];
             // Both sides make their calls in step, so that lockstep lanes meet at each and
@@ -684,7 +684,7 @@ fn a_lingering_close_does_not_hold_the_host() {
     let started = Instant::now();
     let (r, report) = common::within(Duration::from_secs(15), "Host::run", move || {
         run_blocks(host, 1, move |ch, _| {
-            let net = calls::net::<Emu>(ch);
+            let net = svc::<dyn Net>(ch);
             let fd = tcp(ch);
             net.setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &4096i32.to_ne_bytes())
                 .unwrap();
@@ -706,7 +706,7 @@ fn a_lingering_close_does_not_hold_the_host() {
             let mut back = [0u8; 8];
             net.getsockopt(fd, SOL_SOCKET, SO_LINGER, &mut back)
                 .unwrap();
-            let closed = calls::close::<Emu>(ch, fd);
+            let closed = c(svc::<dyn Fs>(ch).close(fd));
             (sent, back, closed)
         })
     });
@@ -745,7 +745,7 @@ fn a_socket_closed_under_a_waiting_call_ends_the_wait_and_closes() {
         .timeout(Duration::from_secs(10));
     let (r, report) = common::within(Duration::from_secs(20), "Host::run", move || {
         run_blocks(host, 2, move |ch, t| {
-            let net = calls::net::<Emu>(ch);
+            let net = svc::<dyn Net>(ch);
             if t.block == 0 {
                 let fd = listener(ch, SOCK_STREAM);
                 fd_of.store(fd as u16, Release);
@@ -757,7 +757,7 @@ fn a_socket_closed_under_a_waiting_call_ends_the_wait_and_closes() {
                     std::thread::yield_now();
                 }
                 std::thread::sleep(Duration::from_millis(200));
-                Ok(calls::close::<Emu>(ch, i32::from(fd_of.load(Acquire))) as i32)
+                Ok(c(svc::<dyn Fs>(ch).close(i32::from(fd_of.load(Acquire)))) as i32)
             }
         })
     });
@@ -779,13 +779,13 @@ fn a_socket_closed_under_a_waiting_call_ends_the_wait_and_closes() {
 #[test]
 fn listening_needs_a_listen_grant_for_the_bound_address() {
     let (r, _) = run_blocks(quiet().allow_connect("192.0.2.1:9"), 1, |ch, _| {
-        let net = calls::net::<Emu>(ch);
+        let net = svc::<dyn Net>(ch);
         let fd = tcp(ch);
         net.listen(fd, 4)
     });
     assert_eq!(r[0], Err(Errno(EACCES)), "an unbound socket");
     let (r, _) = run_blocks(quiet().allow_connect("127.0.0.1:9"), 1, |ch, _| {
-        let net = calls::net::<Emu>(ch);
+        let net = svc::<dyn Net>(ch);
         let fd = tcp(ch);
         net.bind(fd, &sockaddr("127.0.0.1:0")).unwrap();
         net.listen(fd, 4)
@@ -796,7 +796,7 @@ fn listening_needs_a_listen_grant_for_the_bound_address() {
         "a port bound under a connect grant"
     );
     let (r, _) = run_blocks(quiet().allow_listen("127.0.0.1:*"), 1, |ch, _| {
-        let net = calls::net::<Emu>(ch);
+        let net = svc::<dyn Net>(ch);
         let fd = tcp(ch);
         net.bind(fd, &sockaddr("127.0.0.1:0")).unwrap();
         net.listen(fd, 4)

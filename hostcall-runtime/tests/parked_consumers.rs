@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering::{Acquire, Release};
 use std::time::{Duration, Instant};
 
 use hostcall_client::calls;
-use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{Host, Launch, Outcome};
 
 /// Voluntary context switches (each sleep or park is one) of this process's consumer

@@ -11,9 +11,11 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use common::{mkfifo, quiet, within};
+use common::{c, mkfifo, quiet, svc, within};
+use hostcall_abi::fcntl::AT_FDCWD;
+use hostcall_abi::std_services::Fs;
 use hostcall_client::calls;
-use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{HostBuilder, Launch, Outcome};
 
 /// Bytes each test sends through the FIFO: four times a pipe's default buffer.
@@ -52,7 +54,7 @@ fn send(t: &EmuThread, fd: i32, piece: usize) -> i64 {
         assert!(n > 0, "write: {n}");
         sent += n as usize;
     }
-    calls::close::<Emu>(t.channel(), fd);
+    c(svc::<dyn Fs>(t.channel()).close(fd));
     sent as i64
 }
 
@@ -70,7 +72,7 @@ fn drain(t: &EmuThread, fd: i32, piece: usize) -> i64 {
             e => panic!("read: {e}"),
         }
     }
-    calls::close::<Emu>(t.channel(), fd);
+    c(svc::<dyn Fs>(t.channel()).close(fd));
     got
 }
 
@@ -85,10 +87,12 @@ fn a_fifo_written_in_small_pieces_while_another_thread_reads_it_moves_every_byte
     let host = quiet().preopen_dir(dir.path(), "/data");
     let got = run(host, WarpMode::Independent, 2, |t| {
         if t.thread == 0 {
-            let fd = calls::open::<Emu>(t.channel(), b"/data/fifo", O_WRONLY, 0) as i32;
+            let fd =
+                c(svc::<dyn Fs>(t.channel()).openat(AT_FDCWD, b"/data/fifo", O_WRONLY, 0)) as i32;
             send(t, fd, 1000)
         } else {
-            let fd = calls::open::<Emu>(t.channel(), b"/data/fifo", O_RDONLY, 0) as i32;
+            let fd =
+                c(svc::<dyn Fs>(t.channel()).openat(AT_FDCWD, b"/data/fifo", O_RDONLY, 0)) as i32;
             // The writer fills the pipe meanwhile, and blocks.
             std::thread::sleep(Duration::from_millis(300));
             drain(t, fd, 1000)
@@ -110,7 +114,7 @@ fn two_lanes_of_one_warp_open_a_fifos_two_ends_together() {
         let host = quiet().preopen_dir(dir.path(), "/data");
         let got = run(host, mode, 2, |t| {
             let flags = if t.thread == 0 { O_RDONLY } else { O_WRONLY };
-            let fd = calls::open::<Emu>(t.channel(), b"/data/fifo", flags, 0) as i32;
+            let fd = c(svc::<dyn Fs>(t.channel()).openat(AT_FDCWD, b"/data/fifo", flags, 0)) as i32;
             assert!(fd >= 3, "open: {fd}");
             if t.thread == 0 {
                 drain(t, fd, 3000)

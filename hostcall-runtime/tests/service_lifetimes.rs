@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use common::quiet;
 use hostcall_abi::errno::EPIPE;
 use hostcall_abi::typed::Errno;
-use hostcall_client::typed::HostFn;
-use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_client::typed::{CallHostFn, HostFn};
+use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{Host, KernelArg, Launch, Lifetime, Outcome, RunReport, Serving};
 
 hostcall_client::service! {

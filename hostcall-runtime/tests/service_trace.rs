@@ -7,9 +7,11 @@ mod common;
 use std::sync::Mutex;
 
 use common::quiet;
-use hostcall_client::typed::HostFn;
+use hostcall_abi::fcntl::AT_FDCWD;
+use hostcall_abi::std_services::Fs;
+use hostcall_client::typed::{CallHostFn, HostFn};
 use hostcall_client::{Errno, service};
-use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{KernelArg, Launch, Outcome};
 
 static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -74,8 +76,8 @@ fn declared_services_and_closures_are_traced_decoded() {
                 42
             );
             // std's own declared services are traced the same way, paths shown.
-            let r = hostcall_client::calls::open::<Emu>(t.channel(), b"/nowhere\x01", 0, 0);
-            assert!(r < 0);
+            let r = t.client::<dyn Fs>().openat(AT_FDCWD, b"/nowhere\x01", 0, 0);
+            assert!(r.is_err());
         });
     let r = host
         .run(

@@ -5,12 +5,14 @@ mod common;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use common::{neg, quiet, run_on};
+use common::{c, neg, quiet, run_on, svc};
 use hostcall_abi::errno::*;
+use hostcall_abi::fcntl::AT_FDCWD;
 use hostcall_abi::fcntl::{O_CLOEXEC, O_CREAT, O_EXCL, O_RDONLY, O_RDWR, O_TRUNC, O_WRONLY};
 use hostcall_abi::stat::{FileStat, STAT_SIZE};
+use hostcall_abi::std_services::{Environment, Fs, Lifecycle, Time};
 use hostcall_client::{Channel, calls};
-use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{HostBuilder, Launch, Outcome, RunReport};
 
 /// Runs `body` on one emulated GPU thread.
@@ -68,9 +70,10 @@ fn very_large_writes_go_by_dma_in_one_round_trip() {
     let data: Vec<u8> = (0..(3u32 << 20)).map(|i| (i % 241) as u8).collect();
     let d = data.clone();
     let (r, rep) = run_one(quiet().preopen_dir(dir.path(), "/data"), move |ch, _| {
-        let fd = calls::open::<Emu>(ch, &p, O_WRONLY | O_CREAT | O_TRUNC, 0o600) as i32;
+        let fd =
+            c(svc::<dyn Fs>(ch).openat(AT_FDCWD, &p, O_WRONLY | O_CREAT | O_TRUNC, 0o600)) as i32;
         let wrote = calls::write::<Emu>(ch, fd, &d);
-        calls::close::<Emu>(ch, fd);
+        c(svc::<dyn Fs>(ch).close(fd));
         wrote
     });
     assert_eq!(r, data.len() as i64);
@@ -112,7 +115,7 @@ fn large_reads_are_short_reads_of_one_round_trip() {
     std::fs::write(&path, &data).unwrap();
     let p = b"/data/big".to_vec();
     let (r, _) = run_one(quiet().preopen_dir(dir.path(), "/data"), move |ch, _| {
-        let fd = calls::open::<Emu>(ch, &p, O_RDONLY, 0) as i32;
+        let fd = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, &p, O_RDONLY, 0)) as i32;
         let mut all = Vec::new();
         let mut buf = vec![0u8; 200_000];
         loop {
@@ -137,7 +140,7 @@ fn large_reads_into_global_memory_are_copied_in_by_the_host() {
     let data: Vec<u8> = (0..(5u32 << 20)).map(|i| (i % 251) as u8).collect();
     std::fs::write(dir.path().join("big"), &data).unwrap();
     let (r, rep) = run_one(quiet().preopen_dir(dir.path(), "/data"), move |ch, _| {
-        let fd = calls::open::<Emu>(ch, b"/data/big", O_RDONLY, 0) as i32;
+        let fd = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/data/big", O_RDONLY, 0)) as i32;
         let mut buf = vec![0u8; 8 << 20];
         let first = calls::read::<Emu>(ch, fd, &mut buf);
         let head = buf[..first.max(0) as usize].to_vec();
@@ -181,21 +184,26 @@ fn files_round_trip_inside_a_preopened_dir() {
     let path = dir.path().join("f.txt");
     let p = b"/data/f.txt".to_vec();
     let (r, _) = run_one(quiet().preopen_dir(dir.path(), "/data"), move |ch, _| {
-        let fd = calls::open::<Emu>(ch, &p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) as i32;
+        let fd = c(svc::<dyn Fs>(ch).openat(
+            AT_FDCWD,
+            &p,
+            O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+            0o644,
+        )) as i32;
         let wrote = calls::write::<Emu>(ch, fd, b"hello, host");
-        let closed = calls::close::<Emu>(ch, fd);
-        let fd2 = calls::open::<Emu>(ch, &p, O_RDWR, 0) as i32;
-        let end = calls::lseek::<Emu>(ch, fd2, 0, 2);
-        let start = calls::lseek::<Emu>(ch, fd2, 7, 0);
+        let closed = c(svc::<dyn Fs>(ch).close(fd));
+        let fd2 = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, &p, O_RDWR, 0)) as i32;
+        let end = c(svc::<dyn Fs>(ch).lseek(fd2, 0, 2));
+        let start = c(svc::<dyn Fs>(ch).lseek(fd2, 7, 0));
         let mut buf = [0u8; 64];
         let n = calls::read::<Emu>(ch, fd2, &mut buf);
         let mut st = [0u8; STAT_SIZE];
-        let fs = calls::fstat::<Emu>(ch, fd2, &mut st);
+        let fs = c(svc::<dyn Fs>(ch).fstat(fd2, &mut st));
         let mut st2 = [0u8; STAT_SIZE];
-        let ps = calls::stat::<Emu>(ch, &p, true, &mut st2);
-        let again = calls::open::<Emu>(ch, &p, O_WRONLY | O_CREAT | O_EXCL, 0o644);
-        calls::close::<Emu>(ch, fd2);
-        let closed_twice = calls::close::<Emu>(ch, fd2);
+        let ps = c(svc::<dyn Fs>(ch).statat(AT_FDCWD, &p, true as u32, &mut st2));
+        let again = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, &p, O_WRONLY | O_CREAT | O_EXCL, 0o644));
+        c(svc::<dyn Fs>(ch).close(fd2));
+        let closed_twice = c(svc::<dyn Fs>(ch).close(fd2));
         (
             fd,
             wrote,
@@ -238,13 +246,13 @@ fn paths_outside_preopened_dirs_are_denied_whether_or_not_they_exist() {
     let (r, _) = run_one(quiet().preopen_dir(dir.path(), "/data"), move |ch, _| {
         let mut st = [0u8; STAT_SIZE];
         (
-            calls::open::<Emu>(ch, secret.as_bytes(), O_RDONLY, 0),
-            calls::open::<Emu>(ch, escaped.as_bytes(), O_RDONLY, 0),
-            calls::open::<Emu>(ch, nowhere.as_bytes(), O_RDONLY, 0),
-            calls::open::<Emu>(ch, b"/data/missing", O_RDONLY, 0),
-            calls::stat::<Emu>(ch, secret.as_bytes(), true, &mut st),
-            calls::open::<Emu>(ch, b"", O_RDONLY, 0),
-            calls::open::<Emu>(ch, b"/data/missing", 0o40000000, 0),
+            c(svc::<dyn Fs>(ch).openat(AT_FDCWD, secret.as_bytes(), O_RDONLY, 0)),
+            c(svc::<dyn Fs>(ch).openat(AT_FDCWD, escaped.as_bytes(), O_RDONLY, 0)),
+            c(svc::<dyn Fs>(ch).openat(AT_FDCWD, nowhere.as_bytes(), O_RDONLY, 0)),
+            c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/data/missing", O_RDONLY, 0)),
+            c(svc::<dyn Fs>(ch).statat(AT_FDCWD, secret.as_bytes(), true as u32, &mut st)),
+            c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"", O_RDONLY, 0)),
+            c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/data/missing", 0o40000000, 0)),
         )
     });
     assert_eq!(r.0, neg(EACCES), "a host path is no guest path");
@@ -263,7 +271,7 @@ fn paths_outside_preopened_dirs_are_denied_whether_or_not_they_exist() {
 #[test]
 fn nothing_is_reachable_without_a_preopen() {
     let (r, _) = run_one(quiet(), |ch, _| {
-        calls::open::<Emu>(ch, b"/etc/hostname", O_RDONLY, 0)
+        c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/etc/hostname", O_RDONLY, 0))
     });
     assert_eq!(r, neg(EACCES));
 }
@@ -280,14 +288,14 @@ fn cwd_realpath_and_readlink() {
         quiet().preopen_dir(&canon, "/data").cwd("/data"),
         move |ch, _| {
             let mut cwd = [0u8; 4096];
-            let n = calls::getcwd::<Emu>(ch, &mut cwd);
+            let n = c(svc::<dyn Fs>(ch).getcwd(&mut cwd));
             let mut tiny = [0u8; 2];
-            let too_small = calls::getcwd::<Emu>(ch, &mut tiny);
+            let too_small = c(svc::<dyn Fs>(ch).getcwd(&mut tiny));
             let mut real = [0u8; 4096];
-            let rn = calls::realpath::<Emu>(ch, dotted.as_bytes(), &mut real);
+            let rn = c(svc::<dyn Fs>(ch).realpath(dotted.as_bytes(), &mut real));
             let mut target = [0u8; 64];
-            let ln = calls::readlink::<Emu>(ch, link.as_bytes(), &mut target);
-            let not_link = calls::readlink::<Emu>(ch, dotted.as_bytes(), &mut target.clone());
+            let ln = c(svc::<dyn Fs>(ch).readlink(link.as_bytes(), &mut target));
+            let not_link = c(svc::<dyn Fs>(ch).readlink(dotted.as_bytes(), &mut target.clone()));
             (
                 String::from_utf8(cwd[..n as usize].to_vec()).unwrap(),
                 too_small,
@@ -304,6 +312,31 @@ fn cwd_realpath_and_readlink() {
     assert_eq!(r.4, neg(EINVAL));
 }
 
+/// `readlink` places what fits of a long target and returns that count, as
+/// readlink(2) does: std's `read_link` starts with 256 bytes and grows its buffer while
+/// the answer fills it. The host answered the whole length with nothing written, which
+/// libc turned into `ERANGE`, so a link whose target is over 256 bytes failed to read.
+#[test]
+fn readlink_places_what_fits_of_a_long_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let canon = dir.path().canonicalize().unwrap();
+    let target = "t".repeat(200) + "/" + &"u".repeat(100);
+    std::os::unix::fs::symlink(&target, canon.join("long")).unwrap();
+    let (r, _) = run_one(quiet().preopen_dir(&canon, "/data"), |_, t| {
+        let fs = t.client::<dyn Fs>();
+        let mut short = [0u8; 256];
+        let mut whole = [0u8; 512];
+        (
+            fs.readlink(b"/data/long", &mut short)
+                .map(|n| short[..n].to_vec()),
+            fs.readlink(b"/data/long", &mut whole)
+                .map(|n| whole[..n].to_vec()),
+        )
+    });
+    assert_eq!(r.0, Ok(target.as_bytes()[..256].to_vec()));
+    assert_eq!(r.1, Ok(target.into_bytes()));
+}
+
 #[test]
 fn environment_is_granted_per_variable() {
     // SAFETY: no other thread of this test binary reads or writes this variable.
@@ -314,7 +347,7 @@ fn environment_is_granted_per_variable() {
     let (r, _) = run_one(host, |ch, _| {
         let get = |name: &[u8]| {
             let mut out = [0u8; 64];
-            let n = calls::getenv::<Emu>(ch, name, &mut out);
+            let n = c(svc::<dyn Environment>(ch).getenv(name, &mut out));
             if n < 0 {
                 Err(n)
             } else {
@@ -340,9 +373,9 @@ fn realtime_clock_and_randomness_come_from_the_host() {
         let mut a = [0u8; 32];
         let mut b = [0u8; 32];
         (
-            calls::clock_realtime::<Emu>(ch),
-            calls::getrandom::<Emu>(ch, &mut a),
-            calls::getrandom::<Emu>(ch, &mut b),
+            svc::<dyn Time>(ch).realtime(),
+            c(svc::<dyn Time>(ch).getrandom(&mut a)),
+            c(svc::<dyn Time>(ch).getrandom(&mut b)),
             a,
             b,
         )
@@ -364,7 +397,7 @@ fn realtime_clock_and_randomness_come_from_the_host() {
 fn exit_ends_the_run_with_its_code() {
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", |t: &EmuThread| {
         if t.thread == 5 {
-            calls::exit::<Emu>(t.channel(), 3);
+            svc::<dyn Lifecycle>(t.channel()).exit(3);
             t.trap();
         }
     });
@@ -384,12 +417,12 @@ fn aborting_run(
     blocks: u32,
     (block, thread): (u32, u32),
     message: &'static [u8],
-    end: fn(&hostcall_client::Channel),
+    end: fn(&EmuThread),
 ) -> hostcall_runtime::RunReport {
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
         if t.block == block && t.thread == thread {
             calls::write::<Emu>(t.channel(), 2, message);
-            end(t.channel());
+            end(t);
             t.trap();
         }
     });
@@ -402,7 +435,9 @@ fn aborting_run(
 
 #[test]
 fn abort_reports_the_thread_and_its_message() {
-    let r = aborting_run(2, (1, 2), b"thread panicked: boom\n", calls::abort::<Emu>);
+    let r = aborting_run(2, (1, 2), b"thread panicked: boom\n", |t| {
+        t.client::<dyn Lifecycle>().abort()
+    });
     assert_eq!(
         r.outcome,
         Outcome::Aborted {
@@ -418,12 +453,9 @@ fn abort_reports_the_thread_and_its_message() {
 
 #[test]
 fn a_panic_ends_the_run_with_101_as_a_rust_program_does() {
-    let r = aborting_run(
-        1,
-        (0, 3),
-        b"thread 'main' panicked at boom\n",
-        calls::panic_abort::<Emu>,
-    );
+    let r = aborting_run(1, (0, 3), b"thread 'main' panicked at boom\n", |t| {
+        t.client::<dyn Lifecycle>().panic_abort()
+    });
     assert_eq!(
         r.outcome,
         Outcome::Aborted {
@@ -465,7 +497,9 @@ fn open_file_limit_gives_emfile() {
         quiet().preopen_dir(dir.path(), "/data").max_open_files(2),
         move |ch, _| {
             (0..3)
-                .map(|_| calls::open::<Emu>(ch, p.as_bytes(), O_RDWR | O_CREAT, 0o600))
+                .map(|_| {
+                    c(svc::<dyn Fs>(ch).openat(AT_FDCWD, p.as_bytes(), O_RDWR | O_CREAT, 0o600))
+                })
                 .collect::<Vec<_>>()
         },
     );

@@ -9,9 +9,11 @@ use hostcall_abi::fcntl::{O_CREAT, O_WRONLY};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use common::quiet;
+use common::{c, quiet, svc};
+use hostcall_abi::fcntl::AT_FDCWD;
+use hostcall_abi::std_services::{Fs, Lifecycle};
 use hostcall_client::calls;
-use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{Launch, Outcome, Unserved};
 
 /// Two GPUs each open a file and hold it while the other opens its own: with one file
@@ -26,12 +28,14 @@ fn two_gpus_share_one_file_table_and_know_which_gpu_they_are() {
             let ch = t.channel();
             let gpu = t.config().gpu;
             let path = format!("/data/gpu{gpu}.txt");
-            let fd = calls::open::<Emu>(ch, path.as_bytes(), O_WRONLY | O_CREAT, 0o600) as i32;
+            let fd =
+                c(svc::<dyn Fs>(ch).openat(AT_FDCWD, path.as_bytes(), O_WRONLY | O_CREAT, 0o600))
+                    as i32;
             both_open.wait();
             let line = format!("gpu {gpu} has fd {fd}\n");
             calls::write::<Emu>(ch, 1, line.as_bytes());
             both_open.wait();
-            calls::close::<Emu>(ch, fd);
+            c(svc::<dyn Fs>(ch).close(fd));
         })
     };
     let host = quiet().preopen_dir(dir.path(), "/data").build().unwrap();
@@ -68,7 +72,7 @@ fn an_exit_on_one_gpu_ends_the_launch_on_the_other() {
         EmulatedModule::new(WarpMode::Independent).kernel("k", |t: &EmuThread| {
             let ch = t.channel();
             if t.config().gpu == 1 {
-                calls::exit::<Emu>(ch, 3);
+                svc::<dyn Lifecycle>(ch).exit(3);
             }
             loop {
                 calls::ping::<Emu>(ch, 7);

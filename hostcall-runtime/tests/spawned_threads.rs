@@ -10,7 +10,7 @@ use std::sync::{Arc, Barrier};
 
 use hostcall_abi::spawn::{IDLE, NOT_A_WORKER, RETIRED, RUNNING, RUNNING_DETACHED};
 use hostcall_client::spawn::{NotJoinable, Slot};
-use hostcall_runtime::emulated::Emu;
+use hostcall_emulator::Emu;
 
 /// A worker's `ThreadArea` fields.
 #[derive(Default)]

@@ -10,7 +10,7 @@ use std::sync::{Arc, Barrier};
 
 use common::quiet;
 use hostcall_client::calls;
-use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{Launch, Outcome};
 
 const BLOCKS: u32 = 2;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::within;
 use hostcall_client::calls;
-use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{Host, Launch, Outcome};
 
 /// The launch's stdout tickets (libc keeps them in the launch state).

@@ -12,13 +12,14 @@ use std::sync::atomic::Ordering::{Acquire, Release};
 use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
-use common::{mkfifo, quiet, within};
+use common::{c, mkfifo, quiet, svc, within};
+use hostcall_abi::fcntl::AT_FDCWD;
 use hostcall_abi::fcntl::O_RDONLY;
 use hostcall_abi::net::SOCKADDR_MAX;
 use hostcall_abi::net::consts::*;
+use hostcall_abi::std_services::{Fs, Lifecycle, Net};
 use hostcall_client::calls;
-use hostcall_client::std_services::Net;
-use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{Error, HostBuilder, Launch, Outcome};
 
 /// The tests here look at the process's threads: one at a time.
@@ -56,10 +57,10 @@ fn wait_in(t: &EmuThread, what: u32) {
             calls::read::<Emu>(ch, 0, &mut buf);
         }
         1 => {
-            calls::open::<Emu>(ch, b"/data/fifo", O_RDONLY, 0);
+            c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/data/fifo", O_RDONLY, 0));
         }
         _ => {
-            let net = calls::net::<Emu>(ch);
+            let net = svc::<dyn Net>(ch);
             let fd = net.socket(AF_INET, SOCK_STREAM, 0).unwrap();
             let mut any = [0u8; SOCKADDR_MAX];
             hostcall_abi::net::encode(&"127.0.0.1:0".parse().unwrap(), &mut any);
@@ -133,7 +134,7 @@ fn an_exit_on_one_gpu_answers_the_other_gpus_waiting_calls() {
             EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
                 if t.config().gpu == 1 {
                     std::thread::sleep(Duration::from_millis(200));
-                    calls::exit::<Emu>(t.channel(), 3);
+                    svc::<dyn Lifecycle>(t.channel()).exit(3);
                     t.trap()
                 }
                 wait_in(t, what);

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use hostcall_abi::stream::{BatchHeader, RecordHeader, RingControl, RingCursor};
 use hostcall_client::stream::{Ring, Submitted};
-use hostcall_runtime::emulated::Emu;
+use hostcall_emulator::Emu;
 use hostcall_runtime::stream::{BrokenRecord, RingReader};
 
 /// A message of three words: who sent it, its number among the sender's, and a check.

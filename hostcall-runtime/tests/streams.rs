@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::quiet;
 use hostcall_client::stream::{Stream, Submitted};
-use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::stream::{Callbacks, StreamSpec, TagCounter, WhenFull};
 use hostcall_runtime::{Error, Host, KernelArg, Launch, Outcome, RunReport};
 

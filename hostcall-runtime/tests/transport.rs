@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use hostcall_abi::std_services::Lifecycle;
 use hostcall_abi::{BULK_PER_LANE, PORT_BULK, Service, Status};
 use hostcall_client::calls;
-use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::services::{Call, Handler, Malformed, Reply};
 use hostcall_runtime::{Error, Host, Launch, Outcome, Unserved};
 
@@ -278,7 +279,7 @@ fn a_line_posted_just_before_a_trap_still_arrives() {
     let t2 = tickets.clone();
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
         calls::write_posted::<Emu>(t.channel(), 2, b"panicked: last words\n", &t2);
-        calls::abort::<Emu>(t.channel());
+        t.client::<dyn Lifecycle>().abort();
         t.trap();
     });
     let r = quiet()

@@ -5,15 +5,13 @@
 
 mod common;
 
-use common::{neg, quiet, run_on};
+use common::{c, neg, quiet, run_on, svc};
 use hostcall_abi::dirent;
 use hostcall_abi::errno::*;
 use hostcall_abi::fcntl::{O_CREAT, O_DIRECTORY, O_NOFOLLOW, O_RDONLY, O_WRONLY};
 use hostcall_abi::stat::{FileStat, STAT_SIZE};
+use hostcall_abi::std_services::{Environment, Fs, Identity};
 use hostcall_abi::{AT_FDCWD, AT_REMOVEDIR, BULK_PER_LANE, STARTUP_ARGS, STARTUP_ENV};
-use hostcall_client::calls;
-use hostcall_client::std_services::Identity;
-use hostcall_runtime::emulated::Emu;
 
 #[test]
 fn directories_are_made_renamed_linked_and_removed_inside_the_mount() {
@@ -21,16 +19,16 @@ fn directories_are_made_renamed_linked_and_removed_inside_the_mount() {
     std::fs::write(dir.path().join("f"), "data").unwrap();
     let (r, _) = run_on(quiet().preopen_dir(dir.path(), "/d"), 1, |ch, _| {
         [
-            calls::mkdir::<Emu>(ch, b"/d/sub", 0o7755),
-            calls::mkdir::<Emu>(ch, b"/d/sub", 0o755),
-            calls::rename::<Emu>(ch, b"/d/f", b"/d/sub/g"),
-            calls::link::<Emu>(ch, b"/d/sub/g", b"/d/h"),
-            calls::rename::<Emu>(ch, b"/d/missing", b"/d/x"),
-            calls::unlinkat::<Emu>(ch, AT_FDCWD, b"/d/sub", AT_REMOVEDIR),
-            calls::unlinkat::<Emu>(ch, AT_FDCWD, b"/d/sub/g", 0),
-            calls::unlinkat::<Emu>(ch, AT_FDCWD, b"/d/sub", AT_REMOVEDIR),
-            calls::unlinkat::<Emu>(ch, AT_FDCWD, b"/d/h", 0),
-            calls::unlinkat::<Emu>(ch, AT_FDCWD, b"/d/h", 0),
+            c(svc::<dyn Fs>(ch).mkdir(b"/d/sub", 0o7755)),
+            c(svc::<dyn Fs>(ch).mkdir(b"/d/sub", 0o755)),
+            c(svc::<dyn Fs>(ch).rename(b"/d/f", b"/d/sub/g")),
+            c(svc::<dyn Fs>(ch).link(b"/d/sub/g", b"/d/h")),
+            c(svc::<dyn Fs>(ch).rename(b"/d/missing", b"/d/x")),
+            c(svc::<dyn Fs>(ch).unlinkat(AT_FDCWD, b"/d/sub", AT_REMOVEDIR)),
+            c(svc::<dyn Fs>(ch).unlinkat(AT_FDCWD, b"/d/sub/g", 0)),
+            c(svc::<dyn Fs>(ch).unlinkat(AT_FDCWD, b"/d/sub", AT_REMOVEDIR)),
+            c(svc::<dyn Fs>(ch).unlinkat(AT_FDCWD, b"/d/h", 0)),
+            c(svc::<dyn Fs>(ch).unlinkat(AT_FDCWD, b"/d/h", 0)),
         ]
     });
     assert_eq!(
@@ -56,7 +54,7 @@ fn made_directories_get_permission_bits_only() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let (r, _) = run_on(quiet().preopen_dir(dir.path(), "/d"), 1, |ch, _| {
-        calls::mkdir::<Emu>(ch, b"/d/s", 0o7700)
+        c(svc::<dyn Fs>(ch).mkdir(b"/d/s", 0o7700))
     });
     assert_eq!(r, 0);
     let mode = std::fs::metadata(dir.path().join("s"))
@@ -75,14 +73,14 @@ fn two_mounts_refuse_cross_renames_and_read_only_mounts_refuse_every_change() {
         .preopen_dir(a.path(), "/a")
         .preopen_dir_readonly(b.path(), "/b");
     let (r, _) = run_on(host, 1, |ch, _| {
-        let fd = calls::open::<Emu>(ch, b"/b/f", O_RDONLY, 0) as i32;
+        let fd = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/b/f", O_RDONLY, 0)) as i32;
         [
-            calls::rename::<Emu>(ch, b"/a/f", b"/b/g"),
-            calls::mkdir::<Emu>(ch, b"/b/s", 0o755),
-            calls::unlinkat::<Emu>(ch, AT_FDCWD, b"/b/f", 0),
-            calls::chmod::<Emu>(ch, b"/b/f", 0o600),
-            calls::fchmod::<Emu>(ch, fd, 0o600),
-            calls::symlink::<Emu>(ch, b"f", b"/b/l"),
+            c(svc::<dyn Fs>(ch).rename(b"/a/f", b"/b/g")),
+            c(svc::<dyn Fs>(ch).mkdir(b"/b/s", 0o755)),
+            c(svc::<dyn Fs>(ch).unlinkat(AT_FDCWD, b"/b/f", 0)),
+            c(svc::<dyn Fs>(ch).chmod(b"/b/f", 0o600)),
+            c(svc::<dyn Fs>(ch).fchmod(fd, 0o600)),
+            c(svc::<dyn Fs>(ch).symlink(b"f", b"/b/l")),
         ]
     });
     assert_eq!(
@@ -106,7 +104,7 @@ fn symlinks_the_gpu_makes_are_relative_without_dotdot() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("sub")).unwrap();
     let (r, _) = run_on(quiet().preopen_dir(dir.path(), "/d"), 1, |ch, _| {
-        let link = |t: &[u8], l: &[u8]| calls::symlink::<Emu>(ch, t, l);
+        let link = |t: &[u8], l: &[u8]| c(svc::<dyn Fs>(ch).symlink(t, l));
         [
             link(b"../x", b"/d/sub/up"),
             link(b"x", b"/d/sub/here"),
@@ -131,15 +129,16 @@ fn at_calls_resolve_beneath_a_directory_fd_and_nofollow_refuses_a_link() {
     std::fs::write(dir.path().join("t/f"), "12345").unwrap();
     std::os::unix::fs::symlink("inner", dir.path().join("t/link")).unwrap();
     let (r, _) = run_on(quiet().preopen_dir(dir.path(), "/d"), 1, |ch, _| {
-        let t = calls::open::<Emu>(ch, b"/d/t", O_RDONLY | O_DIRECTORY, 0) as i32;
+        let t = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/d/t", O_RDONLY | O_DIRECTORY, 0)) as i32;
         let mut st = [0u8; STAT_SIZE];
-        let stat = calls::statat::<Emu>(ch, t, b"f", false, &mut st);
-        let inner = calls::openat::<Emu>(ch, t, b"inner", O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+        let stat = c(svc::<dyn Fs>(ch).statat(t, b"f", false as u32, &mut st));
+        let inner =
+            c(svc::<dyn Fs>(ch).openat(t, b"inner", O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0));
         let through_link =
-            calls::openat::<Emu>(ch, t, b"link", O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
-        let escape = calls::openat::<Emu>(ch, t, b"../../x", O_WRONLY | O_CREAT, 0o600);
-        let f = calls::open::<Emu>(ch, b"/d/t/f", O_RDONLY, 0) as i32;
-        let not_dir = calls::statat::<Emu>(ch, f, b"x", false, &mut [0u8; STAT_SIZE]);
+            c(svc::<dyn Fs>(ch).openat(t, b"link", O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0));
+        let escape = c(svc::<dyn Fs>(ch).openat(t, b"../../x", O_WRONLY | O_CREAT, 0o600));
+        let f = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/d/t/f", O_RDONLY, 0)) as i32;
+        let not_dir = c(svc::<dyn Fs>(ch).statat(f, b"x", false as u32, &mut [0u8; STAT_SIZE]));
         (
             stat,
             FileStat::decode(&st).size,
@@ -147,8 +146,8 @@ fn at_calls_resolve_beneath_a_directory_fd_and_nofollow_refuses_a_link() {
             through_link,
             escape,
             not_dir,
-            calls::unlinkat::<Emu>(ch, t, b"f", 0),
-            calls::unlinkat::<Emu>(ch, t, b"inner", AT_REMOVEDIR),
+            c(svc::<dyn Fs>(ch).unlinkat(t, b"f", 0)),
+            c(svc::<dyn Fs>(ch).unlinkat(t, b"inner", AT_REMOVEDIR)),
         )
     });
     assert_eq!(r, (0, 5, true, neg(ELOOP), neg(EACCES), neg(ENOTDIR), 0, 0));
@@ -168,12 +167,12 @@ fn getdents_lists_every_entry_once_across_calls() {
     }
     std::fs::create_dir(dir.path().join("sub")).unwrap();
     let ((names, calls_made), _) = run_on(quiet().preopen_dir(dir.path(), "/d"), 1, |ch, _| {
-        let fd = calls::open::<Emu>(ch, b"/d", O_RDONLY | O_DIRECTORY, 0) as i32;
+        let fd = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/d", O_RDONLY | O_DIRECTORY, 0)) as i32;
         let mut names = Vec::new();
         let mut rounds = 0;
         loop {
             let mut buf = vec![0u8; BULK_PER_LANE];
-            let n = calls::getdents::<Emu>(ch, fd, &mut buf);
+            let n = c(svc::<dyn Fs>(ch).getdents(fd, &mut buf));
             assert!(n >= 0, "getdents: {n}");
             if n == 0 {
                 break;
@@ -204,16 +203,16 @@ fn fd_services_truncate_sync_and_chmod() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("f"), "hello world").unwrap();
     let (r, _) = run_on(quiet().preopen_dir(dir.path(), "/d"), 1, |ch, _| {
-        let fd = calls::open::<Emu>(ch, b"/d/f", O_WRONLY, 0) as i32;
-        let ro = calls::open::<Emu>(ch, b"/d/f", O_RDONLY, 0) as i32;
+        let fd = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/d/f", O_WRONLY, 0)) as i32;
+        let ro = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/d/f", O_RDONLY, 0)) as i32;
         [
-            calls::ftruncate::<Emu>(ch, fd, 5),
-            calls::fsync::<Emu>(ch, fd),
-            calls::fchmod::<Emu>(ch, fd, 0o4640),
-            calls::ftruncate::<Emu>(ch, ro, 0),
-            calls::ftruncate::<Emu>(ch, fd, -1),
-            calls::fsync::<Emu>(ch, 99),
-            calls::fsync::<Emu>(ch, 1),
+            c(svc::<dyn Fs>(ch).ftruncate(fd, 5)),
+            c(svc::<dyn Fs>(ch).fsync(fd)),
+            c(svc::<dyn Fs>(ch).fchmod(fd, 0o4640)),
+            c(svc::<dyn Fs>(ch).ftruncate(ro, 0)),
+            c(svc::<dyn Fs>(ch).ftruncate(fd, -1)),
+            c(svc::<dyn Fs>(ch).fsync(99)),
+            c(svc::<dyn Fs>(ch).fsync(1)),
         ]
     });
     assert_eq!(
@@ -241,11 +240,11 @@ fn startup_blocks_hold_the_arguments_and_granted_environment_in_order() {
     let ((args, env, (pid, ppid, uid), bad), _) = run_on(host, 1, |ch, t| {
         let read = |which| {
             let mut out = vec![0u8; 8];
-            let total = calls::startup::<Emu>(ch, which, 0, &mut out) as usize;
+            let total = c(svc::<dyn Environment>(ch).startup(which, 0, &mut out)) as usize;
             let mut all = Vec::new();
             while all.len() < total {
                 let mut piece = vec![0u8; 8];
-                calls::startup::<Emu>(ch, which, all.len() as u64, &mut piece);
+                c(svc::<dyn Environment>(ch).startup(which, all.len() as u64, &mut piece));
                 all.extend_from_slice(&piece[..(total - all.len()).min(8)]);
             }
             all
@@ -258,7 +257,7 @@ fn startup_blocks_hold_the_arguments_and_granted_environment_in_order() {
                 t.client::<dyn Identity>().getppid(),
                 t.client::<dyn Identity>().getuid(),
             ),
-            calls::startup::<Emu>(ch, 7, 0, &mut []),
+            c(svc::<dyn Environment>(ch).startup(7, 0, &mut [])),
         )
     });
     assert_eq!(args, b"prog\0a b\0\0");

@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 
 use common::quiet;
 use hostcall_abi::errno::{EACCES, ENOENT};
-use hostcall_client::typed::HostFn;
+use hostcall_client::typed::{CallHostFn, HostFn};
 use hostcall_client::{DeviceSlice, Errno, service};
-use hostcall_runtime::emulated::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{Error, KernelArg, Launch, Outcome};
 
 service! {
@@ -427,7 +427,7 @@ fn device_pointers_inside_the_launch_heap_are_read_and_others_refused() {
 /// std program does through `getpid`) loads without the embedder serving anything.
 #[test]
 fn modules_calling_std_declared_services_load_on_any_host() {
-    use hostcall_client::std_services::Identity;
+    use hostcall_abi::std_services::Identity;
     let got = Arc::new(Mutex::new(None));
     let g = got.clone();
     let mut m = EmulatedModule::new(WarpMode::Independent)

@@ -2,7 +2,6 @@
 //! global linear index, zeroed by the host before the launch.
 
 use hostcall_abi::ThreadArea;
-use hostcall_client::Platform;
 
 use crate::{Nvptx, config};
 

@@ -8,10 +8,10 @@ use hostcall_abi::BULK_PER_LANE;
 use hostcall_abi::dirent::{self, kind};
 use hostcall_abi::errno::ENOMEM;
 use hostcall_abi::fcntl::{O_CLOEXEC, O_DIRECTORY, O_RDONLY};
-use hostcall_client::calls;
+use hostcall_client::std_services::Fs;
 
 use crate::heap::{free, malloc};
-use crate::{Nvptx, channel, errno::check, errno::set_errno};
+use crate::{errno::ret, errno::set_errno, host};
 
 /// x86_64 glibc's `struct dirent64`.
 #[repr(C)]
@@ -81,7 +81,7 @@ pub unsafe extern "C" fn readdir64(d: *mut Dir) -> *mut Dirent64 {
     // SAFETY: the caller's contract.
     let d = unsafe { &mut *d };
     if d.pos == d.len {
-        let n = check(calls::getdents::<Nvptx>(&channel(), d.fd, &mut d.buf));
+        let n = ret(host::<dyn Fs>().getdents(d.fd, &mut d.buf));
         if n <= 0 {
             return core::ptr::null_mut();
         }

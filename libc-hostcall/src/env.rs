@@ -9,12 +9,11 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use hostcall_abi::errno::{EINVAL, ENOMEM};
 use hostcall_abi::{BULK_PER_LANE, STARTUP_ARGS, STARTUP_ENV};
-use hostcall_client::std_services::Identity;
-use hostcall_client::typed::Client;
-use hostcall_client::{Platform, calls};
+use hostcall_client::Platform;
+use hostcall_client::std_services::{Environment, Identity};
 
 use crate::heap::{free, malloc};
-use crate::{Nvptx, channel, errno::set_errno, launch_state};
+use crate::{Nvptx, errno::set_errno, host, launch_state};
 
 /// `state` while a thread fetches the block.
 const FETCHING: u64 = 1;
@@ -40,14 +39,14 @@ fn once(state: &AtomicU64, build: impl FnOnce() -> u64) -> u64 {
 /// A NULL-terminated array of pointers to the strings of block `which`, in the heap.
 /// Traps if the heap cannot hold it (std could not start either).
 fn fetch(which: u64) -> *mut *mut c_char {
-    let ch = channel();
+    let env = host::<dyn Environment>();
     let chunk = malloc(BULK_PER_LANE).cast::<u8>();
     if chunk.is_null() {
         Nvptx::trap();
     }
     // SAFETY: `chunk` holds BULK_PER_LANE bytes.
     let buf = unsafe { core::slice::from_raw_parts_mut(chunk, BULK_PER_LANE) };
-    let total = calls::startup::<Nvptx>(&ch, which, 0, buf).max(0) as usize;
+    let total = env.startup(which, 0, buf).unwrap_or(0);
     let block = malloc(total + 1).cast::<u8>();
     if block.is_null() {
         Nvptx::trap();
@@ -56,7 +55,7 @@ fn fetch(which: u64) -> *mut *mut c_char {
     while done < total {
         let n = (total - done).min(BULK_PER_LANE);
         if done > 0 {
-            calls::startup::<Nvptx>(&ch, which, done as u64, buf);
+            let _ = env.startup(which, done as u64, buf);
         }
         // SAFETY: `block` has `total + 1` bytes; `n` fit in both.
         unsafe { core::ptr::copy_nonoverlapping(chunk, block.add(done), n) };
@@ -257,17 +256,17 @@ pub unsafe extern "C" fn unsetenv(name: *const c_char) -> c_int {
 /// The host process's id: the GPU program runs inside it.
 #[unsafe(no_mangle)]
 pub extern "C" fn getpid() -> c_int {
-    Client::<Nvptx, dyn Identity>::gpu().getpid()
+    host::<dyn Identity>().getpid()
 }
 
 /// The host process's parent's id.
 #[unsafe(no_mangle)]
 pub extern "C" fn getppid() -> c_int {
-    Client::<Nvptx, dyn Identity>::gpu().getppid()
+    host::<dyn Identity>().getppid()
 }
 
 /// The host process's user's id.
 #[unsafe(no_mangle)]
 pub extern "C" fn getuid() -> core::ffi::c_uint {
-    Client::<Nvptx, dyn Identity>::gpu().getuid()
+    host::<dyn Identity>().getuid()
 }

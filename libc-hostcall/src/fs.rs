@@ -4,30 +4,35 @@
 
 use core::ffi::{c_char, c_int, c_uint, c_void};
 
-use hostcall_abi::errno::{EFAULT, EINVAL, ENOSYS};
+use hostcall_abi::errno::{E2BIG, EFAULT, EINVAL, ENAMETOOLONG, ENOSYS};
 use hostcall_abi::fcntl::{
     AT_EMPTY_PATH, AT_FDCWD, AT_REMOVEDIR, AT_SYMLINK_FOLLOW, AT_SYMLINK_NOFOLLOW, O_CREAT,
     O_TMPFILE,
 };
 use hostcall_abi::stat::STAT_SIZE;
-use hostcall_client::calls;
+use hostcall_abi::typed::Errno;
+use hostcall_client::std_services::Fs;
 
+use crate::errno::{CReturn, ret, set_errno};
+use crate::host;
 use crate::io::cstr;
-use crate::{Nvptx, channel, errno::check, errno::set_errno};
 
-/// Runs `f` on the bytes of C string `p`, or fails with `EFAULT` if it is null.
+/// A call with paths as C answers it: `ENAMETOOLONG` for paths that do not fit one
+/// request together (the client's `E2BIG`), else its answer.
+pub(crate) fn path_ret<T: CReturn>(r: Result<T, Errno>) -> i64 {
+    ret(r.map_err(|e| if e.0 == E2BIG { Errno(ENAMETOOLONG) } else { e }))
+}
+
+/// Runs `f` on the bytes of C string `p` (`EFAULT` if it is null), as C answers it.
 ///
 /// # Safety
 /// `p` must be null or a C string.
-unsafe fn with_path(p: *const c_char, f: impl FnOnce(&[u8]) -> i64) -> c_int {
+pub(crate) unsafe fn with_path<T: CReturn>(
+    p: *const c_char,
+    f: impl FnOnce(&[u8]) -> Result<T, Errno>,
+) -> i64 {
     // SAFETY: the caller's contract.
-    match unsafe { cstr(p) } {
-        Some(path) => check(f(path)) as c_int,
-        None => {
-            set_errno(EFAULT);
-            -1
-        }
-    }
+    path_ret(unsafe { cstr(p) }.ok_or(Errno(EFAULT)).and_then(f))
 }
 
 /// # Safety
@@ -46,11 +51,7 @@ pub unsafe extern "C" fn openat64(
         0
     };
     // SAFETY: the caller's contract.
-    unsafe {
-        with_path(path, |p| {
-            calls::openat::<Nvptx>(&channel(), dirfd, p, flags, mode)
-        })
-    }
+    unsafe { with_path(path, |p| host::<dyn Fs>().openat(dirfd, p, flags, mode)) as c_int }
 }
 
 /// # Safety
@@ -72,11 +73,11 @@ pub unsafe extern "C" fn fstatat64(
     unsafe {
         with_path(path, |p| {
             if p.is_empty() && flags & AT_EMPTY_PATH != 0 {
-                return calls::fstat::<Nvptx>(&channel(), dirfd, out);
+                return host::<dyn Fs>().fstat(dirfd, out);
             }
-            let follow = flags & AT_SYMLINK_NOFOLLOW == 0;
-            calls::statat::<Nvptx>(&channel(), dirfd, p, follow, out)
-        })
+            let follow = (flags & AT_SYMLINK_NOFOLLOW == 0) as u32;
+            host::<dyn Fs>().statat(dirfd, p, follow, out)
+        }) as c_int
     }
 }
 
@@ -85,11 +86,7 @@ pub unsafe extern "C" fn fstatat64(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
     // SAFETY: the caller's contract.
-    unsafe {
-        with_path(path, |p| {
-            calls::unlinkat::<Nvptx>(&channel(), dirfd, p, flags)
-        })
-    }
+    unsafe { with_path(path, |p| host::<dyn Fs>().unlinkat(dirfd, p, flags)) as c_int }
 }
 
 /// # Safety
@@ -113,7 +110,7 @@ pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mkdir(path: *const c_char, mode: c_uint) -> c_int {
     // SAFETY: the caller's contract.
-    unsafe { with_path(path, |p| calls::mkdir::<Nvptx>(&channel(), p, mode)) }
+    unsafe { with_path(path, |p| host::<dyn Fs>().mkdir(p, mode)) as c_int }
 }
 
 /// # Safety
@@ -121,15 +118,15 @@ pub unsafe extern "C" fn mkdir(path: *const c_char, mode: c_uint) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn chmod(path: *const c_char, mode: c_uint) -> c_int {
     // SAFETY: the caller's contract.
-    unsafe { with_path(path, |p| calls::chmod::<Nvptx>(&channel(), p, mode)) }
+    unsafe { with_path(path, |p| host::<dyn Fs>().chmod(p, mode)) as c_int }
 }
 
-/// Calls a two-path service (`calls::rename`, `link`, `symlink`).
+/// Calls a two-path service of `Fs` (`rename`, `link`, `symlink`).
 ///
 /// # Safety
 /// Both must be C strings.
 unsafe fn two_paths(
-    service: fn(&hostcall_client::Channel, &[u8], &[u8]) -> i64,
+    service: fn(&dyn Fs, &[u8], &[u8]) -> Result<(), Errno>,
     first: *const c_char,
     second: *const c_char,
 ) -> c_int {
@@ -138,7 +135,7 @@ unsafe fn two_paths(
         set_errno(EFAULT);
         return -1;
     };
-    check(service(&channel(), a, b)) as c_int
+    path_ret(service(&host::<dyn Fs>(), a, b)) as c_int
 }
 
 /// # Safety
@@ -146,7 +143,7 @@ unsafe fn two_paths(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
     // SAFETY: the caller's contract.
-    unsafe { two_paths(calls::rename::<Nvptx>, old, new) }
+    unsafe { two_paths(|fs, a, b| fs.rename(a, b), old, new) }
 }
 
 /// `std::fs::hard_link`'s call. Only the working directory as both `dirfd`s and no
@@ -167,7 +164,7 @@ pub unsafe extern "C" fn linkat(
         return -1;
     }
     // SAFETY: the caller's contract.
-    unsafe { two_paths(calls::link::<Nvptx>, old, new) }
+    unsafe { two_paths(|fs, a, b| fs.link(a, b), old, new) }
 }
 
 /// # Safety
@@ -175,22 +172,22 @@ pub unsafe extern "C" fn linkat(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn symlink(target: *const c_char, link: *const c_char) -> c_int {
     // SAFETY: the caller's contract.
-    unsafe { two_paths(calls::symlink::<Nvptx>, target, link) }
+    unsafe { two_paths(|fs, a, b| fs.symlink(a, b), target, link) }
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn fchmod(fd: c_int, mode: c_uint) -> c_int {
-    check(calls::fchmod::<Nvptx>(&channel(), fd, mode)) as c_int
+    ret(host::<dyn Fs>().fchmod(fd, mode)) as c_int
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn ftruncate64(fd: c_int, len: i64) -> c_int {
-    check(calls::ftruncate::<Nvptx>(&channel(), fd, len)) as c_int
+    ret(host::<dyn Fs>().ftruncate(fd, len)) as c_int
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn fsync(fd: c_int) -> c_int {
-    check(calls::fsync::<Nvptx>(&channel(), fd)) as c_int
+    ret(host::<dyn Fs>().fsync(fd)) as c_int
 }
 
 /// As `fsync`: the host flushes data and metadata alike.
@@ -209,7 +206,7 @@ pub extern "C" fn chdir(_path: *const c_char) -> c_int {
 /// A second fd for what `fd` has open (std's `try_clone`).
 #[unsafe(no_mangle)]
 pub extern "C" fn dup(fd: c_int) -> c_int {
-    check(calls::dup::<Nvptx>(&channel(), fd)) as c_int
+    ret(host::<dyn Fs>().dup(fd)) as c_int
 }
 
 /// `F_GETFD`/`F_SETFD` (close-on-exec, which means nothing without `exec`),

@@ -5,12 +5,17 @@ use core::ffi::{CStr, c_char, c_int, c_uint, c_void};
 
 use hostcall_abi::PATH_MAX;
 use hostcall_abi::errno::{EFAULT, ENOSYS};
+use hostcall_abi::fcntl::AT_FDCWD;
 use hostcall_abi::fcntl::{O_CREAT, O_TMPFILE};
 use hostcall_abi::stat::STAT_SIZE;
+use hostcall_abi::typed::Errno;
 use hostcall_client::calls;
+use hostcall_client::std_services::Fs;
 
+use crate::errno::{check, ret, set_errno};
+use crate::fs::{path_ret, with_path};
 use crate::heap::malloc;
-use crate::{Nvptx, channel, errno::check, errno::set_errno};
+use crate::{Nvptx, channel, host};
 
 /// The bytes of a C string, without its NUL.
 ///
@@ -54,21 +59,17 @@ pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mut args: ...
         0
     };
     // SAFETY: the caller's contract.
-    let Some(path) = (unsafe { cstr(path) }) else {
-        set_errno(EFAULT);
-        return -1;
-    };
-    check(calls::open::<Nvptx>(&channel(), path, flags, mode)) as c_int
+    unsafe { with_path(path, |p| host::<dyn Fs>().openat(AT_FDCWD, p, flags, mode)) as c_int }
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn close(fd: c_int) -> c_int {
-    check(calls::close::<Nvptx>(&channel(), fd)) as c_int
+    ret(host::<dyn Fs>().close(fd)) as c_int
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn lseek64(fd: c_int, offset: i64, whence: c_int) -> i64 {
-    check(calls::lseek::<Nvptx>(&channel(), fd, offset, whence))
+    ret(host::<dyn Fs>().lseek(fd, offset, whence))
 }
 
 /// # Safety
@@ -77,20 +78,20 @@ pub extern "C" fn lseek64(fd: c_int, offset: i64, whence: c_int) -> i64 {
 pub unsafe extern "C" fn fstat64(fd: c_int, out: *mut c_void) -> c_int {
     // SAFETY: the caller's contract (a struct stat is STAT_SIZE bytes).
     let out = unsafe { &mut *out.cast::<[u8; STAT_SIZE]>() };
-    check(calls::fstat::<Nvptx>(&channel(), fd, out)) as c_int
+    ret(host::<dyn Fs>().fstat(fd, out)) as c_int
 }
 
 /// # Safety
 /// `path` must be a C string and `out` valid for writing an x86_64 `struct stat`.
 unsafe fn stat_common(path: *const c_char, out: *mut c_void, follow: bool) -> c_int {
     // SAFETY: the caller's contract.
-    let (Some(path), out) = (unsafe { cstr(path) }, unsafe {
-        &mut *out.cast::<[u8; STAT_SIZE]>()
-    }) else {
-        set_errno(EFAULT);
-        return -1;
-    };
-    check(calls::stat::<Nvptx>(&channel(), path, follow, out)) as c_int
+    let out = unsafe { &mut *out.cast::<[u8; STAT_SIZE]>() };
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_path(path, |p| {
+            host::<dyn Fs>().statat(AT_FDCWD, p, follow as u32, out)
+        }) as c_int
+    }
 }
 
 /// # Safety
@@ -122,23 +123,28 @@ pub extern "C" fn statx(
     -1
 }
 
-/// Runs a string-returning hostcall into `buf` (capacity `size`, NUL added).
-fn string_into(buf: *mut c_char, size: usize, f: impl FnOnce(&mut [u8]) -> i64) -> i64 {
+/// A string-returning service's answer into `buf` (capacity `size`, NUL added), as C
+/// answers it.
+fn string_into(
+    buf: *mut c_char,
+    size: usize,
+    f: impl FnOnce(&mut [u8]) -> Result<usize, Errno>,
+) -> i64 {
     if buf.is_null() || size == 0 {
         set_errno(hostcall_abi::errno::EINVAL);
         return -1;
     }
     // SAFETY: `buf` has `size` bytes (the C caller's contract); one is kept for the NUL.
     let out = unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), size) };
-    let r = check(f(&mut out[..size - 1]));
+    let r = path_ret(f(&mut out[..size - 1]));
     if r >= 0 {
         out[r as usize] = 0;
     }
     r
 }
 
-/// A NUL-terminated heap copy of a string-returning hostcall's answer.
-fn string_alloc(f: impl FnOnce(&mut [u8]) -> i64) -> *mut c_char {
+/// A NUL-terminated heap copy of a string-returning service's answer.
+fn string_alloc(f: impl FnOnce(&mut [u8]) -> Result<usize, Errno>) -> *mut c_char {
     let p = malloc(PATH_MAX).cast::<c_char>();
     if p.is_null() || string_into(p, PATH_MAX, f) < 0 {
         // SAFETY: `p` is null or came from malloc just above.
@@ -152,7 +158,7 @@ fn string_alloc(f: impl FnOnce(&mut [u8]) -> i64) -> *mut c_char {
 /// `buf` must be valid for writing `size` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn getcwd(buf: *mut c_char, size: usize) -> *mut c_char {
-    if string_into(buf, size, |out| calls::getcwd::<Nvptx>(&channel(), out)) < 0 {
+    if string_into(buf, size, |out| host::<dyn Fs>().getcwd(out)) < 0 {
         return core::ptr::null_mut();
     }
     buf
@@ -167,7 +173,7 @@ pub unsafe extern "C" fn realpath(path: *const c_char, resolved: *mut c_char) ->
         set_errno(EFAULT);
         return core::ptr::null_mut();
     };
-    let call = |out: &mut [u8]| calls::realpath::<Nvptx>(&channel(), path, out);
+    let call = |out: &mut [u8]| host::<dyn Fs>().realpath(path, out);
     if resolved.is_null() {
         return string_alloc(call);
     }
@@ -182,11 +188,12 @@ pub unsafe extern "C" fn realpath(path: *const c_char, resolved: *mut c_char) ->
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, size: usize) -> isize {
     // SAFETY: the caller's contract.
-    let (Some(path), false) = (unsafe { cstr(path) }, buf.is_null()) else {
+    if buf.is_null() {
         set_errno(EFAULT);
         return -1;
-    };
+    }
     // SAFETY: the caller's contract.
     let out = unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), size) };
-    check(calls::readlink::<Nvptx>(&channel(), path, out)) as isize
+    // SAFETY: the caller's contract.
+    unsafe { with_path(path, |p| host::<dyn Fs>().readlink(p, out)) as isize }
 }

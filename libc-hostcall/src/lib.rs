@@ -34,6 +34,7 @@ use hostcall_abi::{ABI_VERSION, DeviceConfig, LaunchState};
 pub use hostcall_client::nvptx::Nvptx;
 
 use hostcall_client::nvptx::channel;
+use hostcall_client::typed::Client;
 
 /// The ABI this module speaks; the host refuses to launch on a mismatch.
 #[unsafe(no_mangle)]
@@ -43,6 +44,11 @@ pub static __hostcall_abi_version: u32 = ABI_VERSION;
 /// The host's configuration for this launch (`hostcall_client::nvptx::config`).
 fn config() -> DeviceConfig {
     hostcall_client::nvptx::config()
+}
+
+/// The host's declared services `S` (`dyn Fs`, `dyn Net`, ...) as this thread calls them.
+fn host<S: ?Sized>() -> Client<Nvptx, S> {
+    Client::gpu()
 }
 
 /// This launch's device-wide libc state.

@@ -3,9 +3,9 @@
 use core::ffi::{c_char, c_int, c_uint, c_void};
 
 use hostcall_abi::errno;
-use hostcall_client::calls;
+use hostcall_client::std_services::Time;
 
-use crate::{Nvptx, channel, errno::check};
+use crate::{errno::ret, host};
 
 /// glibc's messages for errno 0..=40, by number (what `strerror` prints on Linux).
 const MESSAGES: [&str; 41] = [
@@ -160,7 +160,7 @@ impl core::fmt::Write for Text {
 pub unsafe extern "C" fn getrandom(buf: *mut c_void, len: usize, _flags: c_uint) -> isize {
     // SAFETY: the caller's contract.
     let out = unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), len) };
-    check(calls::getrandom::<Nvptx>(&channel(), out)) as isize
+    ret(host::<dyn Time>().getrandom(out)) as isize
 }
 
 /// `_URC_END_OF_STACK`: GPU code has no unwind tables, so backtraces are empty.

@@ -14,23 +14,19 @@ use hostcall_abi::net::{POLLFD_SIZE, RESOLVED_MAX, SOCKADDR_MAX, family_of, sock
 use hostcall_abi::typed::Errno;
 use hostcall_client::calls;
 use hostcall_client::std_services::Net;
+use hostcall_client::typed::Client;
 
 use crate::heap::{free, malloc};
 use crate::io::cstr;
-use crate::{Nvptx, channel, errno::set_errno};
+use crate::{Nvptx, channel, errno::ret, errno::set_errno, host};
 
 /// The largest datagram (or piece of a stream) one `Net.sendto` carries: what the lane's
 /// bulk buffer holds beside the address.
 const SEND_MAX: usize = BULK_PER_LANE - 2 * SOCKADDR_MAX;
 
 /// The client of the host's socket services.
-fn net() -> hostcall_client::typed::Client<Nvptx, dyn Net> {
-    calls::net::<Nvptx>(&channel())
-}
-
-/// A value, or -1 with `errno` set.
-fn ret<T: calls::CReturn>(r: Result<T, Errno>) -> i64 {
-    crate::errno::check(calls::answer(r))
+fn net() -> Client<Nvptx, dyn Net> {
+    host()
 }
 
 /// `len` bytes of address at `addr`.

@@ -2,15 +2,15 @@
 
 use core::ffi::c_int;
 
-use hostcall_client::calls;
+use hostcall_client::std_services::Lifecycle;
 
-use crate::{Nvptx, channel};
+use crate::{Nvptx, host};
 
 /// Reports the aborting thread to the host, then traps. std has already written any panic
 /// message to stderr; the host prints the thread's coordinates and ends non-zero.
 #[unsafe(no_mangle)]
 pub extern "C" fn abort() -> ! {
-    calls::abort::<Nvptx>(&channel());
+    host::<dyn Lifecycle>().abort();
     Nvptx::trap()
 }
 
@@ -18,7 +18,7 @@ pub extern "C" fn abort() -> ! {
 /// with 101, as a Rust program's panic does, after the message std has written.
 #[unsafe(no_mangle)]
 pub extern "C" fn __hostcall_panic_abort() -> ! {
-    calls::panic_abort::<Nvptx>(&channel());
+    host::<dyn Lifecycle>().panic_abort();
     Nvptx::trap()
 }
 
@@ -26,7 +26,7 @@ pub extern "C" fn __hostcall_panic_abort() -> ! {
 /// with `code` once the launch has stopped.
 #[unsafe(no_mangle)]
 pub extern "C" fn exit(code: c_int) -> ! {
-    calls::exit::<Nvptx>(&channel(), code);
+    host::<dyn Lifecycle>().exit(code);
     Nvptx::trap()
 }
 

@@ -7,7 +7,7 @@ use core::ffi::{c_int, c_long, c_uint, c_void};
 use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 use hostcall_abi::errno::{EAGAIN, EDEADLK, EINVAL, ENOSYS, ERANGE, ESRCH, ETIMEDOUT};
-use hostcall_abi::{CACHED_CLASSES, MAX_KEYS, ThreadArea, WARP_SIZE};
+use hostcall_abi::{CACHED_CLASSES, MAX_KEYS, WARP_SIZE};
 use hostcall_client::Platform;
 use hostcall_client::spawn::Slot;
 
@@ -445,6 +445,7 @@ pub extern "C" fn pthread_detach(thread: u64) -> c_int {
 /// first): park, run each thread given to it, with its own thread-local values, which
 /// are destroyed and cleared when it ends, and park again. The run ends when the program
 /// does (`exit` stops every GPU thread).
+#[cfg(feature = "start")]
 pub(crate) fn serve_spawned_threads() -> ! {
     let slot = slot_at(Nvptx::global_thread());
     slot.park();

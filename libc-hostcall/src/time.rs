@@ -5,9 +5,9 @@ use core::ffi::c_int;
 use core::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
 use hostcall_abi::errno::EINVAL;
-use hostcall_client::calls;
+use hostcall_client::std_services::Time;
 
-use crate::{Nvptx, channel, errno::set_errno};
+use crate::{Nvptx, errno::set_errno, host};
 
 pub(crate) const CLOCK_REALTIME: c_int = 0;
 pub(crate) const CLOCK_MONOTONIC: c_int = 1;
@@ -43,7 +43,7 @@ fn realtime_offset() -> i64 {
         return known;
     }
     let before = Nvptx::globaltimer_ns() as i64;
-    let host = calls::clock_realtime::<Nvptx>(&channel());
+    let host = host::<dyn Time>().realtime();
     let after = Nvptx::globaltimer_ns() as i64;
     let offset = (host - before / 2 - after / 2) | 1;
     REALTIME_OFFSET.store(offset, Relaxed);

@@ -1,5 +1,6 @@
-//! Typed services: how a service declared with `hostcall_client::service!` travels, and
-//! the checks both sides make of it.
+//! Typed services: how a service declared with [`service!`](crate::service) travels,
+//! the checks both sides make of it, and the calling side over any transport
+//! ([`Caller`]).
 //!
 //! A declared trait's every method is one service, with a name (`Trait.method`), the
 //! text of its signature, and a fingerprint of that text and of the layouts of its
@@ -29,7 +30,9 @@
 //!   bulk buffer), whole, at the start of the bulk buffer.
 
 mod answer;
+mod client;
 mod closure;
+mod declare;
 mod dispatch;
 mod plain;
 mod request;
@@ -39,7 +42,10 @@ mod tests;
 
 pub use crate::errno::Errno;
 pub use answer::{Answered, Ret, ValuePlace, value_place};
+pub use client::{Caller, Client, HostFn, closure_fixed_len};
 pub use closure::{Args, HostClosure, closure_fingerprint};
+#[doc(hidden)]
+pub use declare::declared_by_std;
 pub use dispatch::{Dispatch, Incoming, args_bytes};
 pub use plain::Plain;
 pub use request::{

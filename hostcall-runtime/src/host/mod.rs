@@ -26,8 +26,8 @@ use hostcall_abi::{
     Port, PortState, THREAD_EXIT_KERNEL, ThreadArea,
 };
 
+use hostcall_abi::typed::HostFn;
 use hostcall_abi::typed::{Args, HostClosure, Ret};
-use hostcall_client::typed::HostFn;
 
 use self::defaults::*;
 use self::outcome::{outcome_of, transport_fault};

@@ -4,8 +4,8 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use hostcall_abi::typed::HostFn;
 use hostcall_abi::typed::{Args, Dispatch, HostClosure, NAMED_IDS, Ret};
-use hostcall_client::typed::HostFn;
 
 use crate::services::Handler;
 use crate::services::lifetime::Life;

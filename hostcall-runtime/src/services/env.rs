@@ -8,8 +8,8 @@ use std::sync::Arc;
 use hostcall_abi::errno::{EINVAL, ENOENT, ERANGE};
 use hostcall_abi::{STARTUP_ARGS, STARTUP_ENV};
 
+use hostcall_abi::std_services::Environment;
 use hostcall_abi::typed::Errno;
-use hostcall_client::std_services::Environment;
 
 /// What the GPU program is given: arguments, and which environment variables it sees.
 #[derive(Debug, Default)]

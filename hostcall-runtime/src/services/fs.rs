@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 
 use cap_fs_ext::OpenOptionsFollowExt;
 use cap_std::fs::{Metadata, MetadataExt, OpenOptions, OpenOptionsExt};
-use hostcall_abi::errno::{EAGAIN, EBADF, EFAULT, EINVAL, ENOTDIR, EROFS};
+use hostcall_abi::errno::{EAGAIN, EBADF, EFAULT, EINVAL, ENOTDIR, ERANGE, EROFS};
 use hostcall_abi::fcntl;
 use hostcall_abi::stat::{FileStat, STAT_SIZE};
+use hostcall_abi::typed::Errno;
 use hostcall_abi::{DEVICE_READ_MAX, DEVICE_WRITE_MAX, POSTED_WAITS, Service};
 
 use super::fd_table::{Direction, FdTable, Handle, Waitable};
@@ -159,13 +160,13 @@ pub(crate) fn put_stat(out: &mut [u8], s: FileStat) -> Result<(), i32> {
     Ok(())
 }
 
-/// Writes the path `b` into `out` if it fits, and returns its length either way (the
-/// caller answers `ERANGE` when it did not fit).
-pub(crate) fn put_path(out: &mut [u8], b: &[u8]) -> usize {
-    if let Some(room) = out.get_mut(..b.len()) {
-        room.copy_from_slice(b);
-    }
-    b.len()
+/// Writes the path `b` into `out` and returns its length; `ERANGE` when it does not fit,
+/// as `getcwd` answers.
+pub(crate) fn put_path(out: &mut [u8], b: &[u8]) -> Result<usize, Errno> {
+    out.get_mut(..b.len())
+        .ok_or(Errno(ERANGE))?
+        .copy_from_slice(b);
+    Ok(b.len())
 }
 
 /// Opens `rel` beneath `dir` with Linux open(2) `flags` and `mode` as the GPU passed
@@ -446,7 +447,7 @@ impl Handler for Files {
     fn can_block(&self, service: u32) -> bool {
         // Reading and writing files: 64 MiB into a file on a slow file system holds up
         // every other port. (std's declared file services block as their declarations
-        // say: `, blocks` in `hostcall_client::std_services`.)
+        // say: `, blocks` in `hostcall_abi::std_services`.)
         matches!(
             Service::from_id(service),
             Some(Service::Read | Service::ReadToDevice | Service::Write | Service::WriteFromDevice)

@@ -20,10 +20,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use hostcall_abi::Service;
-use hostcall_abi::typed::Signature;
-use hostcall_client::std_services::{
+use hostcall_abi::std_services::{
     Environment, Fs, Identity, Lifecycle, Net, STD_DECLARED, StdHost, Time, serve_std,
 };
+use hostcall_abi::typed::Signature;
 
 pub(crate) use env::EnvPolicy;
 pub(crate) use fd_table::FdTable;

@@ -24,8 +24,8 @@ use hostcall_abi::errno::{
 };
 use hostcall_abi::net::consts::*;
 use hostcall_abi::net::{BACKLOG_MAX, POLLFD_SIZE, RESOLVED_MAX, SOCKADDR_MAX, decode, encode};
+use hostcall_abi::std_services::Net;
 use hostcall_abi::typed::Errno;
-use hostcall_client::std_services::Net;
 use rustix::event::{PollFd, PollFlags};
 use rustix::io::Errno as OsErrno;
 use rustix::net::sockopt;

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use hostcall_abi::errno::EIO;
+use hostcall_abi::std_services::{Identity, Lifecycle, Time};
 use hostcall_abi::typed::Errno;
-use hostcall_client::std_services::{Identity, Lifecycle, Time};
 
 use super::{Call, Handler, Malformed, Reply};
 use crate::guest_log::{GuestLog, Kind};

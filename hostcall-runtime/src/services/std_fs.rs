@@ -15,9 +15,9 @@ use hostcall_abi::errno::{
     EACCES, EBADF, EINVAL, ENAMETOOLONG, ENOENT, ENOSYS, ENOTDIR, EPERM, EROFS, ESPIPE, EXDEV,
 };
 use hostcall_abi::stat::FileStat;
+use hostcall_abi::std_services::Fs;
 use hostcall_abi::typed::Errno;
 use hostcall_abi::{AT_FDCWD, AT_REMOVEDIR, NAME_MAX, PATH_MAX};
-use hostcall_client::std_services::Fs;
 
 use crate::guest_log::GuestLog;
 
@@ -195,7 +195,7 @@ fn start_listing(file: &std::fs::File) -> Result<Listing, i32> {
     })
 }
 
-/// std's `Fs` on the host: each method of `hostcall_client::std_services::Fs` is done
+/// std's `Fs` on the host: each method of `hostcall_abi::std_services::Fs` is done
 /// here, where a reader finds it.
 impl Fs for Files {
     fn openat(&self, dirfd: i32, path: &[u8], flags: i32, mode: u32) -> Result<i32, Errno> {
@@ -288,7 +288,7 @@ impl Fs for Files {
     }
 
     fn getcwd(&self, out: &mut [u8]) -> Result<usize, Errno> {
-        Ok(put_path(out, &self.sandbox.cwd()))
+        put_path(out, &self.sandbox.cwd())
     }
 
     fn realpath(&self, path: &[u8], out: &mut [u8]) -> Result<usize, Errno> {
@@ -298,7 +298,7 @@ impl Fs for Files {
             .dir
             .canonicalize(&at.rel)
             .map_err(|e| at.mount.errno(&e, &self.log))?;
-        Ok(put_path(out, &self.sandbox.guest_path(at.mount, &rel)))
+        put_path(out, &self.sandbox.guest_path(at.mount, &rel))
     }
 
     fn readlink(&self, path: &[u8], out: &mut [u8]) -> Result<usize, Errno> {
@@ -316,7 +316,10 @@ impl Fs for Files {
         } else {
             target.as_os_str().as_bytes().to_vec()
         };
-        Ok(put_path(out, &target))
+        // What fits, as readlink(2): a caller whose buffer it fills tries a larger one.
+        let n = target.len().min(out.len());
+        out[..n].copy_from_slice(&target[..n]);
+        Ok(n)
     }
 
     fn unlinkat(&self, dirfd: i32, path: &[u8], flags: i32) -> Result<(), Errno> {

@@ -8,12 +8,12 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use hostcall_abi::errno::EFAULT;
+use hostcall_abi::std_services::ServeEach;
+use hostcall_abi::typed::closure_fixed_len;
 use hostcall_abi::typed::{
     Args, Decoder, DeviceReader, Dispatch, Errno, FIXED_INLINE, HostClosure, Incoming, NAMED_IDS,
     Ret, Signature, SlotRecord, UNBOUND, Waits, WireError, args_bytes, closure_fingerprint,
 };
-use hostcall_client::std_services::ServeEach;
-use hostcall_client::typed::closure_fixed_len;
 
 use super::{Call, Handler, Malformed, Reply};
 use crate::guest_log::escaped;
@@ -81,7 +81,7 @@ pub(crate) fn caller() -> (u32, u32) {
     CALLER.get()
 }
 
-/// The handlers of std's declared traits, as `hostcall_client::std_services::serve_std`
+/// The handlers of std's declared traits, as `hostcall_abi::std_services::serve_std`
 /// hands them over.
 #[derive(Default)]
 pub(crate) struct Collect(pub Vec<(&'static Signature, Arc<dyn Handler>)>);

@@ -4,8 +4,10 @@
 use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
+use hostcall_abi::typed::Errno;
 use hostcall_client::Channel;
-use hostcall_runtime::emulated::{EmuThread, EmulatedModule, WarpMode};
+use hostcall_client::typed::{Client, OnChannel};
+use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{Host, HostBuilder, Launch, RunReport};
 
 /// A host that captures output instead of echoing it, with a timeout far beyond any
@@ -17,9 +19,49 @@ pub fn quiet() -> HostBuilder {
         .timeout(Duration::from_secs(60))
 }
 
-/// `-errno` as a service returns it.
+/// `-errno` as a stream service returns it, and [`c`] a declared one's answer.
 pub fn neg(e: i32) -> i64 {
     -(e as i64)
+}
+
+/// The declared services `S` (`dyn Fs`, ...) over `ch`.
+pub fn svc<S: ?Sized>(ch: &Channel) -> Client<Emu, S> {
+    Client::new(OnChannel::new(*ch))
+}
+
+/// A declared service's value as one number, as C returns it.
+pub trait CValue {
+    fn to_i64(self) -> i64;
+}
+
+impl CValue for () {
+    fn to_i64(self) -> i64 {
+        0
+    }
+}
+
+impl CValue for i32 {
+    fn to_i64(self) -> i64 {
+        self.into()
+    }
+}
+
+impl CValue for i64 {
+    fn to_i64(self) -> i64 {
+        self
+    }
+}
+
+impl CValue for usize {
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+}
+
+/// A declared service's answer as one number: its value, or `-errno` (as [`neg`]), so
+/// that a test compares it with one literal.
+pub fn c<T: CValue>(r: Result<T, Errno>) -> i64 {
+    r.map_or_else(|e| neg(e.0), T::to_i64)
 }
 
 /// Runs `body` on `threads` emulated GPU threads of one block; returns thread 0's value

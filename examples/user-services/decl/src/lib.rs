@@ -2,7 +2,8 @@
 
 #![no_std]
 
-use hostcall_client::{Errno, service};
+use hostcall_abi::errno::Errno;
+use hostcall_abi::service;
 
 service! {
     /// A counter on the host, by numeric ids (as AMD's hostcall API numbers services).

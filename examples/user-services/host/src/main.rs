@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use hostcall_client::Errno;
+use hostcall_abi::errno::Errno;
 use hostcall_runtime::cuda::{CudaModule, CudaOptions};
 use hostcall_runtime::{Host, HostBuilder, Launch, module_image};
 use user_services_decl::{Counter, Greeter};
@@ -37,7 +37,7 @@ impl Greeter for HostGreeter {
 
 /// `Greeter` as an older version of the declaration had it.
 mod old {
-    hostcall_client::service! {
+    hostcall_abi::service! {
         pub trait Greeter {
             fn greet(&self, name: &str) -> u32;
         }

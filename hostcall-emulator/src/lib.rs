@@ -1,6 +1,7 @@
 //! A [`GpuModule`] whose "GPU threads" are OS threads running Rust closures over the
 //! real device half of the transport (`hostcall_client`), so the protocol, the server
-//! and every service are exercised without a GPU.
+//! and every service are exercised without a GPU. A crate of its own: it is the one
+//! host-side user of the GPU's client crate, which the host runtime does not depend on.
 //!
 //! Three warp models: [`WarpMode::Independent`] (every thread is a one-lane warp),
 //! [`WarpMode::Lockstep`] (32 consecutive threads of a block form a warp whose live
@@ -23,16 +24,15 @@ use std::time::Duration;
 
 use hostcall_abi::typed::Signature;
 use hostcall_abi::{ABI_VERSION, DeviceConfig, WARP_SIZE};
-use hostcall_client::typed::Client;
+use hostcall_client::typed::{Client, OnChannel};
 use hostcall_client::{Channel, Platform};
 
 use self::warp::{Grouping, SyncKind, Warp};
 
-use crate::module::{
-    DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, LaunchMemory, ModuleSlot,
-    StreamStop,
+use hostcall_runtime::{
+    DeviceMemory, Error, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, LaunchMemory,
+    ModuleSlot, Result, StreamStop,
 };
-use crate::{Error, Result};
 
 /// A kernel for the emulator: called once per emulated GPU thread.
 pub type EmuKernel = Arc<dyn Fn(&EmuThread) + Send + Sync>;
@@ -70,7 +70,7 @@ pub struct EmuThread {
 struct Trap;
 
 impl EmuThread {
-    /// The channel to the host, for `hostcall_client::calls::*::<Emu>`.
+    /// The channel to the host, for the stream services (`hostcall_client::calls::*::<Emu>`).
     pub fn channel(&self) -> &Channel {
         &self.channel
     }
@@ -84,7 +84,7 @@ impl EmuThread {
 
     /// A client of the declared services `S` (`dyn Trait`) over this thread's channel.
     pub fn client<S: ?Sized>(&self) -> Client<Emu, S> {
-        Client::new(self.channel)
+        Client::new(OnChannel::new(self.channel))
     }
 
     /// Stops this emulated thread the way `trap;` stops a GPU kernel.

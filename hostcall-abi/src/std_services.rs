@@ -1,16 +1,18 @@
 //! std's services, declared as users declare theirs (`service!`): each is one
 //! declaration here and one implementation in `hostcall-runtime`, which every host
-//! serves; the declaration is the service's convention. Their ids are fixed in
-//! `STD_IDS`, after those of the stream services (`hostcall_abi::Service`), and checked
+//! serves; the declaration is the service's convention, and lives here, below both
+//! halves, so that each depends on it and neither on the other. Their ids are fixed in
+//! `STD_IDS`, after those of the stream services ([`Service`](crate::Service)), and checked
 //! distinct when this crate compiles. Each method says how long it may keep the host
-//! (`quick`, `blocks`, `waits`: [`hostcall_abi::typed::Waits`]); a method that says
+//! (`quick`, `blocks`, `waits`: [`crate::typed::Waits`]); a method that says
 //! nothing does not compile here. A new trait is one more block below: the host's
 //! [`StdHost`] then lacks its implementation until it has one.
 //!
-//! Paths are bytes without a terminating NUL. Services that answer a string or a record
-//! fill the output buffer and return the length of the whole answer, which the caller
-//! compares with the room it gave. `dirfd` is a GPU fd of a directory, or
-//! [`AT_FDCWD`](hostcall_abi::AT_FDCWD) for the working directory; an absolute path
+//! Paths are bytes without a terminating NUL. An output buffer is cut to one lane's
+//! bulk buffer (`BULK_PER_LANE` bytes) on the way; a string answer that does not fit the
+//! room the host sees is refused with `ERANGE` (or cut, where the C call cuts it).
+//! `dirfd` is a GPU fd of a directory, or
+//! [`AT_FDCWD`](crate::AT_FDCWD) for the working directory; an absolute path
 //! ignores it, as on Linux.
 
 #[cfg(not(target_arch = "nvptx64"))]
@@ -20,8 +22,8 @@ extern crate alloc;
 use alloc::sync::Arc;
 
 #[cfg(not(target_arch = "nvptx64"))]
-use hostcall_abi::typed::Dispatch;
-use hostcall_abi::typed::{Errno, Signature, ids_distinct};
+use crate::typed::Dispatch;
+use crate::typed::{Errno, Signature, ids_distinct};
 
 use crate::service;
 
@@ -75,7 +77,7 @@ pub trait ServeEach {
 
 // No two of std's services share an id, the stream services' included.
 const _: () = assert!(
-    ids_distinct(STD_DECLARED, &hostcall_abi::Service::IDS),
+    ids_distinct(STD_DECLARED, &crate::Service::IDS),
     "two of std's services share an id"
 );
 
@@ -138,11 +140,14 @@ std_traits! {
         /// component when `follow` is not 0.
         fn statat(&self, dirfd: i32, path: &[u8], follow: u32, out: &mut [u8]) -> Result<(), Errno> =
             0x8000_0025, blocks;
-        /// The working directory, into `out`; returns its length.
+        /// The working directory, into `out`; returns its length (`ERANGE` when it does
+        /// not fit).
         fn getcwd(&self, out: &mut [u8]) -> Result<usize, Errno> = 0x8000_0026, quick;
-        /// The canonical absolute form of `path`, into `out`; returns its length.
+        /// The canonical absolute form of `path`, into `out`; returns its length
+        /// (`ERANGE` when it does not fit).
         fn realpath(&self, path: &[u8], out: &mut [u8]) -> Result<usize, Errno> = 0x8000_0027, blocks;
-        /// The target of the symbolic link `path`, into `out`; returns its length.
+        /// What fits in `out` of the target of the symbolic link `path`; returns its
+        /// length, as readlink(2) (a caller whose buffer it fills tries a larger one).
         fn readlink(&self, path: &[u8], out: &mut [u8]) -> Result<usize, Errno> = 0x8000_0028, blocks;
         /// Removes the file, or with `AT_REMOVEDIR` in `flags` the empty directory, `path`
         /// relative to `dirfd`.
