@@ -251,6 +251,9 @@ pub extern "ptx-kernel" fn ktyped(mode: u32, echo: u64) {
         }
         return;
     }
+    if mode != MODE_TYPED_NULL {
+        return;
+    }
     let started = gpu::now_ns();
     let mut bad = 0;
     for i in 0..NULL_PINGS {
@@ -355,7 +358,7 @@ pub extern "ptx-kernel" fn stencil(stream: u64) {
     if me < GRID * GRID {
         let (y, x) = (me / GRID, me % GRID);
         let base = CELLS.as_ptr() as u64;
-        let mut read = |i: usize| {
+        let read = |i: usize| {
             stream.send(TAG_LOAD, &(&CELLS[i] as *const AtomicU32 as u64 - base));
             f32::from_bits(CELLS[i].load(Ordering::Relaxed))
         };

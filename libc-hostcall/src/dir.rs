@@ -60,14 +60,14 @@ pub unsafe extern "C" fn fdopendir(fd: c_int) -> *mut Dir {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut Dir {
     // SAFETY: the caller's contract.
-    let fd = unsafe { crate::io::open64(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) };
+    let fd = unsafe { crate::fs::open64(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) };
     if fd < 0 {
         return core::ptr::null_mut();
     }
     // SAFETY: `fd` is the directory just opened, owned by the stream from here.
     let d = unsafe { fdopendir(fd) };
     if d.is_null() {
-        crate::io::close(fd);
+        crate::fs::close(fd);
     }
     d
 }
@@ -116,7 +116,7 @@ pub unsafe extern "C" fn closedir(d: *mut Dir) -> c_int {
     let fd = unsafe { (*d).fd };
     // SAFETY: the stream came from malloc and is not used after this.
     unsafe { free(d.cast()) };
-    crate::io::close(fd)
+    crate::fs::close(fd)
 }
 
 /// # Safety

@@ -16,8 +16,8 @@ use hostcall_client::calls;
 use hostcall_client::std_services::Net;
 use hostcall_client::typed::Client;
 
+use crate::fs::cstr;
 use crate::heap::{free, malloc};
-use crate::io::cstr;
 use crate::{Nvptx, channel, errno::ret, errno::set_errno, host};
 
 /// The largest datagram (or piece of a stream) one `Net.sendto` carries: what the lane's

@@ -1,21 +1,18 @@
-//! Files and directories. The GPU names files by path and holds descriptors of the
-//! runtime's own table: it can never reach a host descriptor other than stdio (0/1/2),
-//! and paths resolve only inside directories the embedder pre-opened.
+//! The GPU's files ([`Files`]: its fd table, its mounts, its stdio) and the stream
+//! services that read and write them: through the bulk buffer, by DMA, or posted to
+//! stdout and stderr in ticket order. The GPU holds descriptors of the runtime's own
+//! table: it can never reach a host descriptor other than stdio (0/1/2). std's declared
+//! `Fs` services (opening, stating, the directory tree) are `std_fs`'s.
 
 use std::fs::File;
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 
-use cap_fs_ext::OpenOptionsFollowExt;
-use cap_std::fs::{Metadata, MetadataExt, OpenOptions, OpenOptionsExt};
-use hostcall_abi::errno::{EAGAIN, EBADF, EFAULT, EINVAL, ENOTDIR, ERANGE, EROFS};
-use hostcall_abi::fcntl;
-use hostcall_abi::stat::{FileStat, STAT_SIZE};
-use hostcall_abi::typed::Errno;
+use hostcall_abi::errno::{EAGAIN, EBADF, EFAULT};
 use hostcall_abi::{DEVICE_READ_MAX, DEVICE_WRITE_MAX, POSTED_WAITS, Service};
 
 use super::fd_table::{Direction, FdTable, Handle, Waitable};
-use super::sandbox::{Access, Sandbox};
+use super::sandbox::Sandbox;
 use super::stdin::Stdin;
 
 use super::stdio::PostedError;
@@ -23,41 +20,6 @@ use super::wait::{self, Interest, Watch};
 use super::{Call, Handler, Malformed, Reply, Stdio, errno_of};
 use crate::guest_log::{GuestLog, Kind};
 use crate::module::{DeviceMemory, StreamStop};
-
-// The open flags on the wire are the host's own (`hostcall_abi::fcntl`): pinned here
-// against the OS's values, so a wrong one does not compile.
-const _: () = {
-    use rustix::fs::{AtFlags as At, OFlags as O};
-    let pins: [(i32, u32); 16] = [
-        (fcntl::O_WRONLY, O::WRONLY.bits()),
-        (fcntl::O_RDWR, O::RDWR.bits()),
-        (fcntl::O_ACCMODE, O::RWMODE.bits()),
-        (fcntl::O_CREAT, O::CREATE.bits()),
-        (fcntl::O_EXCL, O::EXCL.bits()),
-        (fcntl::O_NOCTTY, O::NOCTTY.bits()),
-        (fcntl::O_TRUNC, O::TRUNC.bits()),
-        (fcntl::O_APPEND, O::APPEND.bits()),
-        (fcntl::O_NONBLOCK, O::NONBLOCK.bits()),
-        (fcntl::O_LARGEFILE, O::LARGEFILE.bits()),
-        (fcntl::O_DIRECTORY, O::DIRECTORY.bits()),
-        (fcntl::O_NOFOLLOW, O::NOFOLLOW.bits()),
-        (fcntl::O_CLOEXEC, O::CLOEXEC.bits()),
-        (fcntl::O_TMPFILE, O::TMPFILE.bits()),
-        (fcntl::AT_SYMLINK_NOFOLLOW, At::SYMLINK_NOFOLLOW.bits()),
-        (fcntl::AT_REMOVEDIR, At::REMOVEDIR.bits()),
-    ];
-    let mut i = 0;
-    while i < pins.len() {
-        assert!(
-            pins[i].0 as u32 == pins[i].1,
-            "an fcntl flag differs from the OS's"
-        );
-        i += 1;
-    }
-    assert!(fcntl::O_RDONLY as u32 == O::RDONLY.bits());
-    assert!(fcntl::AT_SYMLINK_FOLLOW as u32 == At::SYMLINK_FOLLOW.bits());
-    assert!(fcntl::AT_EMPTY_PATH as u32 == At::EMPTY_PATH.bits());
-};
 
 /// Writes what it takes of `data` to the file `h`: a socket with `MSG_NOSIGNAL`, so a
 /// peer that has gone answers `EPIPE` rather than ending the host process with
@@ -132,91 +94,6 @@ pub(crate) fn is_stdio(fd: i32) -> bool {
 
 pub(crate) fn to_reply(r: Result<Reply, i32>) -> Reply {
     r.unwrap_or_else(Reply::errno)
-}
-
-pub(crate) fn stat_of(m: &Metadata) -> FileStat {
-    FileStat {
-        dev: m.dev(),
-        ino: m.ino(),
-        nlink: m.nlink(),
-        mode: m.mode(),
-        uid: m.uid(),
-        gid: m.gid(),
-        rdev: m.rdev(),
-        size: i64::try_from(m.size()).unwrap_or(i64::MAX),
-        blksize: i64::try_from(m.blksize()).unwrap_or(i64::MAX),
-        blocks: i64::try_from(m.blocks()).unwrap_or(i64::MAX),
-        atime: (m.atime(), m.atime_nsec()),
-        mtime: (m.mtime(), m.mtime_nsec()),
-        ctime: (m.ctime(), m.ctime_nsec()),
-    }
-}
-
-/// Writes `s` into `out` as the x86_64 `struct stat`.
-pub(crate) fn put_stat(out: &mut [u8], s: FileStat) -> Result<(), i32> {
-    out.get_mut(..STAT_SIZE)
-        .ok_or(EINVAL)?
-        .copy_from_slice(&s.encode());
-    Ok(())
-}
-
-/// Writes the path `b` into `out` and returns its length; `ERANGE` when it does not fit,
-/// as `getcwd` answers.
-pub(crate) fn put_path(out: &mut [u8], b: &[u8]) -> Result<usize, Errno> {
-    out.get_mut(..b.len())
-        .ok_or(Errno(ERANGE))?
-        .copy_from_slice(b);
-    Ok(b.len())
-}
-
-/// Opens `rel` beneath `dir` with Linux open(2) `flags` and `mode` as the GPU passed
-/// them. `Err(None)`: flags the service refuses (`EINVAL`); `Err(Some(e))`: the
-/// refusal of the OS, or `EROFS` for a write in a read-only mount.
-pub(crate) fn open_beneath(
-    dir: &cap_std::fs::Dir,
-    rel: &std::path::Path,
-    access: Access,
-    fl: i32,
-    mode: u32,
-) -> Result<File, Option<std::io::Error>> {
-    if fl & !fcntl::O_SERVED != 0 {
-        return Err(None);
-    }
-    let acc = fl & fcntl::O_ACCMODE;
-    let writes = acc == fcntl::O_WRONLY || acc == fcntl::O_RDWR;
-    let creates = fl & fcntl::O_CREAT != 0;
-    if access == Access::ReadOnly
-        && (writes || creates || fl & (fcntl::O_TRUNC | fcntl::O_APPEND) != 0)
-    {
-        return Err(Some(std::io::Error::from_raw_os_error(EROFS)));
-    }
-    let mut o = OpenOptions::new();
-    o.read(acc != fcntl::O_WRONLY)
-        .write(writes)
-        .append(fl & fcntl::O_APPEND != 0)
-        .truncate(fl & fcntl::O_TRUNC != 0)
-        // Permission bits only: never setuid, setgid or sticky on the host.
-        .mode(mode & 0o777);
-    if fl & fcntl::O_NONBLOCK != 0 {
-        o.custom_flags(fcntl::O_NONBLOCK);
-    }
-    if fl & fcntl::O_NOFOLLOW != 0 {
-        // A link as the last component is refused (ELOOP), as std's remove_dir_all
-        // relies on to never follow a link it meets.
-        o.follow(cap_fs_ext::FollowSymlinks::No);
-    }
-    if creates {
-        if fl & fcntl::O_EXCL != 0 {
-            o.create_new(true);
-        } else {
-            o.create(true);
-        }
-    }
-    let f = dir.open_with(rel, &o).map_err(Some)?.into_std();
-    if fl & fcntl::O_DIRECTORY != 0 && !f.metadata().map_err(Some)?.is_dir() {
-        return Err(Some(std::io::Error::from_raw_os_error(ENOTDIR)));
-    }
-    Ok(f)
 }
 
 impl Files {
