@@ -33,11 +33,6 @@ impl<P> OnChannel<P> {
             _platform: PhantomData,
         }
     }
-
-    /// Its channel.
-    pub fn channel(&self) -> &Channel {
-        &self.ch
-    }
 }
 
 #[cfg(target_arch = "nvptx64")]
@@ -66,7 +61,7 @@ pub type Client<P, S> = abi::Client<OnChannel<P>, S>;
 /// and returns its answer as `R`. A service that cannot fail and fails (no handler, a
 /// malformed request, a handler's panic) ends the launch with the thread, the service
 /// and the errno, as a Rust call that cannot fail has no way to report it.
-pub fn call<P: Platform, R: Ret, const W: usize>(
+fn call<P: Platform, R: Ret, const W: usize>(
     ch: &Channel,
     id: u32,
     fixed_len: usize,
