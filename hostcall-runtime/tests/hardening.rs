@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 
-use common::{c, neg, quiet, run_on, svc};
+use common::{c, c0, neg, quiet, run_on, svc};
 use hostcall_abi::errno::*;
 use hostcall_abi::fcntl::{O_CREAT, O_RDONLY, O_WRONLY};
 use hostcall_abi::std_services::{Fs, Lifecycle};
@@ -94,7 +94,7 @@ fn swapping_a_directory_for_a_symlink_mid_call_does_not_escape() {
                     0o600,
                 ));
                 if fd >= 0 {
-                    c(svc::<dyn Fs>(ch).close(fd as i32));
+                    c0(svc::<dyn Fs>(ch).close(fd as i32));
                 }
                 fd >= 0
             })

@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering::{Acquire, Release};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{c, neg, quiet, svc};
+use common::{c, c0, neg, quiet, svc};
 use hostcall_abi::errno::*;
 use hostcall_abi::net::consts::*;
 use hostcall_abi::net::{SOCKADDR_MAX, decode, encode};
@@ -124,8 +124,8 @@ fn a_gpu_server_answers_a_host_client() {
         let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
         calls::write::<Emu>(ch, conn, head.as_bytes());
         calls::write::<Emu>(ch, conn, body);
-        c(svc::<dyn Fs>(ch).close(conn));
-        c(svc::<dyn Fs>(ch).close(fd));
+        c0(svc::<dyn Fs>(ch).close(conn));
+        c0(svc::<dyn Fs>(ch).close(fd));
         (String::from_utf8(req).unwrap(), decode(&peer).unwrap().ip())
     });
     let (req, peer) = &r[0];
@@ -292,7 +292,7 @@ fn sockets_are_bounded_like_open_files() {
         let net = svc::<dyn Net>(ch);
         let (a, b) = (tcp(ch), tcp(ch));
         let third = net.socket(AF_INET, SOCK_DGRAM, 0);
-        c(svc::<dyn Fs>(ch).close(a));
+        c0(svc::<dyn Fs>(ch).close(a));
         let again = net.socket(AF_INET, SOCK_DGRAM, 0).is_ok();
         (b, third, again)
     });
@@ -321,9 +321,9 @@ fn a_duplicated_socket_is_the_same_connection() {
         let over = c(svc::<dyn Fs>(ch).dup(fd));
         calls::write::<Emu>(ch, fd, b"a");
         calls::write::<Emu>(ch, copy, b"b");
-        c(svc::<dyn Fs>(ch).close(fd));
+        c0(svc::<dyn Fs>(ch).close(fd));
         calls::write::<Emu>(ch, copy, b"c");
-        c(svc::<dyn Fs>(ch).close(copy));
+        c0(svc::<dyn Fs>(ch).close(copy));
         (copy > fd, over, c(svc::<dyn Fs>(ch).dup(1)))
     });
     assert_eq!(r[0], (true, neg(EMFILE), neg(ENOSYS)));
@@ -706,7 +706,7 @@ fn a_lingering_close_does_not_hold_the_host() {
             let mut back = [0u8; 8];
             net.getsockopt(fd, SOL_SOCKET, SO_LINGER, &mut back)
                 .unwrap();
-            let closed = c(svc::<dyn Fs>(ch).close(fd));
+            let closed = c0(svc::<dyn Fs>(ch).close(fd));
             (sent, back, closed)
         })
     });
@@ -757,7 +757,7 @@ fn a_socket_closed_under_a_waiting_call_ends_the_wait_and_closes() {
                     std::thread::yield_now();
                 }
                 std::thread::sleep(Duration::from_millis(200));
-                Ok(c(svc::<dyn Fs>(ch).close(i32::from(fd_of.load(Acquire)))) as i32)
+                Ok(c0(svc::<dyn Fs>(ch).close(i32::from(fd_of.load(Acquire)))) as i32)
             }
         })
     });

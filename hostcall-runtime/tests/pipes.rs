@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use common::{c, mkfifo, quiet, svc, within};
+use common::{c, c0, mkfifo, quiet, svc, within};
 use hostcall_abi::fcntl::AT_FDCWD;
 use hostcall_abi::std_services::Fs;
 use hostcall_client::calls;
@@ -54,7 +54,7 @@ fn send(t: &EmuThread, fd: i32, piece: usize) -> i64 {
         assert!(n > 0, "write: {n}");
         sent += n as usize;
     }
-    c(svc::<dyn Fs>(t.channel()).close(fd));
+    c0(svc::<dyn Fs>(t.channel()).close(fd));
     sent as i64
 }
 
@@ -72,7 +72,7 @@ fn drain(t: &EmuThread, fd: i32, piece: usize) -> i64 {
             e => panic!("read: {e}"),
         }
     }
-    c(svc::<dyn Fs>(t.channel()).close(fd));
+    c0(svc::<dyn Fs>(t.channel()).close(fd));
     got
 }
 

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use common::{c, neg, quiet, run_on, svc};
+use common::{c, c0, neg, quiet, run_on, svc};
 use hostcall_abi::errno::*;
 use hostcall_abi::fcntl::AT_FDCWD;
 use hostcall_abi::fcntl::{O_CLOEXEC, O_CREAT, O_EXCL, O_RDONLY, O_RDWR, O_TRUNC, O_WRONLY};
@@ -73,7 +73,7 @@ fn very_large_writes_go_by_dma_in_one_round_trip() {
         let fd =
             c(svc::<dyn Fs>(ch).openat(AT_FDCWD, &p, O_WRONLY | O_CREAT | O_TRUNC, 0o600)) as i32;
         let wrote = calls::write::<Emu>(ch, fd, &d);
-        c(svc::<dyn Fs>(ch).close(fd));
+        c0(svc::<dyn Fs>(ch).close(fd));
         wrote
     });
     assert_eq!(r, data.len() as i64);
@@ -191,19 +191,19 @@ fn files_round_trip_inside_a_preopened_dir() {
             0o644,
         )) as i32;
         let wrote = calls::write::<Emu>(ch, fd, b"hello, host");
-        let closed = c(svc::<dyn Fs>(ch).close(fd));
+        let closed = c0(svc::<dyn Fs>(ch).close(fd));
         let fd2 = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, &p, O_RDWR, 0)) as i32;
         let end = c(svc::<dyn Fs>(ch).lseek(fd2, 0, 2));
         let start = c(svc::<dyn Fs>(ch).lseek(fd2, 7, 0));
         let mut buf = [0u8; 64];
         let n = calls::read::<Emu>(ch, fd2, &mut buf);
         let mut st = [0u8; STAT_SIZE];
-        let fs = c(svc::<dyn Fs>(ch).fstat(fd2, &mut st));
+        let fs = c0(svc::<dyn Fs>(ch).fstat(fd2, &mut st));
         let mut st2 = [0u8; STAT_SIZE];
-        let ps = c(svc::<dyn Fs>(ch).statat(AT_FDCWD, &p, true as u32, &mut st2));
+        let ps = c0(svc::<dyn Fs>(ch).statat(AT_FDCWD, &p, true as u32, &mut st2));
         let again = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, &p, O_WRONLY | O_CREAT | O_EXCL, 0o644));
-        c(svc::<dyn Fs>(ch).close(fd2));
-        let closed_twice = c(svc::<dyn Fs>(ch).close(fd2));
+        c0(svc::<dyn Fs>(ch).close(fd2));
+        let closed_twice = c0(svc::<dyn Fs>(ch).close(fd2));
         (
             fd,
             wrote,
@@ -250,7 +250,7 @@ fn paths_outside_preopened_dirs_are_denied_whether_or_not_they_exist() {
             c(svc::<dyn Fs>(ch).openat(AT_FDCWD, escaped.as_bytes(), O_RDONLY, 0)),
             c(svc::<dyn Fs>(ch).openat(AT_FDCWD, nowhere.as_bytes(), O_RDONLY, 0)),
             c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/data/missing", O_RDONLY, 0)),
-            c(svc::<dyn Fs>(ch).statat(AT_FDCWD, secret.as_bytes(), true as u32, &mut st)),
+            c0(svc::<dyn Fs>(ch).statat(AT_FDCWD, secret.as_bytes(), true as u32, &mut st)),
             c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"", O_RDONLY, 0)),
             c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/data/missing", 0o40000000, 0)),
         )

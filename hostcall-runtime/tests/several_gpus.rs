@@ -9,7 +9,7 @@ use hostcall_abi::fcntl::{O_CREAT, O_WRONLY};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use common::{c, quiet, svc};
+use common::{c, c0, quiet, svc};
 use hostcall_abi::fcntl::AT_FDCWD;
 use hostcall_abi::std_services::{Fs, Lifecycle};
 use hostcall_client::calls;
@@ -35,7 +35,7 @@ fn two_gpus_share_one_file_table_and_know_which_gpu_they_are() {
             let line = format!("gpu {gpu} has fd {fd}\n");
             calls::write::<Emu>(ch, 1, line.as_bytes());
             both_open.wait();
-            c(svc::<dyn Fs>(ch).close(fd));
+            c0(svc::<dyn Fs>(ch).close(fd));
         })
     };
     let host = quiet().preopen_dir(dir.path(), "/data").build().unwrap();

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{c, neg, quiet, run_on, svc};
+use common::{c, c0, neg, quiet, run_on, svc};
 use hostcall_abi::dirent;
 use hostcall_abi::errno::*;
 use hostcall_abi::fcntl::{O_CREAT, O_DIRECTORY, O_NOFOLLOW, O_RDONLY, O_WRONLY};
@@ -19,16 +19,16 @@ fn directories_are_made_renamed_linked_and_removed_inside_the_mount() {
     std::fs::write(dir.path().join("f"), "data").unwrap();
     let (r, _) = run_on(quiet().preopen_dir(dir.path(), "/d"), 1, |ch, _| {
         [
-            c(svc::<dyn Fs>(ch).mkdir(b"/d/sub", 0o7755)),
-            c(svc::<dyn Fs>(ch).mkdir(b"/d/sub", 0o755)),
-            c(svc::<dyn Fs>(ch).rename(b"/d/f", b"/d/sub/g")),
-            c(svc::<dyn Fs>(ch).link(b"/d/sub/g", b"/d/h")),
-            c(svc::<dyn Fs>(ch).rename(b"/d/missing", b"/d/x")),
-            c(svc::<dyn Fs>(ch).unlinkat(AT_FDCWD, b"/d/sub", AT_REMOVEDIR)),
-            c(svc::<dyn Fs>(ch).unlinkat(AT_FDCWD, b"/d/sub/g", 0)),
-            c(svc::<dyn Fs>(ch).unlinkat(AT_FDCWD, b"/d/sub", AT_REMOVEDIR)),
-            c(svc::<dyn Fs>(ch).unlinkat(AT_FDCWD, b"/d/h", 0)),
-            c(svc::<dyn Fs>(ch).unlinkat(AT_FDCWD, b"/d/h", 0)),
+            c0(svc::<dyn Fs>(ch).mkdir(b"/d/sub", 0o7755)),
+            c0(svc::<dyn Fs>(ch).mkdir(b"/d/sub", 0o755)),
+            c0(svc::<dyn Fs>(ch).rename(b"/d/f", b"/d/sub/g")),
+            c0(svc::<dyn Fs>(ch).link(b"/d/sub/g", b"/d/h")),
+            c0(svc::<dyn Fs>(ch).rename(b"/d/missing", b"/d/x")),
+            c0(svc::<dyn Fs>(ch).unlinkat(AT_FDCWD, b"/d/sub", AT_REMOVEDIR)),
+            c0(svc::<dyn Fs>(ch).unlinkat(AT_FDCWD, b"/d/sub/g", 0)),
+            c0(svc::<dyn Fs>(ch).unlinkat(AT_FDCWD, b"/d/sub", AT_REMOVEDIR)),
+            c0(svc::<dyn Fs>(ch).unlinkat(AT_FDCWD, b"/d/h", 0)),
+            c0(svc::<dyn Fs>(ch).unlinkat(AT_FDCWD, b"/d/h", 0)),
         ]
     });
     assert_eq!(
@@ -54,7 +54,7 @@ fn made_directories_get_permission_bits_only() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let (r, _) = run_on(quiet().preopen_dir(dir.path(), "/d"), 1, |ch, _| {
-        c(svc::<dyn Fs>(ch).mkdir(b"/d/s", 0o7700))
+        c0(svc::<dyn Fs>(ch).mkdir(b"/d/s", 0o7700))
     });
     assert_eq!(r, 0);
     let mode = std::fs::metadata(dir.path().join("s"))
@@ -75,12 +75,12 @@ fn two_mounts_refuse_cross_renames_and_read_only_mounts_refuse_every_change() {
     let (r, _) = run_on(host, 1, |ch, _| {
         let fd = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/b/f", O_RDONLY, 0)) as i32;
         [
-            c(svc::<dyn Fs>(ch).rename(b"/a/f", b"/b/g")),
-            c(svc::<dyn Fs>(ch).mkdir(b"/b/s", 0o755)),
-            c(svc::<dyn Fs>(ch).unlinkat(AT_FDCWD, b"/b/f", 0)),
-            c(svc::<dyn Fs>(ch).chmod(b"/b/f", 0o600)),
-            c(svc::<dyn Fs>(ch).fchmod(fd, 0o600)),
-            c(svc::<dyn Fs>(ch).symlink(b"f", b"/b/l")),
+            c0(svc::<dyn Fs>(ch).rename(b"/a/f", b"/b/g")),
+            c0(svc::<dyn Fs>(ch).mkdir(b"/b/s", 0o755)),
+            c0(svc::<dyn Fs>(ch).unlinkat(AT_FDCWD, b"/b/f", 0)),
+            c0(svc::<dyn Fs>(ch).chmod(b"/b/f", 0o600)),
+            c0(svc::<dyn Fs>(ch).fchmod(fd, 0o600)),
+            c0(svc::<dyn Fs>(ch).symlink(b"f", b"/b/l")),
         ]
     });
     assert_eq!(
@@ -104,7 +104,7 @@ fn symlinks_the_gpu_makes_are_relative_without_dotdot() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("sub")).unwrap();
     let (r, _) = run_on(quiet().preopen_dir(dir.path(), "/d"), 1, |ch, _| {
-        let link = |t: &[u8], l: &[u8]| c(svc::<dyn Fs>(ch).symlink(t, l));
+        let link = |t: &[u8], l: &[u8]| c0(svc::<dyn Fs>(ch).symlink(t, l));
         [
             link(b"../x", b"/d/sub/up"),
             link(b"x", b"/d/sub/here"),
@@ -131,14 +131,14 @@ fn at_calls_resolve_beneath_a_directory_fd_and_nofollow_refuses_a_link() {
     let (r, _) = run_on(quiet().preopen_dir(dir.path(), "/d"), 1, |ch, _| {
         let t = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/d/t", O_RDONLY | O_DIRECTORY, 0)) as i32;
         let mut st = [0u8; STAT_SIZE];
-        let stat = c(svc::<dyn Fs>(ch).statat(t, b"f", false as u32, &mut st));
+        let stat = c0(svc::<dyn Fs>(ch).statat(t, b"f", false as u32, &mut st));
         let inner =
             c(svc::<dyn Fs>(ch).openat(t, b"inner", O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0));
         let through_link =
             c(svc::<dyn Fs>(ch).openat(t, b"link", O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0));
         let escape = c(svc::<dyn Fs>(ch).openat(t, b"../../x", O_WRONLY | O_CREAT, 0o600));
         let f = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/d/t/f", O_RDONLY, 0)) as i32;
-        let not_dir = c(svc::<dyn Fs>(ch).statat(f, b"x", false as u32, &mut [0u8; STAT_SIZE]));
+        let not_dir = c0(svc::<dyn Fs>(ch).statat(f, b"x", false as u32, &mut [0u8; STAT_SIZE]));
         (
             stat,
             FileStat::decode(&st).size,
@@ -146,8 +146,8 @@ fn at_calls_resolve_beneath_a_directory_fd_and_nofollow_refuses_a_link() {
             through_link,
             escape,
             not_dir,
-            c(svc::<dyn Fs>(ch).unlinkat(t, b"f", 0)),
-            c(svc::<dyn Fs>(ch).unlinkat(t, b"inner", AT_REMOVEDIR)),
+            c0(svc::<dyn Fs>(ch).unlinkat(t, b"f", 0)),
+            c0(svc::<dyn Fs>(ch).unlinkat(t, b"inner", AT_REMOVEDIR)),
         )
     });
     assert_eq!(r, (0, 5, true, neg(ELOOP), neg(EACCES), neg(ENOTDIR), 0, 0));
@@ -206,13 +206,13 @@ fn fd_services_truncate_sync_and_chmod() {
         let fd = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/d/f", O_WRONLY, 0)) as i32;
         let ro = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/d/f", O_RDONLY, 0)) as i32;
         [
-            c(svc::<dyn Fs>(ch).ftruncate(fd, 5)),
-            c(svc::<dyn Fs>(ch).fsync(fd)),
-            c(svc::<dyn Fs>(ch).fchmod(fd, 0o4640)),
-            c(svc::<dyn Fs>(ch).ftruncate(ro, 0)),
-            c(svc::<dyn Fs>(ch).ftruncate(fd, -1)),
-            c(svc::<dyn Fs>(ch).fsync(99)),
-            c(svc::<dyn Fs>(ch).fsync(1)),
+            c0(svc::<dyn Fs>(ch).ftruncate(fd, 5)),
+            c0(svc::<dyn Fs>(ch).fsync(fd)),
+            c0(svc::<dyn Fs>(ch).fchmod(fd, 0o4640)),
+            c0(svc::<dyn Fs>(ch).ftruncate(ro, 0)),
+            c0(svc::<dyn Fs>(ch).ftruncate(fd, -1)),
+            c0(svc::<dyn Fs>(ch).fsync(99)),
+            c0(svc::<dyn Fs>(ch).fsync(1)),
         ]
     });
     assert_eq!(

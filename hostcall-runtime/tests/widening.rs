@@ -9,7 +9,7 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use common::{c, neg, quiet, run_on, svc};
+use common::{c, c0, neg, quiet, run_on, svc};
 use hostcall_abi::AT_FDCWD;
 use hostcall_abi::errno::*;
 use hostcall_abi::fcntl::{O_CREAT, O_WRONLY};
@@ -41,7 +41,7 @@ fn links_the_gpu_makes_resolve_below_their_directory_wherever_they_move() {
     let (_tmp, root, outside) = dirs();
     std::os::unix::fs::symlink("../inside.txt", root.join("sub/hostmade")).unwrap();
     let (r, _) = run_on(quiet().preopen_dir(&root, "/data"), 1, |ch, _| {
-        let link = |t: &[u8], l: &[u8]| c(svc::<dyn Fs>(ch).symlink(t, l));
+        let link = |t: &[u8], l: &[u8]| c0(svc::<dyn Fs>(ch).symlink(t, l));
         [
             link(b"../../secret", b"/data/a/b/l"),
             link(b"..", b"/data/a/up"),
@@ -50,9 +50,9 @@ fn links_the_gpu_makes_resolve_below_their_directory_wherever_they_move() {
             link(b"../../../victim", b"/data/d/d/d/out.json"),
             link(b"/etc/passwd", b"/data/abs"),
             link(b"sub/x", b"/data/down"),
-            c(svc::<dyn Fs>(ch).link(b"/data/sub/hostmade", b"/data/hl")),
-            c(svc::<dyn Fs>(ch).rename(b"/data/sub/hostmade", b"/data/moved")),
-            c(svc::<dyn Fs>(ch).rename(b"/data/down", b"/data/a/down")),
+            c0(svc::<dyn Fs>(ch).link(b"/data/sub/hostmade", b"/data/hl")),
+            c0(svc::<dyn Fs>(ch).rename(b"/data/sub/hostmade", b"/data/moved")),
+            c0(svc::<dyn Fs>(ch).rename(b"/data/down", b"/data/a/down")),
         ]
     });
     assert_eq!(
@@ -123,10 +123,10 @@ fn modes_never_gain_group_or_other_write() {
         let fd = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/w/new.txt", O_WRONLY | O_CREAT, 0o666));
         let at = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/w/at.txt", O_WRONLY | O_CREAT, 0o666));
         [
-            c(svc::<dyn Fs>(ch).chmod(b"/w", 0o777)),
-            c(svc::<dyn Fs>(ch).chmod(b"/w/inside.txt", 0o777)),
-            c(svc::<dyn Fs>(ch).mkdir(b"/w/dir", 0o777)),
-            c(svc::<dyn Fs>(ch).fchmod(fd as i32, 0o666)),
+            c0(svc::<dyn Fs>(ch).chmod(b"/w", 0o777)),
+            c0(svc::<dyn Fs>(ch).chmod(b"/w/inside.txt", 0o777)),
+            c0(svc::<dyn Fs>(ch).mkdir(b"/w/dir", 0o777)),
+            c0(svc::<dyn Fs>(ch).fchmod(fd as i32, 0o666)),
             (fd >= 3) as i64,
             (at >= 3) as i64,
         ]
@@ -146,7 +146,7 @@ fn modes_never_gain_group_or_other_write() {
         .preopen_dir(&root, "/w")
         .allow_group_other_write(true);
     let (r, _) = run_on(host, 1, |ch, _| {
-        c(svc::<dyn Fs>(ch).chmod(b"/w/inside.txt", 0o777))
+        c0(svc::<dyn Fs>(ch).chmod(b"/w/inside.txt", 0o777))
     });
     assert_eq!(r, 0);
     assert_eq!(
@@ -219,7 +219,7 @@ fn a_mount_point_inside_a_grant_is_refused_unless_allowed() {
         .allow_mount_points_inside(true);
     let (r, _) = run_on(host, 1, |ch, _| {
         let mut st = [0u8; hostcall_abi::stat::STAT_SIZE];
-        c(svc::<dyn Fs>(ch).statat(AT_FDCWD, b"/data/a/mnt/secret", true as u32, &mut st))
+        c0(svc::<dyn Fs>(ch).statat(AT_FDCWD, b"/data/a/mnt/secret", true as u32, &mut st))
     });
     assert_eq!(r, 0, "crossed, as the embedder allowed");
 }

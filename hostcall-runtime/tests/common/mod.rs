@@ -29,39 +29,15 @@ pub fn svc<S: ?Sized>(ch: &Channel) -> Client<Emu, S> {
     Client::new(OnChannel::new(*ch))
 }
 
-/// A declared service's value as one number, as C returns it.
-pub trait CValue {
-    fn to_i64(self) -> i64;
-}
-
-impl CValue for () {
-    fn to_i64(self) -> i64 {
-        0
-    }
-}
-
-impl CValue for i32 {
-    fn to_i64(self) -> i64 {
-        self.into()
-    }
-}
-
-impl CValue for i64 {
-    fn to_i64(self) -> i64 {
-        self
-    }
-}
-
-impl CValue for usize {
-    fn to_i64(self) -> i64 {
-        self as i64
-    }
-}
-
 /// A declared service's answer as one number: its value, or `-errno` (as [`neg`]), so
 /// that a test compares it with one literal.
-pub fn c<T: CValue>(r: Result<T, Errno>) -> i64 {
-    r.map_or_else(|e| neg(e.0), T::to_i64)
+pub fn c<T: TryInto<i64>>(r: Result<T, Errno>) -> i64 {
+    r.map_or_else(|e| neg(e.0), |v| v.try_into().unwrap_or(i64::MAX))
+}
+
+/// [`c`] of a service that answers nothing: 0, or `-errno`.
+pub fn c0(r: Result<(), Errno>) -> i64 {
+    c(r.map(|()| 0))
 }
 
 /// Runs `body` on `threads` emulated GPU threads of one block; returns thread 0's value
