@@ -1,4 +1,5 @@
-//! `hard_link`, `symlink`, `read_link`, `symlink_metadata`, `canonicalize`. (A link
+//! `hard_link`, `symlink`, `read_link` (of a target longer than its first buffer too),
+//! `symlink_metadata`, `canonicalize`. (A link
 //! whose target has `..` is refused on the GPU by the host's rule for links, see the
 //! README's threat model, so none is made here.)
 
@@ -25,6 +26,12 @@ pub fn main() {
     symlink("missing.txt", "dangling.txt").unwrap();
     println!("dangling: {:?}", fs::read_to_string("dangling.txt").map_err(|e| e.kind()));
     println!("read_link of a file: {:?}", fs::read_link("target.txt").map_err(|e| e.kind()));
+    // A target longer than the 256 bytes std's read_link first offers: it grows its buffer
+    // while readlink fills it.
+    let long = "sub/".repeat(80) + "far.txt";
+    symlink(&long, "long.txt").unwrap();
+    let back = fs::read_link("long.txt").map(|p| p.as_os_str().len() == long.len());
+    println!("read_link of a {}-byte target: {:?}", long.len(), back);
     println!("link over existing: {:?}", fs::hard_link("target.txt", "hard.txt").map_err(|e| e.kind()));
     fs::remove_file("target.txt").unwrap();
     println!("hard survives: {}", fs::read_to_string("hard.txt").unwrap());
