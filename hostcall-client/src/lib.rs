@@ -1,13 +1,15 @@
 //! The GPU half of the hostcall transport, written as plain Rust over the few hardware
 //! primitives of [`Platform`]. On nvptx64 those are PTX instructions (`nvptx::Nvptx`);
-//! on the host the runtime's emulator implements them with OS threads, so the exact code
-//! that runs on the GPU is what the CPU tests drive.
+//! on the host the emulator (`hostcall-emulator`) implements them with OS threads, so the
+//! exact code that runs on the GPU is what the CPU tests drive.
 //!
 //! [`Channel::call`] is one round trip for the calling lane, travelling in one packet with
-//! every lane of its warp that calls at the same time. [`calls`] builds each service's
-//! requests (chunking bulk data) on top of it; libc-hostcall's C functions are thin
-//! wrappers over [`calls`]. [`service!`] declares typed services, whose GPU stubs
-//! ([`typed::Client`]) and host dispatch come from the one declaration.
+//! every lane of its warp that calls at the same time. Declared services
+//! ([`service!`](macro@service), std's in [`std_services`], both `hostcall_abi`'s) are called through
+//! their [`typed::Client`], whose [`Caller`](hostcall_abi::typed::Caller) here is
+//! [`typed::OnChannel`]; [`calls`] holds the stream services' calls (reads and writes in
+//! chunks, by DMA, or posted in ticket order). libc-hostcall's C functions call one or
+//! the other.
 
 #![no_std]
 #![cfg_attr(

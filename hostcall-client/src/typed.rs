@@ -1,5 +1,5 @@
 //! Typed services on the GPU: the [`Caller`] over a channel ([`OnChannel`]) that the
-//! stubs [`service!`](crate::service) generates and [`HostFn`]s call through. Both build
+//! stubs [`service!`](macro@crate::service) generates and [`HostFn`]s call through. Both build
 //! an ordinary request (the wire format is `hostcall_abi::typed`'s), so a typed call
 //! costs what any call costs.
 

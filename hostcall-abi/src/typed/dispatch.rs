@@ -13,7 +13,7 @@ pub struct Incoming<'a> {
     pub input: &'a [u8],
     /// Room for the bytes that go back.
     pub out: &'a mut [u8],
-    /// The launch's memory, for [`DeviceSlice`] arguments.
+    /// The launch's memory, for [`DeviceSlice`](super::DeviceSlice) arguments.
     pub device: Option<&'a dyn DeviceReader>,
 }
 
@@ -32,7 +32,7 @@ pub trait Dispatch<T: ?Sized> {
     ) -> Result<Answered, WireError>;
 }
 
-/// `args[1..6]` as bytes, for [`Decoder::new`].
+/// `args[1..6]` as bytes, for [`Decoder::new`](super::Decoder::new).
 #[inline]
 pub fn args_bytes(args: &[u64; 6]) -> [u8; FIXED_INLINE] {
     let mut b = [0u8; FIXED_INLINE];

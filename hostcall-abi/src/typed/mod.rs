@@ -1,4 +1,4 @@
-//! Typed services: how a service declared with [`service!`](crate::service) travels,
+//! Typed services: how a service declared with [`service!`](macro@crate::service) travels,
 //! the checks both sides make of it, and the calling side over any transport
 //! ([`Caller`]).
 //!

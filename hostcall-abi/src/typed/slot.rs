@@ -91,7 +91,7 @@ pub struct Shape {
     /// Their alignment.
     pub align: usize,
     /// 0: plain value, 1: input slice, 2: output buffer, 3: a `str`, 4: a
-    /// [`DeviceSlice`].
+    /// [`DeviceSlice`](super::DeviceSlice).
     pub kind: u8,
     /// A plain value's [`Plain::NAME`].
     pub name: &'static str,

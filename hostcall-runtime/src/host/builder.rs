@@ -220,7 +220,7 @@ impl HostBuilder {
         self
     }
 
-    /// Keeps a copy of what the GPU writes to fds 1 and 2 in the [`RunReport`].
+    /// Keeps a copy of what the GPU writes to fds 1 and 2 in the [`RunReport`](crate::RunReport).
     pub fn capture_output(mut self, capture: bool) -> Self {
         self.capture = capture;
         self

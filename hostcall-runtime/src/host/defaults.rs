@@ -22,7 +22,7 @@ pub fn default_consumers() -> usize {
 /// Device heap unless set: 256 MiB.
 pub const DEFAULT_HEAP_BYTES: u64 = 256 << 20;
 /// Files the GPU may hold open at once unless set; never more than the process's
-/// open-file limit allows with room to spare for the host (see [`HostBuilder::build`]).
+/// open-file limit allows with room to spare for the host (see [`HostBuilder::build`](crate::HostBuilder::build)).
 pub const DEFAULT_MAX_OPEN_FILES: usize = 1024;
 /// How long a launch may run unless set (or `HOSTCALL_TIMEOUT_S` says otherwise; 0 there
 /// means no limit): long for a GPU program, short against a hung CI job.

@@ -22,7 +22,7 @@ pub enum Outcome {
     /// message went to stderr.
     Aborted {
         /// The aborting thread's GPU, by its place in a run over several
-        /// ([`Host::run_all`]); `None` in a run on one.
+        /// ([`Host::run_all`](crate::Host::run_all)); `None` in a run on one.
         gpu: Option<u32>,
         /// Linear block index of the aborting thread.
         block: u32,
@@ -69,7 +69,7 @@ impl Outcome {
     }
 }
 
-/// The result of [`Host::run`].
+/// The result of [`Host::run`](crate::Host::run).
 #[derive(Clone, Debug)]
 pub struct RunReport {
     /// How the program ended.
@@ -83,10 +83,10 @@ pub struct RunReport {
     /// From launch until it ended and every hostcall it made was served, posted output
     /// included.
     pub elapsed: Duration,
-    /// With [`HostBuilder::summary`] (`HOSTCALL_DEBUG=summary`): the table printed to
+    /// With [`HostBuilder::summary`](crate::HostBuilder::summary) (`HOSTCALL_DEBUG=summary`): the table printed to
     /// stderr at the end of the run, of calls, errors and host time per service.
     pub summary: Option<String>,
-    /// Each stream's account of the launch, in the order of [`Host::stream`].
+    /// Each stream's account of the launch, in the order of [`Host::stream`](crate::Host::stream).
     pub streams: Vec<StreamReport>,
 }
 

@@ -93,7 +93,7 @@ impl LaunchServices {
         self
     }
 
-    /// Serves `f` to this launch only, as [`Host::hostcall`] serves to every launch.
+    /// Serves `f` to this launch only, as [`Host::hostcall`](crate::Host::hostcall) serves to every launch.
     pub fn hostcall<A, R, F>(&mut self, f: F) -> HostFn<A, R>
     where
         A: Args + 'static,

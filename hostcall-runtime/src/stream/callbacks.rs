@@ -80,7 +80,7 @@ const COUNTED_FAST: usize = 64;
 /// reader threads counting at once do not contend for one cache line.
 const COUNT_SHARDS: usize = 16;
 
-/// Distinct tags past [`COUNTED_FAST`] a [`TagCounter`] counts one by one: tags are the
+/// Distinct tags past `COUNTED_FAST` a [`TagCounter`] counts one by one: tags are the
 /// GPU's to choose, and a map entry for each of 2^32 would take over 100 GB. Messages
 /// of further tags are counted together ([`TagCounter::uncounted`]).
 pub const TAGS_MAX: usize = 65_536;
