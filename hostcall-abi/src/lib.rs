@@ -1,5 +1,5 @@
 //! The hostcall wire format: the layout of every byte the GPU and the host exchange,
-//! the stream services' conventions ([`Service`]), the typed convention declared
+//! the transport's own services' conventions ([`Service`]), the typed convention declared
 //! services travel by ([`typed`]), and the constants both sides pass (errno numbers,
 //! `fcntl` flags). Both halves of the transport compile this crate (nvptx64 and x86_64),
 //! so a layout can never drift between them; `const` asserts pin each size and offset.
@@ -92,7 +92,7 @@
 //!
 //! What the host reads from a port is GPU-writable and untrusted: it copies a lane's
 //! slot, and exactly the input bytes its service declares (`args[0]` for a declared
-//! service, [`Service::input_len_arg`] for a stream service), into its own memory once,
+//! service, [`Service::input_len_arg`] for the transport's own), into its own memory once,
 //! checks them there and serves the copy; it writes output bytes back with one copy
 //! after the service ran.
 //!
@@ -121,7 +121,7 @@
 //! Transport-level failures (unknown service, malformed request, a stop) are reported
 //! separately, in the answer word's status ([`answer::Answer::status`]), so the client
 //! always knows which it got. What it hands on is its own choice: a typed call that
-//! cannot fail ends its launch; libc's calls (`hostcall_client::calls`) turn them into
+//! cannot fail ends its launch; libc's calls (`hostcall_client::fd_io`) turn them into
 //! `ENOSYS`, `EINVAL` and `EIO`, the errnos C code would expect of such failures.
 
 #![no_std]
@@ -154,7 +154,7 @@ pub use service::{
 pub use spawn::{FRAME_POP, FRAME_PUSH, FRAME_STACK_BYTES, FRAME_STACKS};
 
 /// The version both halves must agree on; bump it on any change to this crate's layouts
-/// or to the stream services' ids and argument conventions. Declared services (std's
+/// or to the transport's own services' ids and argument conventions ([`Service`]). Declared services (std's
 /// included) need no bump: each carries a fingerprint of its signature, which the host
 /// checks when it loads a module. The host refuses a module built with another version.
-pub const ABI_VERSION: u32 = 9;
+pub const ABI_VERSION: u32 = 10;

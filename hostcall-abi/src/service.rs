@@ -1,12 +1,14 @@
-//! The stream services, their ids and conventions, and the transport's status codes.
+//! The transport's own services, their ids and conventions, and the transport's status
+//! codes.
 //!
-//! std's other services are declared with `service!` (`hostcall_client::std_services`),
-//! whose declarations are their conventions. These seven keep conventions of their own
-//! because each needs something of the transport that a declared call does not have: a
-//! posted request nobody waits for, tickets that order one thread's output, a partial
-//! send of a large buffer, a copy out of (or into) GPU memory in a ticket's turn, the
-//! answer of a parked call (`Collect`, part of the transport itself), or (`Ping`)
-//! nothing at all, as the null call every benchmark measures against.
+//! std's services are declared with `service!` (`crate::std_services`), whose
+//! declarations are their conventions; `read` and `write` among them. These four keep
+//! conventions of their own because each needs something of the transport that a
+//! declared call does not have: stdout's and stderr's output in each thread's order
+//! (a posted request nobody waits for, tickets taken when it is published, continuation
+//! ports for the later pieces of a write, and a copy out of GPU memory in a ticket's
+//! turn), the answer of a parked call (`Collect`, part of the transport itself), or
+//! (`Ping`) nothing at all, as the null call every benchmark measures against.
 //!
 //! Arguments `a0..a5` are `LaneSlot::args`; "bulk" is the lane's bulk buffer. Out: `a0`
 //! is the result, and `a5` the number of bulk bytes the host wrote back (0 for services
@@ -15,11 +17,8 @@
 //! | service | arguments | bulk | result |
 //! | --- | --- | --- | --- |
 //! | `Ping` | any | – | `a0` echoed |
-//! | `Write` | fd, len | in: data | bytes written |
-//! | `Read` | fd, len | out: data | bytes read |
-//! | `WriteFromDevice` | fd, device address, len; for fd 1 or 2 optionally a ticket and [`POSTED_WAITS`] | – | bytes written (the host copies the bytes out of GPU global memory by DMA; at most [`DEVICE_WRITE_MAX`] per call). With a ticket, the bytes are written in ticket order with the posted writes, and the answer is `-EAGAIN` until the ticket's turn has come (send it again later) |
 //! | `WritePosted` | fd (1 or 2), len, ticket, 0 or [`POSTED_WAITS`] | in: data | posted: none, nobody waits; with [`POSTED_WAITS`]: len, or `-EAGAIN` when the host holds too much output waiting for earlier tickets (send the same ticket again later) |
-//! | `ReadToDevice` | fd, device address, len | – | bytes read: the host reads once from fd, at most len (at most [`DEVICE_READ_MAX`]), and copies what it read into GPU global memory at the address by DMA before it answers. The copy completes before the answer's system-scope release; the lane, having read its answer word (inline, polled relaxed), issues a system-scope acquire fence before it reads the buffer, which orders those loads after the copy |
+//! | `OrderedFromDevice` | fd (1 or 2), device address, len, ticket | – | bytes written, in ticket order with the posted writes: the host copies them out of GPU global memory by DMA (at most [`DEVICE_WRITE_MAX`]) when the ticket's turn has come, and answers `-EAGAIN` before (send it again later) |
 //! | `Collect` | a parked call's ticket ([`crate::park`]) | out: the parked call's | the parked call's answer, status included: what it would have been answered on its own port |
 
 /// The first id of std's services: they take [`crate::typed::STD_IDS`], which no user
@@ -33,12 +32,9 @@ pub const STD_BASE: u32 = crate::typed::STD_IDS.start;
 #[allow(missing_docs)] // each variant is documented by the table above
 pub enum Service {
     Ping = STD_BASE,
-    Write = STD_BASE + 1,
-    Read = STD_BASE + 2,
-    WriteFromDevice = STD_BASE + 3,
-    WritePosted = STD_BASE + 4,
-    ReadToDevice = STD_BASE + 5,
-    Collect = STD_BASE + 6,
+    WritePosted = STD_BASE + 1,
+    OrderedFromDevice = STD_BASE + 2,
+    Collect = STD_BASE + 3,
 }
 
 /// `Environment.startup`'s `which`: the program's arguments (`argv`).
@@ -52,10 +48,11 @@ pub const STARTUP_ENV: u64 = 1;
 /// write slows down instead of losing output.
 pub const POSTED_WAITS: u64 = 1;
 
-/// Most bytes one `WriteFromDevice` call moves; the client loops over larger writes.
+/// Most bytes one `Fs.write_from_device` or `OrderedFromDevice` call moves; the client
+/// loops over larger writes.
 pub const DEVICE_WRITE_MAX: u64 = 64 << 20;
 
-/// Most bytes one `ReadToDevice` call reads (a larger read is short, as POSIX allows):
+/// Most bytes one `Fs.read_to_device` call reads (a larger read is short, as POSIX allows):
 /// the host holds them while it copies, so this bounds its memory per call.
 pub const DEVICE_READ_MAX: u64 = 4 << 20;
 
@@ -68,20 +65,17 @@ pub const NAME_MAX: usize = 255;
 
 impl Service {
     /// Every service, in id order.
-    pub const ALL: [Service; 7] = [
+    pub const ALL: [Service; 4] = [
         Service::Ping,
-        Service::Write,
-        Service::Read,
-        Service::WriteFromDevice,
         Service::WritePosted,
-        Service::ReadToDevice,
+        Service::OrderedFromDevice,
         Service::Collect,
     ];
 
     /// Every service's id, in id order (for `const` checks that no declared service
     /// takes one).
-    pub const IDS: [u32; 7] = {
-        let mut ids = [0; 7];
+    pub const IDS: [u32; 4] = {
+        let mut ids = [0; 4];
         let mut i = 0;
         while i < ids.len() {
             ids[i] = Service::ALL[i] as u32;
@@ -107,7 +101,7 @@ impl Service {
     /// bytes out of the port before the service runs.
     pub const fn input_len_arg(self) -> Option<usize> {
         match self {
-            Service::Write | Service::WritePosted => Some(1),
+            Service::WritePosted => Some(1),
             _ => None,
         }
     }
@@ -116,11 +110,8 @@ impl Service {
     pub fn name(self) -> &'static str {
         match self {
             Service::Ping => "ping",
-            Service::Write => "write",
-            Service::Read => "read",
-            Service::WriteFromDevice => "write_from_device",
             Service::WritePosted => "write_posted",
-            Service::ReadToDevice => "read_to_device",
+            Service::OrderedFromDevice => "ordered_from_device",
             Service::Collect => "collect",
         }
     }
@@ -173,15 +164,13 @@ mod tests {
 
     #[test]
     fn input_lengths_follow_the_table() {
-        assert_eq!(Service::Write.input_len_arg(), Some(1));
         assert_eq!(Service::WritePosted.input_len_arg(), Some(1));
+        assert_eq!(Service::OrderedFromDevice.input_len_arg(), None);
         assert_eq!(
-            Service::Read.input_len_arg(),
+            Service::Collect.input_len_arg(),
             None,
-            "read's bulk is output only"
+            "a collection's bulk is output only"
         );
-        assert_eq!(Service::WriteFromDevice.input_len_arg(), None);
-        assert_eq!(Service::ReadToDevice.input_len_arg(), None);
     }
 
     #[test]

@@ -2,11 +2,12 @@
 //! declaration here and one implementation in `hostcall-runtime`, which every host
 //! serves; the declaration is the service's convention, and lives here, below both
 //! halves, so that each depends on it and neither on the other. Their ids are fixed in
-//! `STD_IDS`, after those of the stream services ([`Service`](crate::Service)), and checked
-//! distinct when this crate compiles. Each method says how long it may keep the host
-//! (`quick`, `blocks`, `waits`: [`crate::typed::Waits`]); a method that says
-//! nothing does not compile here. A new trait is one more block below: the host's
-//! [`StdHost`] then lacks its implementation until it has one.
+//! `STD_IDS`, after those of the transport's own services ([`Service`](crate::Service)),
+//! and checked distinct when this crate compiles. Each method says how long it may keep
+//! the host (`quick`, `blocks`, `waits`, or what it does with an fd: `reads_fd`,
+//! `writes_fd`, `copies_to_fd`; [`crate::typed::Waits`]); a method that says nothing
+//! does not compile here. A new trait is one more block below: the host's [`StdHost`]
+//! then lacks its implementation until it has one.
 //!
 //! Paths are bytes without a terminating NUL. An output buffer is cut to one lane's
 //! bulk buffer (`BULK_PER_LANE` bytes) on the way; a string answer that does not fit the
@@ -23,7 +24,7 @@ use alloc::sync::Arc;
 
 #[cfg(not(target_arch = "nvptx64"))]
 use crate::typed::Dispatch;
-use crate::typed::{Errno, Signature, ids_distinct};
+use crate::typed::{Errno, Filled, Signature, ids_distinct};
 
 use crate::service;
 
@@ -75,7 +76,7 @@ pub trait ServeEach {
         T: Send + Sync + 'static;
 }
 
-// No two of std's services share an id, the stream services' included.
+// No two of std's services share an id, the transport's own included.
 const _: () = assert!(
     ids_distinct(STD_DECLARED, &crate::Service::IDS),
     "two of std's services share an id"
@@ -175,12 +176,38 @@ std_traits! {
         /// A second fd for what `fd` has open (file or socket; its offset shared), as
         /// `dup` and std's `try_clone` make (stdio is not served: `ENOSYS`).
         fn dup(&self, fd: i32) -> Result<i32, Errno> = 0x8000_0034, quick;
+        /// Reads what `fd` has, up to `buf`'s length; 0 at its end. A socket or pipe
+        /// waits for bytes as a blocking fd does, unless the GPU made it non-blocking or
+        /// its receive timeout passes (`EAGAIN`); fd 0 is the host's stdin. Only the
+        /// bytes read travel back.
+        fn read(&self, fd: i32, buf: &mut [u8]) -> Result<Filled, Errno> = 0x8000_0035, reads_fd;
+        /// Writes `data` to `fd`; returns the bytes written. A socket or pipe takes all
+        /// of it, waiting for room as a blocking fd does (unless non-blocking, or its
+        /// send timeout passes: what went, `EAGAIN` if nothing); fds 1 and 2 are the
+        /// host's stdout and stderr, after the output already in ticket order
+        /// ([`Service::WritePosted`](crate::Service::WritePosted)).
+        fn write(&self, fd: i32, data: &[u8]) -> Result<usize, Errno> = 0x8000_0036, writes_fd;
+        /// Reads from `fd` once, at most `len` bytes (at most
+        /// [`DEVICE_READ_MAX`](crate::DEVICE_READ_MAX): a longer read is short), and
+        /// copies them into GPU memory at `addr` (by DMA) before it answers; returns the
+        /// bytes read (`EFAULT` when the copy fails). The copy precedes the answer's
+        /// system-scope release; the caller issues a system-scope acquire fence after
+        /// reading its answer and before reading the buffer.
+        fn read_to_device(&self, fd: i32, addr: u64, len: u64) -> Result<usize, Errno> =
+            0x8000_0037, reads_fd;
+        /// Writes the `len` bytes of GPU memory at `addr` to `fd` (at most
+        /// [`DEVICE_WRITE_MAX`](crate::DEVICE_WRITE_MAX); `EINVAL` over it), which the
+        /// host copies out by DMA as it writes; returns the bytes written (`EFAULT` when
+        /// the first copy fails). The caller's writes to them precede the request's
+        /// system-scope release.
+        fn write_from_device(&self, fd: i32, addr: u64, len: u64) -> Result<usize, Errno> =
+            0x8000_0038, copies_to_fd;
     }
 
     /// Sockets, as the host's own, to and on only the addresses the host granted.
     /// Addresses are Linux `sockaddr` bytes (`hostcall_abi::net`); an address answer
     /// fills `SOCKADDR_MAX` bytes. A socket's fd is one of the `Fs` fds: `close`,
-    /// `fstat` and the stream services' `Read` and `Write` serve it too.
+    /// `fstat`, `read` and `write` serve it too.
     pub trait Net = net {
         /// A socket of Linux `domain` (IPv4, IPv6) and `ty` (stream or datagram, with
         /// `SOCK_NONBLOCK` if wanted); returns its fd.

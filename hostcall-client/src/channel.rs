@@ -103,6 +103,23 @@ pub struct Request<'a> {
     pub continues: bool,
 }
 
+impl Request<'static> {
+    /// A ping of `value`: the host echoes it (a transport round trip and nothing else).
+    pub fn ping(value: u64) -> Self {
+        Request {
+            service: Service::Ping as u32,
+            args: [value, 0, 0, 0, 0, 0],
+            send: &[],
+            send_more: &[],
+            recv: &mut [],
+            len_arg: None,
+            posted: false,
+            numbering: None,
+            continues: false,
+        }
+    }
+}
+
 /// A wait that may have to be given up: counts polls, sleeps with a doubling delay
 /// after the eager ones, and reads the clock only once it sleeps.
 struct Wait {
@@ -166,6 +183,11 @@ impl Channel {
         }
     }
 
+    /// Echoes `value`: the null call, a transport round trip and nothing else.
+    pub fn ping<P: Platform>(&self, value: u64) -> u64 {
+        self.exchange::<P>(Request::ping(value)).result as u64
+    }
+
     /// One round trip for this lane: `send` goes to the host in the lane's bulk buffer,
     /// the reply's bulk bytes (as many as the host wrote back) are copied into `recv`.
     /// Lanes of the warp that call at the same time share a port and one publication.
@@ -173,8 +195,7 @@ impl Channel {
     ///
     /// The bulk buffer holds [`BULK_PER_LANE`] bytes in a shared packet and [`PORT_BULK`]
     /// for a lone lane; `send` and `recv` are cut to it, and `args[len_arg]`, if given, is
-    /// set to the bytes that travel (`send`'s if any, else `recv`'s). [`crate::calls`]
-    /// loops over what did not fit.
+    /// set to the bytes that travel (`send`'s if any, else `recv`'s).
     pub fn call<P: Platform>(
         &self,
         service: u32,

@@ -7,9 +7,9 @@
 //! every lane of its warp that calls at the same time. Declared services
 //! ([`service!`](macro@service), std's in [`std_services`], both `hostcall_abi`'s) are called through
 //! their [`typed::Client`], whose [`Caller`](hostcall_abi::typed::Caller) here is
-//! [`typed::OnChannel`]; [`calls`] holds the stream services' calls (reads and writes in
-//! chunks, by DMA, or posted in ticket order). libc-hostcall's C functions call one or
-//! the other.
+//! [`typed::OnChannel`]; [`fd_io`] reads and writes an fd with std's `Fs.read` and
+//! `Fs.write` (in as many calls as a buffer needs, or by DMA) and posts stdout's and
+//! stderr's output in ticket order. libc-hostcall's C functions call one or the other.
 
 #![no_std]
 #![cfg_attr(
@@ -20,9 +20,9 @@
 // (`core::arch::nvptx` has none of them); see `nvptx`.
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
-pub mod calls;
 mod channel;
 mod copy;
+pub mod fd_io;
 #[cfg(target_arch = "nvptx64")]
 pub mod nvptx;
 pub mod spawn;
@@ -31,7 +31,7 @@ pub mod stream;
 pub mod typed;
 
 pub use channel::{Channel, Numbering, Reply, Request};
-pub use hostcall_abi::typed::{DeviceSlice, Errno, Plain};
+pub use hostcall_abi::typed::{DeviceSlice, Errno, Filled, Plain};
 pub use hostcall_abi::{service, std_services};
 
 use core::sync::atomic::AtomicU32;

@@ -374,8 +374,8 @@ const GPU_CASES: &[Case] = &[
                 0,
                 &[
                     "block 0 thread 0 Fs.openat openat(-100, ",
-                    "write_posted#0x80000004(0x1",
-                    "write#0x80000001(0x3",
+                    "write_posted#0x80000001(0x1",
+                    "Fs.write write(3, ",
                     "Time.getrandom getrandom(&mut [",
                 ],
             )

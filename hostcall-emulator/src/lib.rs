@@ -70,7 +70,7 @@ pub struct EmuThread {
 struct Trap;
 
 impl EmuThread {
-    /// The channel to the host, for the stream services (`hostcall_client::calls::*::<Emu>`).
+    /// The channel to the host, for `hostcall_client::fd_io::*::<Emu>` and raw requests.
     pub fn channel(&self) -> &Channel {
         &self.channel
     }

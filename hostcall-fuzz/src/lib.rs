@@ -319,7 +319,7 @@ const NAMES: &[&[u8]] = &[
     GRANTED_VAR.as_bytes(),
     b"PATH",
 ];
-/// The ids a fuzzed lane calls: std's stream services, its declared ones, and two ids
+/// The ids a fuzzed lane calls: the transport's own services, std's declared ones, and two ids
 /// past them that nobody serves.
 static SERVICES: std::sync::LazyLock<Vec<u32>> = std::sync::LazyLock::new(|| {
     let stream = Service::ALL.iter().map(|s| *s as u32);
@@ -583,10 +583,12 @@ pub fn run_launch(data: &[u8], grace: Duration) {
             // An emulated thread's device addresses are its own pointers: a made-up
             // one is not a call a GPU thread could survive either.
             let (service, args, input) = request(lane, packet.len() == 1, &fds, 0);
-            if [Service::WriteFromDevice, Service::ReadToDevice]
-                .map(|s| s as u32)
-                .contains(&service)
-            {
+            let copies = [
+                Service::OrderedFromDevice as u32,
+                std_id("Fs.write_from_device"),
+                std_id("Fs.read_to_device"),
+            ];
+            if copies.contains(&service) {
                 continue;
             }
             let mut out = vec![0u8; BULK_PER_LANE];

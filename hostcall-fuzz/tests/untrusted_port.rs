@@ -131,7 +131,7 @@ fn lengths_and_sequences_are_checked_on_the_copy() {
     let mut bench = PortBench::new(Host::builder()).unwrap();
     let (status, _) = call(
         &mut bench,
-        Service::Write as u32,
+        Service::WritePosted as u32,
         [1, 1 << 20, 0, 0, 0, 0],
         b"",
     );

@@ -18,13 +18,14 @@ use crate::server::{Context, Mode, Scratch, serve_port};
 use crate::services::{Capture, Files};
 use crate::{Host, HostBuilder, Result};
 
-/// Where the bench's device memory starts, for `WriteFromDevice` requests.
+/// Where the bench's device memory starts, for requests that copy out of or into it.
 pub const DEVICE_BASE: u64 = 0x7000_0000_0000;
 /// Bytes of the bench's device memory.
 pub const DEVICE_BYTES: usize = 1 << 16;
 
-/// Device memory for `WriteFromDevice`: [`DEVICE_BYTES`] bytes at [`DEVICE_BASE`]; any
-/// other address fails to copy, as an unmapped GPU address does.
+/// Device memory for copies (`Fs.write_from_device`, `OrderedFromDevice`):
+/// [`DEVICE_BYTES`] bytes at [`DEVICE_BASE`]; any other address fails to copy, as an
+/// unmapped GPU address does.
 struct FakeDevice {
     bytes: std::sync::Mutex<Vec<u8>>,
 }

@@ -92,7 +92,7 @@ pub enum StreamStop {
 }
 
 /// Reads GPU global memory while a kernel runs (for services that take a device address
-/// instead of bulk bytes, such as `WriteFromDevice`).
+/// instead of bulk bytes, such as `Fs.write_from_device`).
 pub trait DeviceMemory: Send + Sync {
     /// Copies `len` bytes from device address `addr` to the host, handing them to `sink`
     /// in order, in pieces of the implementation's choosing. Returns the bytes `sink`
@@ -104,7 +104,7 @@ pub trait DeviceMemory: Send + Sync {
         sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
     ) -> (u64, Option<StreamStop>);
 
-    /// Copies `data` into device memory at `addr` (what `ReadToDevice` read), returning
+    /// Copies `data` into device memory at `addr` (what `Fs.read_to_device` read), returning
     /// once the bytes are there; fails, naming why, when the range is not the launch's
     /// memory or the launch has ended.
     fn fill(&self, addr: u64, data: &[u8]) -> Result<(), String>;

@@ -10,7 +10,7 @@ mod common;
 use std::sync::atomic::AtomicU64;
 
 use common::{quiet, run_on};
-use hostcall_client::calls;
+use hostcall_client::fd_io;
 use hostcall_emulator::Emu;
 
 /// The stdout tickets of the launch (libc keeps them in the launch state).
@@ -25,19 +25,19 @@ fn huge_writes_lose_no_other_output_and_keep_every_order() {
     let host = quiet().capture_limit(400 << 20);
     let (_, report) = run_on(host, 6, |ch, t| match t.thread {
         0 => {
-            calls::write_posted::<Emu>(ch, 1, &vec![b'x'; BIG], &TICKETS);
+            fd_io::write_posted::<Emu>(ch, 1, &vec![b'x'; BIG], &TICKETS);
         }
         1 => {
             // The path of a large write from other than global memory (the emulator's
             // memory all counts as global, so `write_posted` takes the DMA path).
-            for part in vec![b'y'; LARGE].chunks(calls::ORDERED_BATCH) {
-                assert!(calls::write_ordered::<Emu>(ch, 1, part, &TICKETS));
+            for part in vec![b'y'; LARGE].chunks(fd_io::ORDERED_BATCH) {
+                assert!(fd_io::write_ordered::<Emu>(ch, 1, part, &TICKETS));
             }
         }
         n => {
             for i in 0..LINES {
                 let line = format!("line {n} {i}\n");
-                calls::write_posted::<Emu>(ch, 1, line.as_bytes(), &TICKETS);
+                fd_io::write_posted::<Emu>(ch, 1, line.as_bytes(), &TICKETS);
             }
         }
     });

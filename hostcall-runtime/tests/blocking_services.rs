@@ -100,9 +100,7 @@ fn a_posted_call_of_a_blocking_service_leaves_the_next_call_its_answer() {
         let ch = t.channel();
         for i in 0..3 {
             ch.post::<Emu>(12, [i, 0, 0, 0, 0, 0], &[], None);
-            g.lock()
-                .unwrap()
-                .push(hostcall_client::calls::ping::<Emu>(ch, i));
+            g.lock().unwrap().push(ch.ping::<Emu>(i));
         }
     });
     let r = quiet()

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use common::quiet;
 use hostcall_abi::errno::ENOSYS;
 use hostcall_abi::typed::Errno;
+use hostcall_client::service;
 use hostcall_client::typed::{CallHostFn, HostFn};
-use hostcall_client::{calls, service};
 use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::services::{Call, Handler, Malformed, Reply};
 use hostcall_runtime::{Error, KernelArg, Launch, Outcome, Unserved};
@@ -47,7 +47,7 @@ fn a_channel_with_its_own_service_is_registered_and_retired_while_another_launch
         let (doubler, a_tried) = (doubler.clone(), a_tried.clone());
         move |t: &EmuThread| {
             while !stop.load(Acquire) {
-                assert_eq!(calls::ping::<Emu>(t.channel(), 5), 5);
+                assert_eq!(t.channel().ping::<Emu>(5), 5);
                 a_calls.fetch_add(1, Relaxed);
             }
             if t.thread == 0 {

@@ -11,12 +11,12 @@ use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{c, quiet, svc};
+use common::{c, declared_id, quiet, svc};
 use hostcall_abi::fcntl::AT_FDCWD;
 use hostcall_abi::fcntl::{O_CREAT, O_WRONLY};
 use hostcall_abi::std_services::Fs;
-use hostcall_abi::{Doorbell, LaneSlot, Port, Service};
-use hostcall_client::calls;
+use hostcall_abi::{Doorbell, LaneSlot, Port};
+use hostcall_client::fd_io;
 use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::services::{Call, Handler, Malformed, Reply};
 use hostcall_runtime::{Host, Launch, Outcome};
@@ -137,8 +137,10 @@ fn a_rewritten_doorbell_queues_one_job_and_nothing_outlives_the_run() {
         assert_eq!(fd, 3);
         publish_raw(t, 1, 1, &[(GATE, [0; 6])]);
         std::thread::sleep(Duration::from_millis(20));
+        // `Fs.write(3, 4096 bytes)`: the bytes sent, then the fixed part (fd, length).
+        let write = declared_id(<dyn Fs>::SERVICES, "Fs.write");
         for seq in 1..=2000 {
-            publish_raw(t, 2, seq, &[(Service::Write as u32, [3, 4096, 0, 0, 0, 0])]);
+            publish_raw(t, 2, seq, &[(write, [4096, 3, 4096, 0, 0, 0])]);
         }
         std::thread::sleep(Duration::from_millis(50));
     });
@@ -170,7 +172,7 @@ fn a_rewritten_doorbell_queues_one_job_and_nothing_outlives_the_run() {
             0o600,
         ));
         assert_eq!(fd, 3, "the next run's fd table starts empty");
-        assert_eq!(calls::write::<Emu>(t.channel(), fd as i32, b"clean"), 5);
+        assert_eq!(fd_io::write::<Emu>(t.channel(), fd as i32, b"clean"), 5);
     });
     assert_eq!(outcome, Outcome::Completed);
     assert_eq!(std::fs::read(root.join("next.txt")).unwrap(), b"clean");

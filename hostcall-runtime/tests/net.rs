@@ -21,7 +21,7 @@ use hostcall_abi::net::consts::*;
 use hostcall_abi::net::{SOCKADDR_MAX, decode, encode};
 use hostcall_abi::std_services::{Fs, Lifecycle, Net};
 use hostcall_abi::typed::Errno;
-use hostcall_client::{Channel, calls};
+use hostcall_client::{Channel, fd_io};
 use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{HostBuilder, Launch, Outcome, RunReport};
 
@@ -116,14 +116,14 @@ fn a_gpu_server_answers_a_host_client() {
         let mut req = Vec::new();
         while !req.ends_with(b"\r\n\r\n") {
             let mut buf = [0; 256];
-            let n = calls::read::<Emu>(ch, conn, &mut buf);
+            let n = fd_io::read::<Emu>(ch, conn, &mut buf);
             assert!(n > 0, "read {n}");
             req.extend_from_slice(&buf[..n as usize]);
         }
         let body = b"hello from the GPU\n";
         let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
-        calls::write::<Emu>(ch, conn, head.as_bytes());
-        calls::write::<Emu>(ch, conn, body);
+        fd_io::write::<Emu>(ch, conn, head.as_bytes());
+        fd_io::write::<Emu>(ch, conn, body);
         c0(svc::<dyn Fs>(ch).close(conn));
         c0(svc::<dyn Fs>(ch).close(fd));
         (String::from_utf8(req).unwrap(), decode(&peer).unwrap().ip())
@@ -152,11 +152,11 @@ fn a_gpu_client_fetches_from_a_host_server() {
     let (r, _) = run_blocks(host, 1, move |ch, _| {
         let fd = tcp(ch);
         svc::<dyn Net>(ch).connect(fd, &target).unwrap();
-        assert_eq!(calls::write::<Emu>(ch, fd, b"ping"), 4);
+        assert_eq!(fd_io::write::<Emu>(ch, fd, b"ping"), 4);
         let mut got = Vec::new();
         loop {
             let mut buf = [0; 16];
-            match calls::read::<Emu>(ch, fd, &mut buf) {
+            match fd_io::read::<Emu>(ch, fd, &mut buf) {
                 0 => break,
                 n if n > 0 => got.extend_from_slice(&buf[..n as usize]),
                 e => panic!("read {e}"),
@@ -266,7 +266,7 @@ fn non_blocking_mode_and_timeouts_work() {
         let back = i64::from_ne_bytes(back[8..].try_into().unwrap());
         let t = Instant::now();
         let mut buf = [0; 8];
-        let timed_out = calls::read::<Emu>(ch, udp, &mut buf);
+        let timed_out = fd_io::read::<Emu>(ch, udp, &mut buf);
         let waited = t.elapsed();
         let unknown = net.setsockopt(udp, SOL_SOCKET, 25, b"eth0\0");
         (mode, would_block, len, back, timed_out, waited, unknown)
@@ -319,10 +319,10 @@ fn a_duplicated_socket_is_the_same_connection() {
         svc::<dyn Net>(ch).connect(fd, &target).unwrap();
         let copy = c(svc::<dyn Fs>(ch).dup(fd)) as i32;
         let over = c(svc::<dyn Fs>(ch).dup(fd));
-        calls::write::<Emu>(ch, fd, b"a");
-        calls::write::<Emu>(ch, copy, b"b");
+        fd_io::write::<Emu>(ch, fd, b"a");
+        fd_io::write::<Emu>(ch, copy, b"b");
         c0(svc::<dyn Fs>(ch).close(fd));
-        calls::write::<Emu>(ch, copy, b"c");
+        fd_io::write::<Emu>(ch, copy, b"c");
         c0(svc::<dyn Fs>(ch).close(copy));
         (copy > fd, over, c(svc::<dyn Fs>(ch).dup(1)))
     });
@@ -625,9 +625,9 @@ fn five_hundred_and_twelve_threads_talk_tcp_in_pairs() {
                 net.listen(fd, 4).unwrap();
                 let mut peer = [0; SOCKADDR_MAX];
                 let conn = net.accept(fd, 0, &mut peer).unwrap();
-                let n = calls::read::<Emu>(ch, conn, &mut buf);
+                let n = fd_io::read::<Emu>(ch, conn, &mut buf);
                 let line = String::from_utf8(buf[..n as usize].to_vec()).unwrap();
-                calls::write::<Emu>(ch, conn, format!("{line} back").as_bytes());
+                fd_io::write::<Emu>(ch, conn, format!("{line} back").as_bytes());
                 line
             } else {
                 // Lockstep: the server's listen comes first in a packet of both (lower
@@ -644,9 +644,9 @@ fn five_hundred_and_twelve_threads_talk_tcp_in_pairs() {
                         r => break r.unwrap(),
                     }
                 }
-                calls::write::<Emu>(ch, fd, format!("hello {i}").as_bytes());
-                calls::ping::<Emu>(ch, 0);
-                let n = calls::read::<Emu>(ch, fd, &mut buf);
+                fd_io::write::<Emu>(ch, fd, format!("hello {i}").as_bytes());
+                ch.ping::<Emu>(0);
+                let n = fd_io::read::<Emu>(ch, fd, &mut buf);
                 String::from_utf8(buf[..n as usize].to_vec()).unwrap()
             }
         });

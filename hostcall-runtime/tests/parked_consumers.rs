@@ -9,7 +9,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::{Acquire, Release};
 use std::time::{Duration, Instant};
 
-use hostcall_client::calls;
 use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{Host, Launch, Outcome};
 
@@ -51,11 +50,11 @@ fn consumers_but_the_first_park_while_the_gpu_computes_and_still_serve_after() {
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", {
         let go = go.clone();
         move |t: &EmuThread| {
-            assert_eq!(calls::ping::<Emu>(t.channel(), 1), 1);
+            assert_eq!(t.channel().ping::<Emu>(1), 1);
             while !go.load(Acquire) {
                 std::thread::sleep(Duration::from_millis(1));
             }
-            assert_eq!(calls::ping::<Emu>(t.channel(), 2), 2);
+            assert_eq!(t.channel().ping::<Emu>(2), 2);
         }
     });
     let (before, after, report) = std::thread::scope(|s| {

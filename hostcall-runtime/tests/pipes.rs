@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::{c, c0, mkfifo, quiet, svc, within};
 use hostcall_abi::fcntl::AT_FDCWD;
 use hostcall_abi::std_services::Fs;
-use hostcall_client::calls;
+use hostcall_client::fd_io;
 use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{HostBuilder, Launch, Outcome};
 
@@ -50,7 +50,7 @@ fn send(t: &EmuThread, fd: i32, piece: usize) -> i64 {
     let data = vec![0x5a; piece];
     let mut sent = 0;
     while sent < SENT {
-        let n = calls::write::<Emu>(t.channel(), fd, &data[..piece.min(SENT - sent)]);
+        let n = fd_io::write::<Emu>(t.channel(), fd, &data[..piece.min(SENT - sent)]);
         assert!(n > 0, "write: {n}");
         sent += n as usize;
     }
@@ -63,7 +63,7 @@ fn drain(t: &EmuThread, fd: i32, piece: usize) -> i64 {
     let mut buf = vec![0u8; piece];
     let mut got = 0;
     loop {
-        match calls::read::<Emu>(t.channel(), fd, &mut buf) {
+        match fd_io::read::<Emu>(t.channel(), fd, &mut buf) {
             0 => break,
             n if n > 0 => {
                 assert!(buf[..n as usize].iter().all(|&b| b == 0x5a));

@@ -11,7 +11,8 @@ use hostcall_abi::fcntl::AT_FDCWD;
 use hostcall_abi::fcntl::{O_CLOEXEC, O_CREAT, O_EXCL, O_RDONLY, O_RDWR, O_TRUNC, O_WRONLY};
 use hostcall_abi::stat::{FileStat, STAT_SIZE};
 use hostcall_abi::std_services::{Environment, Fs, Lifecycle, Time};
-use hostcall_client::{Channel, calls};
+use hostcall_abi::typed::Errno;
+use hostcall_client::{Channel, fd_io};
 use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{HostBuilder, Launch, Outcome, RunReport};
 
@@ -28,11 +29,11 @@ fn stdout_and_stderr_reach_the_host_and_stdin_is_denied_by_default() {
     let (r, rep) = run_one(quiet(), |ch, _| {
         let mut buf = [0u8; 8];
         (
-            calls::write::<Emu>(ch, 1, b"to stdout\n"),
-            calls::write::<Emu>(ch, 2, b"to stderr\n"),
-            calls::read::<Emu>(ch, 0, &mut buf),
-            calls::write::<Emu>(ch, 0, b"x"),
-            calls::read::<Emu>(ch, 1, &mut buf),
+            fd_io::write::<Emu>(ch, 1, b"to stdout\n"),
+            fd_io::write::<Emu>(ch, 2, b"to stderr\n"),
+            fd_io::read::<Emu>(ch, 0, &mut buf),
+            fd_io::write::<Emu>(ch, 0, b"x"),
+            fd_io::read::<Emu>(ch, 1, &mut buf),
         )
     });
     assert_eq!(r, (10, 10, neg(EBADF), neg(EBADF), neg(EBADF)));
@@ -42,14 +43,14 @@ fn stdout_and_stderr_reach_the_host_and_stdin_is_denied_by_default() {
 
 #[test]
 fn writes_go_through_the_bulk_buffer_below_the_dma_threshold_and_arrive_whole() {
-    use hostcall_client::calls::DEVICE_WRITE_MIN;
+    use hostcall_client::fd_io::DEVICE_WRITE_MIN;
     // Just under the threshold: one round trip through the bulk area (from an unaligned
     // source); 200 kB: one copy by DMA.
     let data: Vec<u8> = (0..200_001u32).map(|i| (i % 251) as u8).collect();
     let d = data.clone();
     let (r, rep) = run_one(quiet(), move |ch, _| {
-        let small = calls::write::<Emu>(ch, 1, &d[1..DEVICE_WRITE_MIN]);
-        (small, calls::write::<Emu>(ch, 1, &d[DEVICE_WRITE_MIN..]))
+        let small = fd_io::write::<Emu>(ch, 1, &d[1..DEVICE_WRITE_MIN]);
+        (small, fd_io::write::<Emu>(ch, 1, &d[DEVICE_WRITE_MIN..]))
     });
     assert_eq!(
         r,
@@ -72,39 +73,61 @@ fn very_large_writes_go_by_dma_in_one_round_trip() {
     let (r, rep) = run_one(quiet().preopen_dir(dir.path(), "/data"), move |ch, _| {
         let fd =
             c(svc::<dyn Fs>(ch).openat(AT_FDCWD, &p, O_WRONLY | O_CREAT | O_TRUNC, 0o600)) as i32;
-        let wrote = calls::write::<Emu>(ch, fd, &d);
+        let wrote = fd_io::write::<Emu>(ch, fd, &d);
         c0(svc::<dyn Fs>(ch).close(fd));
         wrote
     });
     assert_eq!(r, data.len() as i64);
-    assert_eq!(rep.calls, 3, "open, one WriteFromDevice, close");
+    assert_eq!(rep.calls, 3, "open, one write_from_device, close");
     assert_eq!(std::fs::read(&path).unwrap(), data);
 }
 
 #[test]
 fn write_from_device_errors_are_reported() {
-    use hostcall_abi::{DEVICE_WRITE_MAX, Service, Status};
+    use hostcall_abi::DEVICE_WRITE_MAX;
     let (r, _) = run_one(quiet(), |ch, _| {
         let buf = [1u8; 64];
-        let call = |args: [u64; 6]| {
-            let reply = ch.call::<Emu>(Service::WriteFromDevice as u32, args, &[], &mut [], None);
-            (reply.status, reply.result)
-        };
-        (
-            call([9, buf.as_ptr() as u64, 64, 0, 0, 0]),
-            call([0, buf.as_ptr() as u64, 64, 0, 0, 0]),
-            call([1, 0, 64, 0, 0, 0]),
-            call([1, buf.as_ptr() as u64, DEVICE_WRITE_MAX + 1, 0, 0, 0]),
-        )
+        let at = buf.as_ptr() as u64;
+        let fs = svc::<dyn Fs>(ch);
+        [
+            fs.write_from_device(9, at, 64),
+            fs.write_from_device(0, at, 64),
+            fs.write_from_device(1, 0, 64),
+            fs.write_from_device(1, at, DEVICE_WRITE_MAX + 1),
+        ]
     });
-    assert_eq!(r.0, (Status::Ok, neg(EBADF)), "an fd that is not open");
-    assert_eq!(r.1, (Status::Ok, neg(EBADF)), "stdin is not writable");
+    assert_eq!(r[0], Err(Errno(EBADF)), "an fd that is not open");
+    assert_eq!(r[1], Err(Errno(EBADF)), "stdin is not writable");
     assert_eq!(
-        r.2,
-        (Status::Ok, neg(EFAULT)),
+        r[2],
+        Err(Errno(EFAULT)),
         "an address the host cannot copy from"
     );
-    assert_eq!(r.3.0, Status::Malformed, "over the per-call limit");
+    assert_eq!(r[3], Err(Errno(EINVAL)), "over the per-call limit");
+}
+
+/// Only the bytes a read brought travel back into the caller's buffer (the GPU loads
+/// them across PCIe a word at a time), and a failed call brings none: the rest of the
+/// buffer is as the caller left it.
+#[test]
+fn a_read_brings_back_only_what_it_read() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("five"), b"12345").unwrap();
+    let (r, _) = run_one(quiet().preopen_dir(dir.path(), "/data"), |ch, _| {
+        let fs = svc::<dyn Fs>(ch);
+        let fd = c(fs.openat(AT_FDCWD, b"/data/five", O_RDONLY, 0)) as i32;
+        let mut buf = [0xAAu8; 512];
+        let read = fs.read(fd, &mut buf).map(|f| f.0);
+        let mut missing = [0xAAu8; 64];
+        let failed = fs.readlink(b"/data/none", &mut missing);
+        (read, buf.to_vec(), failed, missing.to_vec())
+    });
+    let (read, buf, failed, missing) = r;
+    assert_eq!(read, Ok(5));
+    assert_eq!(&buf[..5], b"12345");
+    assert!(buf[5..].iter().all(|&b| b == 0xAA), "bytes past the read");
+    assert_eq!(failed, Err(Errno(ENOENT)));
+    assert!(missing.iter().all(|&b| b == 0xAA), "a failure's output");
 }
 
 #[test]
@@ -119,7 +142,7 @@ fn large_reads_are_short_reads_of_one_round_trip() {
         let mut all = Vec::new();
         let mut buf = vec![0u8; 200_000];
         loop {
-            let n = calls::read::<Emu>(ch, fd, &mut buf);
+            let n = fd_io::read::<Emu>(ch, fd, &mut buf);
             if n <= 0 {
                 break (all, n);
             }
@@ -130,36 +153,26 @@ fn large_reads_are_short_reads_of_one_round_trip() {
     assert_eq!(r.0, data);
 }
 
-/// A read into a large buffer in global memory is one `ReadToDevice` call: the host
+/// A read into a large buffer in global memory is one `Fs.read_to_device` call: the host
 /// reads, then copies the bytes into the buffer itself (by DMA on a GPU), instead of the
 /// lane loading them out of the bulk buffer a word at a time.
 #[test]
 fn large_reads_into_global_memory_are_copied_in_by_the_host() {
-    use hostcall_abi::{DEVICE_READ_MAX, Service, Status};
+    use hostcall_abi::DEVICE_READ_MAX;
     let dir = tempfile::tempdir().unwrap();
     let data: Vec<u8> = (0..(5u32 << 20)).map(|i| (i % 251) as u8).collect();
     std::fs::write(dir.path().join("big"), &data).unwrap();
     let (r, rep) = run_one(quiet().preopen_dir(dir.path(), "/data"), move |ch, _| {
         let fd = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, b"/data/big", O_RDONLY, 0)) as i32;
         let mut buf = vec![0u8; 8 << 20];
-        let first = calls::read::<Emu>(ch, fd, &mut buf);
+        let first = fd_io::read::<Emu>(ch, fd, &mut buf);
         let head = buf[..first.max(0) as usize].to_vec();
-        let call = |args: [u64; 6]| {
-            let reply = ch.call::<Emu>(Service::ReadToDevice as u32, args, &[], &mut [], None);
-            (reply.status, reply.result)
-        };
-        let errors = (
-            call([fd as u64, 0, 64, 0, 0, 0]),
-            call([1, buf.as_mut_ptr() as u64, 64, 0, 0, 0]),
-            call([
-                fd as u64,
-                buf.as_mut_ptr() as u64,
-                DEVICE_READ_MAX + 1,
-                0,
-                0,
-                0,
-            ]),
-        );
+        let (fs, at) = (svc::<dyn Fs>(ch), buf.as_mut_ptr() as u64);
+        let errors = [
+            fs.read_to_device(fd, 0, 64),
+            fs.read_to_device(1, at, 64),
+            fs.read_to_device(fd, at, DEVICE_READ_MAX + 1),
+        ];
         (first, head, errors)
     });
     let (first, head, errors) = r;
@@ -168,14 +181,17 @@ fn large_reads_into_global_memory_are_copied_in_by_the_host() {
         "a short read of the per-call limit"
     );
     assert_eq!(head, data[..DEVICE_READ_MAX as usize]);
-    assert_eq!(rep.calls, 5, "open, one ReadToDevice, and the three below");
     assert_eq!(
-        errors.0,
-        (Status::Ok, neg(EFAULT)),
+        rep.calls, 5,
+        "open, one read_to_device, and the three below"
+    );
+    assert_eq!(
+        errors[0],
+        Err(Errno(EFAULT)),
         "an address the host cannot copy to"
     );
-    assert_eq!(errors.1, (Status::Ok, neg(EBADF)), "stdout is not readable");
-    assert_eq!(errors.2.0, Status::Malformed, "over the per-call limit");
+    assert_eq!(errors[1], Err(Errno(EBADF)), "stdout is not readable");
+    assert_eq!(errors[2], Err(Errno(EINVAL)), "over the per-call limit");
 }
 
 #[test]
@@ -190,13 +206,13 @@ fn files_round_trip_inside_a_preopened_dir() {
             O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
             0o644,
         )) as i32;
-        let wrote = calls::write::<Emu>(ch, fd, b"hello, host");
+        let wrote = fd_io::write::<Emu>(ch, fd, b"hello, host");
         let closed = c0(svc::<dyn Fs>(ch).close(fd));
         let fd2 = c(svc::<dyn Fs>(ch).openat(AT_FDCWD, &p, O_RDWR, 0)) as i32;
         let end = c(svc::<dyn Fs>(ch).lseek(fd2, 0, 2));
         let start = c(svc::<dyn Fs>(ch).lseek(fd2, 7, 0));
         let mut buf = [0u8; 64];
-        let n = calls::read::<Emu>(ch, fd2, &mut buf);
+        let n = fd_io::read::<Emu>(ch, fd2, &mut buf);
         let mut st = [0u8; STAT_SIZE];
         let fs = c0(svc::<dyn Fs>(ch).fstat(fd2, &mut st));
         let mut st2 = [0u8; STAT_SIZE];
@@ -411,7 +427,7 @@ fn exit_ends_the_run_with_its_code() {
 }
 
 /// Runs a launch of `blocks` x 4 threads in which thread (`block`, `thread`) writes
-/// `message` to stderr, then ends through `end` (`calls::abort` or `calls::panic_abort`)
+/// `message` to stderr, then ends through `end` (`Lifecycle.abort` or `Lifecycle.panic_abort`)
 /// and traps, as libc-hostcall's `abort` and std's panic do.
 fn aborting_run(
     blocks: u32,
@@ -421,7 +437,7 @@ fn aborting_run(
 ) -> hostcall_runtime::RunReport {
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
         if t.block == block && t.thread == thread {
-            calls::write::<Emu>(t.channel(), 2, message);
+            fd_io::write::<Emu>(t.channel(), 2, message);
             end(t);
             t.trap();
         }

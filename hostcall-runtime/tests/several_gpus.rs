@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use common::{c, c0, quiet, svc};
 use hostcall_abi::fcntl::AT_FDCWD;
 use hostcall_abi::std_services::{Fs, Lifecycle};
-use hostcall_client::calls;
+use hostcall_client::fd_io;
 use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{Launch, Outcome, Unserved};
 
@@ -33,7 +33,7 @@ fn two_gpus_share_one_file_table_and_know_which_gpu_they_are() {
                     as i32;
             both_open.wait();
             let line = format!("gpu {gpu} has fd {fd}\n");
-            calls::write::<Emu>(ch, 1, line.as_bytes());
+            fd_io::write::<Emu>(ch, 1, line.as_bytes());
             both_open.wait();
             c0(svc::<dyn Fs>(ch).close(fd));
         })
@@ -75,7 +75,7 @@ fn an_exit_on_one_gpu_ends_the_launch_on_the_other() {
                 svc::<dyn Lifecycle>(ch).exit(3);
             }
             loop {
-                calls::ping::<Emu>(ch, 7);
+                ch.ping::<Emu>(7);
             }
         })
     };

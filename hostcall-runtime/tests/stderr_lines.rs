@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Barrier};
 
 use common::quiet;
-use hostcall_client::calls;
+use hostcall_client::fd_io;
 use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{Launch, Outcome};
 
@@ -32,13 +32,13 @@ fn each_threads_stderr_line_written_in_pieces_comes_out_whole() {
         ];
         for piece in &pieces {
             step.wait();
-            calls::write_posted::<Emu>(t.channel(), 2, piece.as_bytes(), &tickets);
+            fd_io::write_posted::<Emu>(t.channel(), 2, piece.as_bytes(), &tickets);
         }
         if t.thread == 0 {
             // Lines their threads never end show when the launch does, each on a line
             // of its own but for the last.
             let unended = format!("unended {}", t.block);
-            calls::write_posted::<Emu>(t.channel(), 2, unended.as_bytes(), &tickets);
+            fd_io::write_posted::<Emu>(t.channel(), 2, unended.as_bytes(), &tickets);
         }
     });
     let r = quiet()

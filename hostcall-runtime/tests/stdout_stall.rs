@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::within;
-use hostcall_client::calls;
+use hostcall_client::fd_io;
 use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{Host, Launch, Outcome};
 
@@ -43,14 +43,14 @@ fn a_stalled_stdout_holds_up_only_the_output() {
         let ch = t.channel();
         if t.block == 0 {
             for _ in 0..LINES {
-                calls::write_posted::<Emu>(ch, 1, LINE, &TICKETS);
+                fd_io::write_posted::<Emu>(ch, 1, LINE, &TICKETS);
             }
         } else {
             // Pings while the output waits for its reader.
             let until = Instant::now() + Duration::from_millis(1500);
             while Instant::now() < until {
                 let t0 = Instant::now();
-                assert_eq!(calls::ping::<Emu>(ch, 5), 5);
+                assert_eq!(ch.ping::<Emu>(5), 5);
                 let took = t0.elapsed();
                 let mut s = s.lock().unwrap();
                 *s = (*s).max(took);

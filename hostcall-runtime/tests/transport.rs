@@ -2,13 +2,16 @@
 //! lockstep warps sharing packets, a channel with far fewer ports than callers, unknown
 //! services and malformed requests.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use hostcall_abi::std_services::Lifecycle;
-use hostcall_abi::{BULK_PER_LANE, PORT_BULK, Service, Status};
-use hostcall_client::calls;
+use common::declared_id;
+use hostcall_abi::std_services::{Fs, Lifecycle};
+use hostcall_abi::{BULK_PER_LANE, PORT_BULK, Status};
+use hostcall_client::{Request, fd_io};
 use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::services::{Call, Handler, Malformed, Reply};
 use hostcall_runtime::{Error, Host, Launch, Outcome, Unserved};
@@ -29,7 +32,7 @@ fn ping_kernel(iterations: u64, errors: Arc<AtomicU64>) -> impl Fn(&EmuThread) +
     move |t| {
         for i in 0..iterations {
             let v = token(t, i);
-            if calls::ping::<Emu>(t.channel(), v) != v {
+            if t.channel().ping::<Emu>(v) != v {
                 errors.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -58,12 +61,12 @@ fn lockstep_warps_share_packets_and_keep_lanes_apart() {
         // Every lane sends a different payload size through the same packet.
         let len = (t.thread as usize * 131) % BULK_PER_LANE;
         let data: Vec<u8> = (0..len).map(|i| (i as u32 ^ t.thread) as u8).collect();
-        if calls::write::<Emu>(t.channel(), 1, &data) != len as i64 {
+        if fd_io::write::<Emu>(t.channel(), 1, &data) != len as i64 {
             e.fetch_add(1, Ordering::Relaxed);
         }
         for i in 0..4 {
             let v = token(t, i);
-            if calls::ping::<Emu>(t.channel(), v) != v {
+            if t.channel().ping::<Emu>(v) != v {
                 e.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -105,7 +108,7 @@ fn unknown_service_is_an_error_for_the_caller_and_the_server_carries_on() {
         let reply = t
             .channel()
             .call::<Emu>(4242, [1, 2, 3, 0, 0, 0], &[], &mut [], None);
-        let after = calls::ping::<Emu>(t.channel(), 7);
+        let after = t.channel().ping::<Emu>(7);
         s.lock().unwrap().push((reply.status, reply.result, after));
     });
     let r = quiet()
@@ -132,12 +135,11 @@ fn malformed_request_is_rejected_and_the_server_carries_on() {
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let s = seen.clone();
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
-        // A write claiming more bytes than a bulk buffer holds.
-        let args = [1, PORT_BULK as u64 + 1, 0, 0, 0, 0];
-        let bad = t
-            .channel()
-            .call::<Emu>(Service::Write as u32, args, b"x", &mut [], None);
-        let good = calls::write::<Emu>(t.channel(), 1, b"still here\n");
+        // `Fs.write` to stdout claiming to send more bytes than a bulk buffer holds.
+        let write = declared_id(<dyn Fs>::SERVICES, "Fs.write");
+        let args = [PORT_BULK as u64 + 1, 1, 1, 0, 0, 0];
+        let bad = t.channel().call::<Emu>(write, args, b"x", &mut [], None);
+        let good = fd_io::write::<Emu>(t.channel(), 1, b"still here\n");
         s.lock().unwrap().push((bad.status, bad.result, good));
     });
     let r = quiet()
@@ -236,7 +238,7 @@ fn posted_lines_come_out_in_ticket_order(mode: WarpMode, blocks: u32, threads: u
                 t.block,
                 t.thread
             );
-            let r = calls::write_posted::<Emu>(t.channel(), 1, line.as_bytes(), &t2);
+            let r = fd_io::write_posted::<Emu>(t.channel(), 1, line.as_bytes(), &t2);
             assert_eq!(r, line.len() as i64);
         }
     });
@@ -278,7 +280,7 @@ fn a_line_posted_just_before_a_trap_still_arrives() {
     let tickets = Arc::new(AtomicU64::new(0));
     let t2 = tickets.clone();
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
-        calls::write_posted::<Emu>(t.channel(), 2, b"panicked: last words\n", &t2);
+        fd_io::write_posted::<Emu>(t.channel(), 2, b"panicked: last words\n", &t2);
         t.client::<dyn Lifecycle>().abort();
         t.trap();
     });
@@ -318,9 +320,9 @@ fn divergent_warps_mixing_posted_lines_and_waiting_calls_get_their_own_replies()
                     let line = format!("line {} {} {i}\n", t.block, t.thread);
                     let v = token(t, i);
                     let request = if posted {
-                        calls::posted_write_request(1, line.as_bytes(), &t2, 1)
+                        fd_io::posted_write_request(1, line.as_bytes(), &t2, 1)
                     } else {
-                        calls::ping_request(v)
+                        Request::ping(v)
                     };
                     // One call site; the posted flag varies by lane and iteration.
                     let r = t.channel().exchange::<Emu>(request);
@@ -371,7 +373,7 @@ fn a_wait_past_the_limit_ends_the_launch_naming_thread_port_and_sequence() {
         }
     }
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", |t: &EmuThread| {
-        calls::ping::<Emu>(t.channel(), 1);
+        t.channel().ping::<Emu>(1);
         t.channel().call::<Emu>(900, [0; 6], &[], &mut [], None);
     });
     let host = quiet()

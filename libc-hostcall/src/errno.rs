@@ -1,6 +1,6 @@
 //! errno: each GPU thread's own, in its area, as C code and std reach it
 //! (`__errno_location`), and the conversions of a service's answer into it: a declared
-//! service's `Result` ([`ret`]), a stream service's `-errno` ([`check`]).
+//! service's `Result` ([`ret`]), `hostcall_client::fd_io`'s `-errno` ([`check`]).
 
 use core::ffi::c_int;
 

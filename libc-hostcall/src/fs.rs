@@ -16,10 +16,11 @@ use hostcall_abi::fcntl::{
 use hostcall_abi::stat::STAT_SIZE;
 use hostcall_abi::typed::Errno;
 use hostcall_client::std_services::Fs;
+use hostcall_client::typed::Client;
 
 use crate::errno::{CReturn, ret, set_errno};
 use crate::heap::malloc;
-use crate::host;
+use crate::{Nvptx, host};
 
 /// A call with paths as C answers it: `ENAMETOOLONG` for paths that do not fit one
 /// request together (the client's `E2BIG`), else its answer.
@@ -130,7 +131,7 @@ pub unsafe extern "C" fn chmod(path: *const c_char, mode: c_uint) -> c_int {
 /// # Safety
 /// Both must be C strings.
 unsafe fn two_paths(
-    service: fn(&dyn Fs, &[u8], &[u8]) -> Result<(), Errno>,
+    service: impl FnOnce(&Client<Nvptx, dyn Fs>, &[u8], &[u8]) -> Result<(), Errno>,
     first: *const c_char,
     second: *const c_char,
 ) -> c_int {

@@ -1,11 +1,11 @@
-//! Reading and writing an fd: the stream services (`hostcall_client::calls`), which move
-//! large buffers by DMA and keep each thread's stdout and stderr in order. The fds are
-//! the host runtime's own table (0/1/2 are the host's stdio); opening and the rest of
-//! the file calls are `fs`'s.
+//! Reading and writing an fd (`hostcall_client::fd_io`): std's `Fs.read` and `Fs.write`,
+//! large buffers by DMA, and stdout and stderr posted in each thread's order. The fds
+//! are the host runtime's own table (0/1/2 are the host's stdio); opening and the rest
+//! of the file calls are `fs`'s.
 
 use core::ffi::{c_int, c_void};
 
-use hostcall_client::calls;
+use hostcall_client::fd_io;
 
 use crate::errno::check;
 use crate::{Nvptx, channel};
@@ -18,9 +18,9 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize
     let data = unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), n) };
     if fd == 1 || fd == 2 {
         let tickets = &crate::launch_state().stdio_tickets[fd as usize];
-        return calls::write_posted::<Nvptx>(&channel(), fd, data, tickets) as isize;
+        return fd_io::write_posted::<Nvptx>(&channel(), fd, data, tickets) as isize;
     }
-    check(calls::write::<Nvptx>(&channel(), fd, data)) as isize
+    check(fd_io::write::<Nvptx>(&channel(), fd, data)) as isize
 }
 
 /// # Safety
@@ -29,5 +29,5 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: usize) -> isize {
     // SAFETY: the caller's contract.
     let data = unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), n) };
-    check(calls::read::<Nvptx>(&channel(), fd, data)) as isize
+    check(fd_io::read::<Nvptx>(&channel(), fd, data)) as isize
 }

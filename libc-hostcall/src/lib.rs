@@ -89,7 +89,7 @@ pub mod gpu {
 
     /// One bare transport round trip: the host echoes `value` (for tests and benchmarks).
     pub fn ping(value: u64) -> u64 {
-        hostcall_client::calls::ping::<Nvptx>(&crate::channel(), value)
+        crate::channel().ping::<Nvptx>(value)
     }
 
     /// [`ping`], with the nanoseconds spent reaching each stage of the round trip
@@ -105,11 +105,11 @@ pub mod gpu {
     /// posts the line to stdout (it must fit a lane's bulk buffer, 4 KiB), `None` echoes
     /// `token` and returns the echo. For stress tests of packets that would mix both.
     pub fn ping_or_post(token: u64, line: Option<&[u8]>) -> u64 {
-        use hostcall_client::calls;
+        use hostcall_client::fd_io;
         let tickets = &crate::launch_state().stdio_tickets[1];
         let request = match line {
-            Some(l) => calls::posted_write_request(1, l, tickets, 1),
-            None => calls::ping_request(token),
+            Some(l) => fd_io::posted_write_request(1, l, tickets, 1),
+            None => hostcall_client::Request::ping(token),
         };
         crate::channel().exchange::<Nvptx>(request).result as u64
     }

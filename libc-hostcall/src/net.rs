@@ -1,9 +1,8 @@
 //! Sockets, name resolution and `poll`: std's `TcpListener`, `TcpStream`, `UdpSocket`
 //! and `ToSocketAddrs` through the host's `Net` services. Each function copies what std
 //! passed (addresses are Linux `sockaddr` bytes already) and turns the answer's errno
-//! into `errno`. Plain reads and writes of a connected socket take the stream services
-//! (`read`, `write`), which move up to a port's whole bulk area per round trip and
-//! large buffers by DMA.
+//! into `errno`. Plain reads and writes of a connected socket are `Fs.read` and
+//! `Fs.write` (`crate::io`), which move large buffers by DMA.
 
 use core::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 
@@ -12,7 +11,7 @@ use hostcall_abi::errno::{EFAULT, EINVAL, EMSGSIZE, ENOSYS};
 use hostcall_abi::net::consts::*;
 use hostcall_abi::net::{POLLFD_SIZE, RESOLVED_MAX, SOCKADDR_MAX, family_of, sockaddr_len};
 use hostcall_abi::typed::Errno;
-use hostcall_client::calls;
+use hostcall_client::fd_io;
 use hostcall_client::std_services::Net;
 use hostcall_client::typed::Client;
 
@@ -127,9 +126,9 @@ pub unsafe extern "C" fn sendto(
     let data = unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), n) };
     if addr.is_null() {
         if flags & !MSG_NOSIGNAL == 0 && n > SEND_MAX {
-            // A stream's large write: the stream service moves it in as few round trips
-            // as the port allows (by DMA from global memory).
-            return crate::errno::check(calls::write::<Nvptx>(&channel(), fd, data)) as isize;
+            // A stream's large write: `Fs.write` takes all of it, a bulk buffer a call
+            // (or by DMA from global memory).
+            return crate::errno::check(fd_io::write::<Nvptx>(&channel(), fd, data)) as isize;
         }
         if n > SEND_MAX && datagram(fd) {
             // Sent in part, a datagram would arrive cut short.

@@ -74,18 +74,20 @@ pub struct Answered {
 
 impl Answered {
     /// The answer carrying `v` (host side); `bulk` is the lane's output room, which a
-    /// large value or the output buffer of `output_len` bytes fills.
+    /// large value or the output buffer of `output_len` bytes fills (as much of it as
+    /// the value says it filled: [`Plain::filled`]). A failure carries no output.
     pub fn encode<V: Plain>(v: Result<V, Errno>, bulk: &mut [u8], output_len: usize) -> Answered {
         let v = match v {
             Err(e) => {
                 return Answered {
                     result: -(e.0 as i64),
                     words: None,
-                    bulk_out: output_len,
+                    bulk_out: 0,
                 };
             }
             Ok(v) => v,
         };
+        let output_len = v.filled(output_len);
         let n = size_of::<V>();
         let bytes = |v: &V| {
             // SAFETY: a `Plain` value's `n` bytes are all initialized.

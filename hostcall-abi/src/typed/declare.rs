@@ -33,8 +33,9 @@ macro_rules! __service_id {
     };
 }
 
-/// The [`Waits`](super::Waits) a declaration's `, quick`, `, blocks` or `, waits` gives
-/// (`Waits::Never` when it says nothing); any other word does not compile.
+/// The [`Waits`](super::Waits) a declaration's `, quick`, `, blocks`, `, waits`,
+/// `, reads_fd`, `, writes_fd` or `, copies_to_fd` gives (`Waits::Never` when it says
+/// nothing); any other word does not compile.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __service_waits {
@@ -49,6 +50,15 @@ macro_rules! __service_waits {
     };
     (waits) => {
         $crate::typed::Waits::OnPeer
+    };
+    (reads_fd) => {
+        $crate::typed::Waits::OnFd($crate::typed::FdUse::Read)
+    };
+    (writes_fd) => {
+        $crate::typed::Waits::OnFd($crate::typed::FdUse::Write)
+    };
+    (copies_to_fd) => {
+        $crate::typed::Waits::OnFd($crate::typed::FdUse::CopyOut)
     };
 }
 
@@ -135,7 +145,9 @@ macro_rules! __service_signature {
 /// `, blocks` (a file system, a terminal: the host serves it on its blocking pool) or
 /// `, waits` (as long as another party likes, such as another GPU thread: it gets a pool
 /// worker of its own); `, quick`, the default, is served at once on the thread that
-/// polled it ([`Waits`](super::Waits)).
+/// polled it ([`Waits`](super::Waits)). std's own declarations may also say what the
+/// method does with the fd its first argument names (`, reads_fd`, `, writes_fd`,
+/// `, copies_to_fd`): the host then decides per call, from the fd, where to serve it.
 #[macro_export]
 macro_rules! service {
     (
@@ -212,6 +224,12 @@ macro_rules! service {
                             $crate::__service_stated!($($how)?)
                                 || !$crate::typed::declared_by_std(module_path!()),
                             "std's declarations say whether each method is quick, blocks or waits"
+                        );
+                        assert!(
+                            !matches!(SIG.waits, abi::Waits::OnFd(_))
+                                || ($crate::typed::declared_by_std(module_path!())
+                                    && abi::first_is_fd(SHAPES)),
+                            "only std's declarations name an fd's use, and its first argument is the fd (an i32)"
                         );
                     };
                     #[cfg_attr(

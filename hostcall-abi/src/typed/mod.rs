@@ -47,13 +47,13 @@ pub use closure::{Args, HostClosure, closure_fingerprint};
 #[doc(hidden)]
 pub use declare::declared_by_std;
 pub use dispatch::{Dispatch, Incoming, args_bytes};
-pub use plain::Plain;
+pub use plain::{Filled, Plain};
 pub use request::{
     Arg, Decoder, DeviceReader, DeviceSlice, Encoder, WireError, bulk_len, fixed_words,
 };
 pub use slot::{
-    ServiceSlot, Shape, Signature, SlotRecord, Waits, count_kind, fingerprint, fixed_len,
-    ids_distinct, reads_input,
+    FdUse, ServiceSlot, Shape, Signature, SlotRecord, Waits, count_kind, fingerprint, first_is_fd,
+    fixed_len, ids_distinct, reads_input,
 };
 
 use crate::BULK_PER_LANE;

@@ -14,6 +14,32 @@ pub unsafe trait Plain: Copy + fmt::Debug + 'static {
     /// declared text: primitives give theirs, so `f32` and `i32` differ; other types
     /// are told apart by size and alignment only, unless they name themselves.
     const NAME: &'static str = "";
+
+    /// Bytes of the call's output buffer (`output_len` offered) that travel back with
+    /// this value: all of them, unless the value counts what the host filled
+    /// ([`Filled`]).
+    #[inline]
+    fn filled(&self, output_len: usize) -> usize {
+        output_len
+    }
+}
+
+/// How many bytes at the start of a call's output buffer the host filled, as a `read`
+/// answers: only those travel back, where a buffer's every byte would (the GPU loads
+/// the bulk buffer across PCIe a word at a time, so a 64-byte answer into a 4 KiB
+/// buffer costs 64 bytes, not 4 KiB).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Filled(pub usize);
+
+// SAFETY: a `usize`, transparent.
+unsafe impl Plain for Filled {
+    const NAME: &'static str = "Filled";
+
+    #[inline]
+    fn filled(&self, output_len: usize) -> usize {
+        self.0.min(output_len)
+    }
 }
 
 macro_rules! plain {

@@ -41,6 +41,34 @@ pub enum Waits {
     /// GPU thread): served on the blocking pool by a worker of its own when none is idle,
     /// so that calls waiting on each other never starve it (declared `waits`).
     OnPeer,
+    /// Reads, writes or copies into the fd its first argument names (declared
+    /// `reads_fd`, `writes_fd`, `copies_to_fd`; std's declarations alone): how long it
+    /// may take depends on what the fd is, which only the host knows when the call
+    /// comes (a regular file takes time, stdin and a socket are waited for without a
+    /// thread, stdout waits while its writer has no room).
+    OnFd(FdUse),
+}
+
+/// What a method declared with an fd does with it ([`Waits::OnFd`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FdUse {
+    /// Reads from it (`reads_fd`).
+    Read,
+    /// Writes at most one bulk buffer of bytes to it (`writes_fd`).
+    Write,
+    /// Writes bytes the host copies out of GPU memory to it, up to
+    /// [`DEVICE_WRITE_MAX`](crate::DEVICE_WRITE_MAX) (`copies_to_fd`).
+    CopyOut,
+}
+
+/// Whether the first of these argument shapes is an fd (`i32`), as a method declared
+/// `reads_fd`, `writes_fd` or `copies_to_fd` needs: the host finds the fd in the
+/// request's first argument word.
+pub const fn first_is_fd(shapes: &[Shape]) -> bool {
+    !shapes.is_empty() && shapes[0].kind == 0 && shapes[0].size == 4 && {
+        let (n, i32) = (shapes[0].name.as_bytes(), b"i32");
+        n.len() == 3 && n[0] == i32[0] && n[1] == i32[1] && n[2] == i32[2]
+    }
 }
 
 /// Whether the fixed ids of `lists`, and `others`, are distinct ([`UNBOUND`] aside): for

@@ -32,7 +32,7 @@ where
     S: ?Sized + Dispatch<T> + 'static,
     T: Send + Sync + 'static,
 {
-    methods::<S, T>(Arc::new(imp))
+    methods::<S, T>(Arc::new(imp), None)
         .into_iter()
         .map(|(sig, handler)| Extra {
             id: declared.id_for(sig),

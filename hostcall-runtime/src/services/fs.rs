@@ -1,14 +1,18 @@
-//! The GPU's files ([`Files`]: its fd table, its mounts, its stdio) and the stream
-//! services that read and write them: through the bulk buffer, by DMA, or posted to
-//! stdout and stderr in ticket order. The GPU holds descriptors of the runtime's own
-//! table: it can never reach a host descriptor other than stdio (0/1/2). std's declared
-//! `Fs` services (opening, stating, the directory tree) are `std_fs`'s.
+//! The GPU's files ([`Files`]: its fd table, its mounts, its stdio) and reading and
+//! writing them: std's `Fs.read` and `Fs.write` (through the bulk buffer) and their
+//! copies by DMA, with the waits of sockets, pipes and stdio; where each such call is
+//! served ([`FdKinds`]); and stdout's and stderr's output in ticket order (the
+//! transport's `WritePosted` and `OrderedFromDevice`). The GPU holds descriptors of the
+//! runtime's own table: it can never reach a host descriptor other than stdio (0/1/2).
+//! std's other `Fs` services (opening, stating, the directory tree) are `std_fs`'s, in
+//! whose `impl Fs` the four calls here are named.
 
 use std::fs::File;
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 
-use hostcall_abi::errno::{EAGAIN, EBADF, EFAULT};
+use hostcall_abi::errno::{EAGAIN, EBADF, EFAULT, EINVAL};
+use hostcall_abi::typed::{Errno, FdUse};
 use hostcall_abi::{DEVICE_READ_MAX, DEVICE_WRITE_MAX, POSTED_WAITS, Service};
 
 use super::fd_table::{Direction, FdTable, Handle, Waitable};
@@ -16,6 +20,7 @@ use super::sandbox::Sandbox;
 use super::stdin::Stdin;
 
 use super::stdio::PostedError;
+use super::typed::FdKinds;
 use super::wait::{self, Interest, Watch};
 use super::{Call, Handler, Malformed, Reply, Stdio, errno_of};
 use crate::guest_log::{GuestLog, Kind};
@@ -46,17 +51,14 @@ pub(crate) fn watch(h: &Handle, w: &Waitable, interest: Interest) -> Vec<Watch> 
     }]
 }
 
-/// A DMA service's device address and length (`args[1]`, `args[2]`): at most `max`
-/// bytes, not running past the end of the address space.
-fn device_range(call: &Call<'_>, max: u64) -> Result<(u64, u64), Malformed> {
-    let (addr, len) = (call.args[1], call.args[2]);
+/// A copy's device address and length: at most `max` bytes (`EINVAL` over it), not
+/// running past the end of the address space (`EFAULT`).
+fn device_range(addr: u64, len: u64, max: u64) -> Result<(u64, u64), Errno> {
     if len > max {
-        return Err(Malformed(format!("{len} bytes, over the {max}-byte limit")));
+        return Err(Errno(EINVAL));
     }
     if addr.checked_add(len).is_none() {
-        return Err(Malformed(format!(
-            "{len} bytes at {addr:#x} run past the end of the address space"
-        )));
+        return Err(Errno(EFAULT));
     }
     Ok((addr, len))
 }
@@ -67,7 +69,7 @@ pub(crate) use super::fd_table::Listing;
 pub(crate) struct Files {
     /// Shared by the launches of a run over several GPUs.
     pub table: Arc<Mutex<FdTable>>,
-    /// Where `WriteFromDevice` reads the GPU's buffers.
+    /// Where copies out of (and into) GPU memory go.
     pub device: Arc<dyn DeviceMemory>,
     /// The mounts and the virtual cwd: the only places paths resolve to.
     pub sandbox: Arc<Sandbox>,
@@ -92,10 +94,6 @@ pub(crate) fn is_stdio(fd: i32) -> bool {
     (0..=2).contains(&fd)
 }
 
-pub(crate) fn to_reply(r: Result<Reply, i32>) -> Reply {
-    r.unwrap_or_else(Reply::errno)
-}
-
 impl Files {
     /// The fd table, locked (a panic elsewhere cannot poison it for good).
     pub(crate) fn table(&self) -> std::sync::MutexGuard<'_, FdTable> {
@@ -116,91 +114,95 @@ impl Files {
         self.table().handle(fd)
     }
 
-    fn write(&self, call: &mut Call<'_>) -> Result<Reply, i32> {
-        let data = call.input;
-        let w = match call.fd_arg(0)? {
-            fd @ (1 | 2) => self.stdio.write(fd, data),
-            0 => return Err(EBADF),
-            fd => {
-                let h = self.handle(fd)?;
-                match &h.wait {
-                    Some(w) => write_ready(&h, w, data)?,
-                    None => write_some(&h, data).map_err(|e| errno_of(&e))?,
-                }
-            }
+    /// `Fs.write`: stdout and stderr after the output already in ticket order; a socket
+    /// or pipe as a blocking fd ([`write_ready`]); a file what it takes.
+    pub(crate) fn write_fd(&self, fd: i32, data: &[u8]) -> Result<usize, Errno> {
+        let h = match fd {
+            1 | 2 => return Ok(self.stdio.write(fd, data)),
+            0 => return Err(Errno(EBADF)),
+            fd => self.handle(fd).map_err(Errno)?,
         };
-        Ok(Reply::value(w as i64))
+        match &h.wait {
+            Some(w) => write_ready(&h, w, data).map_err(Errno),
+            None => write_some(&h, data).map_err(|e| Errno(errno_of(&e))),
+        }
     }
 
-    /// `WriteFromDevice`: the bytes are in GPU global memory; the device copies them out
-    /// by DMA, piece by piece, and each piece is written as it arrives.
-    fn write_from_device(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
-        let (addr, len) = device_range(call, DEVICE_WRITE_MAX)?;
-        let fd = match call.fd_arg(0) {
-            Ok(0) | Err(_) => return Ok(Reply::errno(EBADF)),
-            Ok(fd) => fd,
-        };
-        let file = if is_stdio(fd) {
-            None
-        } else {
-            match self.handle(fd) {
-                Ok(h) => Some(h),
-                Err(e) => return Ok(Reply::errno(e)),
-            }
+    /// `Fs.read`: stdin, a socket or pipe as a blocking fd ([`read_from`]), or a file.
+    pub(crate) fn read_fd(&self, fd: i32, buf: &mut [u8]) -> Result<usize, Errno> {
+        match fd {
+            0 => self.stdin.read(buf),
+            1 | 2 => Err(EBADF),
+            fd => read_from(&self.handle(fd)?, buf),
+        }
+        .map_err(Errno)
+    }
+
+    /// `Fs.write_from_device`: the bytes are in GPU global memory; the device copies them
+    /// out by DMA, piece by piece, and each piece is written as it arrives.
+    pub(crate) fn write_fd_from_device(
+        &self,
+        fd: i32,
+        addr: u64,
+        len: u64,
+    ) -> Result<usize, Errno> {
+        let (addr, len) = device_range(addr, len, DEVICE_WRITE_MAX)?;
+        let file = match fd {
+            0 => return Err(Errno(EBADF)),
+            1 | 2 => None,
+            fd => Some(self.handle(fd).map_err(Errno)?),
         };
         if let Some(h) = &file
             && let Some(w) = &h.wait
         {
-            return Ok(self.write_from_device_ready(h, w, addr, len));
+            return self.write_from_device_ready(h, w, addr, len);
         }
-        let (done, stop) = if file.is_none() && call.args[4] == POSTED_WAITS {
-            // Output in ticket order, streamed in its turn and never held.
-            let ticket = call.args[3];
-            match self
-                .stdio
-                .at_turn(fd, (call.block, call.thread), ticket, |sink| {
-                    self.device.stream(addr, len, sink)
-                }) {
-                Ok(streamed) => streamed,
-                Err(PostedError::NotYet { .. }) => return Ok(Reply::errno(EAGAIN)),
-                Err(e) => return Err(Malformed(format!("ordered write to fd {fd}: {e}"))),
+        let (done, stop) = self.device.stream(addr, len, &mut |piece| match &file {
+            None => {
+                self.stdio.write(fd, piece);
+                Ok(())
             }
-        } else {
-            self.device.stream(addr, len, &mut |piece| match &file {
-                None => {
-                    self.stdio.write(fd, piece);
-                    Ok(())
-                }
-                Some(h) => write_all(h, piece),
-            })
-        };
-        Ok(self.streamed(addr, len, done, stop))
+            Some(h) => write_all(h, piece),
+        });
+        self.streamed(addr, len, done, stop)
     }
 
-    /// The answer to a `WriteFromDevice` that wrote `done` of `len` bytes from `addr` and
-    /// stopped for `stop`, if it did.
-    fn streamed(&self, addr: u64, len: u64, done: u64, stop: Option<StreamStop>) -> Reply {
+    /// The answer to a copy from GPU memory that wrote `done` of `len` bytes from `addr`
+    /// and stopped for `stop`, if it did.
+    fn streamed(
+        &self,
+        addr: u64,
+        len: u64,
+        done: u64,
+        stop: Option<StreamStop>,
+    ) -> Result<usize, Errno> {
         match stop {
             Some(StreamStop::Copy(e)) => {
                 self.log.warn(
                     Kind::Io,
-                    format_args!("WriteFromDevice: copying {len} bytes at {addr:#x}: {e}"),
+                    format_args!("write_from_device: copying {len} bytes at {addr:#x}: {e}"),
                 );
                 if done == 0 {
-                    Reply::errno(EFAULT)
+                    Err(Errno(EFAULT))
                 } else {
-                    Reply::value(done as i64)
+                    Ok(done as usize)
                 }
             }
-            Some(StreamStop::Sink(e)) if done == 0 => Reply::errno(errno_of(&e)),
-            _ => Reply::value(done as i64),
+            Some(StreamStop::Sink(e)) if done == 0 => Err(Errno(errno_of(&e))),
+            _ => Ok(done as usize),
         }
     }
 
-    /// `WriteFromDevice` to a socket or pipe: as much as it takes now, from where the
-    /// call's last attempt stopped; the call waits for room (unless the GPU made the
+    /// `Fs.write_from_device` to a socket or pipe: as much as it takes now, from where
+    /// the call's last attempt stopped; the call waits for room (unless the GPU made the
     /// fd non-blocking, or its send timeout passes) until all of it went.
-    fn write_from_device_ready(&self, h: &Handle, w: &Waitable, addr: u64, len: u64) -> Reply {
+    fn write_from_device_ready(
+        &self,
+        h: &Handle,
+        w: &Waitable,
+        addr: u64,
+        len: u64,
+    ) -> Result<usize, Errno> {
         let attempt = wait::current();
         let start = attempt.progress.min(len);
         let mut sent = start;
@@ -222,54 +224,75 @@ impl Files {
             Some(StreamStop::Sink(e)) if would_block(&e) => {
                 if w.nonblocking() || attempt.expired {
                     return if sent > 0 {
-                        Reply::value(sent as i64)
+                        Ok(sent as usize)
                     } else {
-                        Reply::errno(EAGAIN)
+                        Err(Errno(EAGAIN))
                     };
                 }
                 let timeout = w.timeout(Direction::Send);
-                Reply::errno(wait::until_ready(watch(h, w, Interest::WRITE), timeout, sent).0)
+                Err(wait::until_ready(
+                    watch(h, w, Interest::WRITE),
+                    timeout,
+                    sent,
+                ))
             }
             stop => self.streamed(addr, len, sent, stop),
         }
     }
 
-    /// `ReadToDevice`: one read from the fd into host memory, then a DMA copy of what it
-    /// read into the lane's buffer in GPU memory.
-    fn read_to_device(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
-        let (addr, len) = device_range(call, DEVICE_READ_MAX)?;
+    /// `Fs.read_to_device`: one read from the fd into host memory, then a DMA copy of
+    /// what it read into the caller's buffer in GPU memory.
+    pub(crate) fn read_fd_to_device(&self, fd: i32, addr: u64, len: u64) -> Result<usize, Errno> {
+        let (addr, len) = device_range(addr, len, DEVICE_READ_MAX)?;
         let mut buf = vec![0u8; len as usize];
-        let read = match call.fd_arg(0) {
-            Ok(0) => self.stdin.read(&mut buf),
-            Ok(1 | 2) | Err(_) => Err(EBADF),
-            Ok(fd) => self.handle(fd).and_then(|h| read_from(&h, &mut buf)),
-        };
-        let n = match read {
-            Ok(n) => n,
-            Err(e) => return Ok(Reply::errno(e)),
-        };
+        let n = self.read_fd(fd, &mut buf)?;
         if let Err(e) = self.device.fill(addr, &buf[..n]) {
             self.log.warn(
                 Kind::Io,
-                format_args!("ReadToDevice: copying {n} bytes to {addr:#x}: {e}"),
+                format_args!("read_to_device: copying {n} bytes to {addr:#x}: {e}"),
             );
-            return Ok(Reply::errno(EFAULT));
+            return Err(Errno(EFAULT));
         }
-        Ok(Reply::value(n as i64))
+        Ok(n)
     }
 
-    fn read(&self, call: &mut Call<'_>) -> Result<Result<Reply, i32>, Malformed> {
-        let n = call.len_arg(1)?;
-        let fd = call.fd_arg(0);
-        let buf = &mut call.out[..n];
-        Ok((|| {
-            let n = match fd? {
-                0 => self.stdin.read(buf)?,
-                1 | 2 => return Err(EBADF),
-                fd => read_from(&self.handle(fd)?, buf)?,
-            };
-            Ok(Reply::bytes(n))
-        })())
+    /// `OrderedFromDevice`: a part of a large write to stdout or stderr, in GPU memory,
+    /// copied out by DMA and written when its ticket's turn has come (`EAGAIN` before),
+    /// so that it is never held on the host.
+    fn ordered_from_device(&self, call: &Call<'_>) -> Result<Reply, Malformed> {
+        let [fd, addr, len, ticket, ..] = call.args;
+        let fd = stdio_fd(fd, "ordered write")?;
+        let (addr, len) = match device_range(addr, len, DEVICE_WRITE_MAX) {
+            Ok(range) => range,
+            Err(e) => return Ok(Reply::errno(e.0)),
+        };
+        let writer = (call.block, call.thread);
+        let streamed = self.stdio.at_turn(fd, writer, ticket, |sink| {
+            self.device.stream(addr, len, sink)
+        });
+        match streamed {
+            Ok((done, stop)) => Ok(answer(self.streamed(addr, len, done, stop))),
+            Err(PostedError::NotYet { .. }) => Ok(Reply::errno(EAGAIN)),
+            Err(e) => Err(Malformed(format!("ordered write to fd {fd}: {e}"))),
+        }
+    }
+
+    /// `WritePosted`: a piece of a write to stdout or stderr, written in its ticket's
+    /// turn; nobody waits for it, unless the writer asked to ([`POSTED_WAITS`]: then a
+    /// piece the host has no room to hold yet is answered `EAGAIN`).
+    fn write_posted(&self, call: &Call<'_>) -> Result<Reply, Malformed> {
+        let [fd, _, ticket, waits, ..] = call.args;
+        let fd = stdio_fd(fd, "posted write")?;
+        let waits = waits == POSTED_WAITS;
+        let writer = (call.block, call.thread);
+        match self
+            .stdio
+            .write_posted(fd, writer, ticket, call.input, waits)
+        {
+            Ok(()) => Ok(Reply::value(call.input.len() as i64)),
+            Err(PostedError::Full { .. }) if waits => Ok(Reply::errno(EAGAIN)),
+            Err(e) => Err(Malformed(format!("posted write to fd {fd}: {e}"))),
+        }
     }
 
     /// Closes every file the GPU holds (its run ended), outside the table's lock.
@@ -280,79 +303,65 @@ impl Files {
     }
 }
 
+/// stdout's and stderr's output in ticket order: the transport's own services of
+/// `hostcall_abi::service`, which std's `write` of fd 1 or 2 sends.
 impl Handler for Files {
     fn call(&self, call: &mut Call<'_>) -> Result<Reply, Malformed> {
-        let Some(service) = Service::from_id(call.service) else {
-            return Err(Malformed(format!(
-                "service {} is not a file service",
+        match Service::from_id(call.service) {
+            Some(Service::WritePosted) => self.write_posted(call),
+            Some(Service::OrderedFromDevice) => self.ordered_from_device(call),
+            _ => Err(Malformed(format!(
+                "service {} is not stdio's ordered output",
                 call.service
-            )));
-        };
-        Ok(match service {
-            Service::Write => to_reply(self.write(call)),
-            Service::WriteFromDevice => self.write_from_device(call)?,
-            Service::WritePosted => {
-                let fd = call.fd_arg(0).unwrap_or(-1);
-                if fd != 1 && fd != 2 {
-                    return Err(Malformed(format!(
-                        "posted write to fd {}: only 1 and 2 take them",
-                        call.args[0]
-                    )));
-                }
-                let waits = call.args[3] == POSTED_WAITS;
-                let writer = (call.block, call.thread);
-                match self
-                    .stdio
-                    .write_posted(fd, writer, call.args[2], call.input, waits)
-                {
-                    Ok(()) => Reply::value(call.input.len() as i64),
-                    Err(PostedError::Full { .. }) if waits => Reply::errno(EAGAIN),
-                    Err(e) => return Err(Malformed(format!("posted write to fd {fd}: {e}"))),
-                }
-            }
-            Service::Read => to_reply(self.read(call)?),
-            Service::ReadToDevice => self.read_to_device(call)?,
-            Service::Ping | Service::Collect => {
-                return Err(Malformed(format!(
-                    "{} is not a file service",
-                    service.name()
-                )));
-            }
-        })
-    }
-
-    fn can_block(&self, service: u32) -> bool {
-        // Reading and writing files: 64 MiB into a file on a slow file system holds up
-        // every other port. (std's declared file services block as their declarations
-        // say: `, blocks` in `hostcall_abi::std_services`.)
-        matches!(
-            Service::from_id(service),
-            Some(Service::Read | Service::ReadToDevice | Service::Write | Service::WriteFromDevice)
-        )
-    }
-
-    fn may_block(&self, service: u32, args: &[u64; 6]) -> bool {
-        // Of those, stdin and the fds waited for by readiness (sockets, pipes) are served
-        // on the polling threads: their host fds never block. So is a write to stdout or
-        // stderr while its writer has room; one that must wait for room, and a copy from
-        // GPU memory into them (up to 64 MiB, as the writer takes it), go to the pool.
-        let fd = i32::try_from(args[0] as i64).unwrap_or(-1);
-        let waitable = || self.table().is_waitable(fd);
-        match Service::from_id(service) {
-            Some(Service::Read | Service::ReadToDevice) => !is_stdio(fd) && !waitable(),
-            Some(Service::Write) if fd == 1 || fd == 2 => !self.stdio.has_room(fd),
-            Some(Service::WriteFromDevice) if fd == 1 || fd == 2 => true,
-            Some(Service::Write | Service::WriteFromDevice) => fd != 0 && !waitable(),
-            _ => true,
+            ))),
         }
     }
 
-    fn only_takes_time(&self, service: u32, args: &[u64; 6]) -> bool {
-        // A read or write of a regular file or a directory: neither stdio (whose output
-        // waits for other GPU threads' turns, or for its reader) nor an fd waited for by
-        // readiness.
-        let fd = i32::try_from(args[0] as i64).unwrap_or(-1);
-        self.can_block(service) && !is_stdio(fd) && !self.table().is_waitable(fd)
+    fn can_block(&self, service: u32) -> bool {
+        // A copy from GPU memory into stdout or stderr: up to 64 MiB, as the writer takes
+        // it. A posted piece never blocks: one the host has no room for waits on its port.
+        service == Service::OrderedFromDevice as u32
+    }
+}
+
+impl FdKinds for Files {
+    fn may_block(&self, fd: i32, what: FdUse) -> bool {
+        // stdin and the fds waited for by readiness (sockets, pipes) are served where
+        // they are polled: their host fds never block. So is a write to stdout or stderr
+        // while its writer has room; one that must wait for room, and a copy from GPU
+        // memory into them (up to 64 MiB, as the writer takes it), go to the pool, as
+        // does every call on a regular file (64 MiB into a file on a slow file system
+        // would hold up every other port).
+        match (fd, what) {
+            (0..=2, FdUse::Read) | (0, _) => false,
+            (1 | 2, FdUse::Write) => !self.stdio.has_room(fd),
+            (1 | 2, FdUse::CopyOut) => true,
+            (fd, _) => !self.table().is_waitable(fd),
+        }
+    }
+
+    fn only_takes_time(&self, fd: i32) -> bool {
+        // A regular file or a directory: neither stdio (whose output waits for other GPU
+        // threads' turns, or for its reader) nor an fd waited for by readiness.
+        !is_stdio(fd) && !self.table().is_waitable(fd)
+    }
+}
+
+/// The answer to a call whose value is a byte count.
+fn answer(r: Result<usize, Errno>) -> Reply {
+    match r {
+        Ok(n) => Reply::value(n as i64),
+        Err(e) => Reply::errno(e.0),
+    }
+}
+
+/// The fd of a request for stdio's ordered output: 1 or 2 only.
+fn stdio_fd(arg: u64, what: &str) -> Result<i32, Malformed> {
+    match arg {
+        1 | 2 => Ok(arg as i32),
+        _ => Err(Malformed(format!(
+            "{what} to fd {arg}: only 1 and 2 take them"
+        ))),
     }
 }
 

@@ -360,13 +360,7 @@ impl ServiceTable {
         t.admission = Some(files.clone());
         let ping: Arc<dyn Handler> = process.clone();
         t.register(Service::Ping as u32, ping);
-        for s in [
-            Service::Write,
-            Service::Read,
-            Service::WriteFromDevice,
-            Service::WritePosted,
-            Service::ReadToDevice,
-        ] {
+        for s in [Service::WritePosted, Service::OrderedFromDevice] {
             t.register(s as u32, files.clone());
         }
         let caps = StdCaps {
@@ -381,9 +375,12 @@ impl ServiceTable {
             }),
             process,
         };
-        let mut each = typed::Collect::default();
+        let mut each = typed::Collect {
+            handlers: Vec::new(),
+            fds: caps.files.clone(),
+        };
         serve_std(&caps, &mut each);
-        for (sig, h) in each.0 {
+        for (sig, h) in each.handlers {
             t.register_named(sig.id, h, sig.name.into());
         }
         t

@@ -1,8 +1,9 @@
 //! std's `Fs` services on the host, all of them in one `impl Fs for Files`: opening,
 //! closing, seeking and stating fds, and opening, changing or listing the directory
 //! tree, with the open flags and the `struct stat` they answer in. Paths resolve beneath
-//! a mount's handle, or beneath a directory fd the GPU opened there. (Reading and
-//! writing are the stream services, in `fs`.)
+//! a mount's handle, or beneath a directory fd the GPU opened there. Reading and
+//! writing are named here and done in `fs`, beside the waits of sockets, pipes and
+//! stdio they share with the stdio's ordered output.
 
 use std::io::{Seek, SeekFrom};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -22,7 +23,7 @@ use hostcall_abi::errno::{
 use hostcall_abi::fcntl;
 use hostcall_abi::stat::{FileStat, STAT_SIZE};
 use hostcall_abi::std_services::Fs;
-use hostcall_abi::typed::Errno;
+use hostcall_abi::typed::{Errno, Filled};
 use hostcall_abi::{AT_FDCWD, AT_REMOVEDIR, NAME_MAX, PATH_MAX};
 
 use crate::guest_log::GuestLog;
@@ -518,6 +519,22 @@ impl Fs for Files {
             return Err(Errno(ENOSYS));
         }
         self.table().dup(fd).map_err(Errno)
+    }
+
+    fn read(&self, fd: i32, buf: &mut [u8]) -> Result<Filled, Errno> {
+        self.read_fd(fd, buf).map(Filled)
+    }
+
+    fn write(&self, fd: i32, data: &[u8]) -> Result<usize, Errno> {
+        self.write_fd(fd, data)
+    }
+
+    fn read_to_device(&self, fd: i32, addr: u64, len: u64) -> Result<usize, Errno> {
+        self.read_fd_to_device(fd, addr, len)
+    }
+
+    fn write_from_device(&self, fd: i32, addr: u64, len: u64) -> Result<usize, Errno> {
+        self.write_fd_from_device(fd, addr, len)
     }
 }
 

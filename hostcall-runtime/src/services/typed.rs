@@ -11,8 +11,9 @@ use hostcall_abi::errno::EFAULT;
 use hostcall_abi::std_services::ServeEach;
 use hostcall_abi::typed::closure_fixed_len;
 use hostcall_abi::typed::{
-    Args, Decoder, DeviceReader, Dispatch, Errno, FIXED_INLINE, HostClosure, Incoming, NAMED_IDS,
-    Ret, Signature, SlotRecord, UNBOUND, Waits, WireError, args_bytes, closure_fingerprint,
+    Args, Decoder, DeviceReader, Dispatch, Errno, FIXED_INLINE, FdUse, HostClosure, Incoming,
+    NAMED_IDS, Ret, Signature, SlotRecord, UNBOUND, Waits, WireError, args_bytes,
+    closure_fingerprint,
 };
 
 use super::{Call, Handler, Malformed, Reply};
@@ -24,7 +25,26 @@ use crate::{Error, Result};
 pub(crate) struct Method<S: ?Sized, T> {
     pub imp: Arc<T>,
     pub method: usize,
+    /// What tells, per call, where a method declared with an fd's use is served.
+    pub fds: Option<Arc<dyn FdKinds>>,
     pub _trait: PhantomData<fn() -> *const S>,
+}
+
+/// What the host knows of its fds that decides where a call that reads, writes or
+/// copies into one is served ([`Waits::OnFd`]): a regular file's call only takes time
+/// (the blocking pool), stdin's and a socket's are waited for without holding a thread
+/// (served where they are polled), and stdout's wait while its writer has no room.
+pub(crate) trait FdKinds: Send + Sync {
+    /// Whether a call that does `what` with `fd` may block for long.
+    fn may_block(&self, fd: i32, what: FdUse) -> bool;
+    /// Whether such a call, which may block, only takes time and waits on nobody.
+    fn only_takes_time(&self, fd: i32) -> bool;
+}
+
+/// The fd a call of a method declared with an fd's use names: its first argument, an
+/// `i32` at the start of the fixed part (`args[1]`'s low half), as `service!` checks.
+fn fd_of(args: &[u64; 6]) -> i32 {
+    args[1] as u32 as i32
 }
 
 impl<S, T> Handler for Method<S, T>
@@ -63,8 +83,22 @@ where
         S::SERVICES[self.method].waits != Waits::Never
     }
 
+    fn may_block(&self, _service: u32, args: &[u64; 6]) -> bool {
+        match (S::SERVICES[self.method].waits, &self.fds) {
+            (Waits::OnFd(what), Some(fds)) => fds.may_block(fd_of(args), what),
+            _ => true,
+        }
+    }
+
     fn waits_on_peer(&self, _service: u32, _args: &[u64; 6]) -> bool {
         S::SERVICES[self.method].waits == Waits::OnPeer
+    }
+
+    fn only_takes_time(&self, _service: u32, args: &[u64; 6]) -> bool {
+        match (S::SERVICES[self.method].waits, &self.fds) {
+            (Waits::OnFd(_), Some(fds)) => fds.only_takes_time(fd_of(args)),
+            _ => false,
+        }
     }
 }
 
@@ -82,9 +116,11 @@ pub(crate) fn caller() -> (u32, u32) {
 }
 
 /// The handlers of std's declared traits, as `hostcall_abi::std_services::serve_std`
-/// hands them over.
-#[derive(Default)]
-pub(crate) struct Collect(pub Vec<(&'static Signature, Arc<dyn Handler>)>);
+/// hands them over, with what decides where their calls on fds are served.
+pub(crate) struct Collect {
+    pub handlers: Vec<(&'static Signature, Arc<dyn Handler>)>,
+    pub fds: Arc<dyn FdKinds>,
+}
 
 impl ServeEach for Collect {
     fn serve<S, T>(&mut self, imp: Arc<T>)
@@ -92,14 +128,19 @@ impl ServeEach for Collect {
         S: ?Sized + Dispatch<T> + 'static,
         T: Send + Sync + 'static,
     {
-        self.0.extend(methods::<S, T>(imp));
+        let fds = Some(self.fds.clone());
+        self.handlers.extend(methods::<S, T>(imp, fds));
     }
 }
 
 /// The handlers of `imp` serving the declared trait `S`, one per method, each with its
 /// method's signature (whose fixed id std's services take; `HostBuilder::serve` takes ids
-/// from [`Declared::id_for`]).
-pub(crate) fn methods<S, T>(imp: Arc<T>) -> Vec<(&'static Signature, Arc<dyn Handler>)>
+/// from [`Declared::id_for`]). `fds` serves std's methods declared with an fd's use
+/// (a user's cannot be).
+pub(crate) fn methods<S, T>(
+    imp: Arc<T>,
+    fds: Option<Arc<dyn FdKinds>>,
+) -> Vec<(&'static Signature, Arc<dyn Handler>)>
 where
     S: ?Sized + Dispatch<T> + 'static,
     T: Send + Sync + 'static,
@@ -111,6 +152,7 @@ where
             let handler: Arc<dyn Handler> = Arc::new(Method::<S, T> {
                 imp: imp.clone(),
                 method,
+                fds: fds.clone(),
                 _trait: PhantomData,
             });
             (sig, handler)

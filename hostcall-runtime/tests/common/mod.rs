@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
-use hostcall_abi::typed::Errno;
+use hostcall_abi::typed::{Errno, Signature};
 use hostcall_client::Channel;
 use hostcall_client::typed::{Client, OnChannel};
 use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
@@ -19,9 +19,15 @@ pub fn quiet() -> HostBuilder {
         .timeout(Duration::from_secs(60))
 }
 
-/// `-errno` as a stream service returns it, and [`c`] a declared one's answer.
+/// `-errno` as `fd_io` returns it, and [`c`] a declared service's answer.
 pub fn neg(e: i32) -> i64 {
     -(e as i64)
+}
+
+/// The fixed id of the service `name` (`"Fs.write"`) among a declaration's `sigs`
+/// (`<dyn Fs>::SERVICES`), for a request written by hand.
+pub fn declared_id(sigs: &[Signature], name: &str) -> u32 {
+    sigs.iter().find(|s| s.name == name).expect(name).id
 }
 
 /// The declared services `S` (`dyn Fs`, ...) over `ch`.

@@ -23,7 +23,7 @@ use hostcall_abi::PORT_BULK;
 pub(super) const RING: u64 = 4096;
 /// Tickets ahead of the next expected one a posted write may carry; one further ahead is
 /// malformed. Far beyond any real program: a reservation takes at most
-/// `hostcall_client::calls::ORDERED_BATCH` tickets, so even millions of GPU threads
+/// `hostcall_client::fd_io::ORDERED_BATCH` tickets, so even millions of GPU threads
 /// each in the middle of a write stay inside it. Memory is bounded by
 /// [`HELD_BYTES_MAX`], not by this.
 pub(crate) const TICKET_WINDOW: u64 = 1 << 32;

@@ -1,20 +1,25 @@
-//! The stream services, by the conventions of `hostcall_abi::service`: reads and writes
-//! whose bytes go through the bulk buffer, by DMA or posted in ticket order, which a
-//! declaration's one request and one answer cannot express. std's other services are
-//! declared (`crate::std_services`) and called through their `Client`. Results are
-//! `i64`: a value, or `-errno` on failure. Transport errors (unknown service, malformed
-//! request) arrive as `-ENOSYS` / `-EINVAL`.
+//! An fd's reads and writes from the GPU. std's declared `Fs.read` and `Fs.write`
+//! (`hostcall_abi::std_services`) move one bulk buffer a call: [`read`] and [`write`]
+//! make as many calls as a buffer needs, and move a large buffer in global memory by DMA
+//! instead (`Fs.read_to_device`, `Fs.write_from_device`). stdout's and stderr's output
+//! goes by the transport's own services (`hostcall_abi::service`), which a declared call
+//! cannot express: posted in ticket order, nobody waiting ([`write_posted`]). Results
+//! are `i64`: a value, or `-errno` on failure.
 
 use core::sync::atomic::Ordering::Acquire;
 use core::sync::atomic::{AtomicU64, fence};
 
 use hostcall_abi::errno::{EAGAIN, EINVAL, EIO, ENOSYS};
+use hostcall_abi::std_services::Fs;
+use hostcall_abi::typed::Errno;
 use hostcall_abi::{
     BULK_PER_LANE, DEVICE_READ_MAX, DEVICE_WRITE_MAX, POSTED_WAITS, Service, Status,
 };
 
+use crate::typed::{Client, OnChannel};
 use crate::{Channel, Numbering, Platform, Reply, Request};
 
+/// The result of a transport call as a C return: the value, or `-errno`.
 fn outcome(reply: Reply) -> i64 {
     match reply.status {
         Status::Ok => reply.result,
@@ -25,29 +30,17 @@ fn outcome(reply: Reply) -> i64 {
     }
 }
 
-fn simple<P: Platform>(ch: &Channel, service: Service, args: [u64; 6]) -> i64 {
-    outcome(ch.call::<P>(service as u32, args, &[], &mut [], None))
-}
-
-/// The request of a ping of `value`: the host echoes it (a transport round trip and
-/// nothing else).
-pub fn ping_request(value: u64) -> Request<'static> {
-    Request {
-        service: Service::Ping as u32,
-        args: [value, 0, 0, 0, 0, 0],
-        send: &[],
-        send_more: &[],
-        recv: &mut [],
-        len_arg: None,
-        posted: false,
-        numbering: None,
-        continues: false,
+/// A byte count as a C return: the count, or `-errno`.
+fn count(r: Result<usize, Errno>) -> i64 {
+    match r {
+        Ok(n) => n as i64,
+        Err(e) => -(e.0 as i64),
     }
 }
 
-/// Echoes `value` (a transport round trip and nothing else).
-pub fn ping<P: Platform>(ch: &Channel, value: u64) -> u64 {
-    ch.exchange::<P>(ping_request(value)).result as u64
+/// std's `Fs` over `ch`.
+fn fs<P: Platform + 'static>(ch: &Channel) -> Client<P, dyn Fs> {
+    Client::new(OnChannel::new(*ch))
 }
 
 /// The request of a posted write of `piece` to stdout or stderr (`fd` 1 or 2), which
@@ -76,60 +69,53 @@ pub fn posted_write_request<'a>(
     }
 }
 
-/// Writes of at least this many bytes from global memory go by DMA (`WriteFromDevice`):
-/// below it, copying through the bulk buffer costs less than the host's copy set-up. A
-/// lane stores into the bulk buffer across PCIe about 90 ns a word: a GPU echo server
-/// writing 64 KiB pieces that way moved 80 MB/s on an H200, the host's DMA costs some
-/// 30 µs a call, and they cross near 3 KiB.
+/// Writes of at least this many bytes from global memory go by DMA
+/// (`Fs.write_from_device`): below it, copying through the bulk buffer costs less than
+/// the host's copy set-up. A lane stores into the bulk buffer across PCIe about 90 ns a
+/// word: a GPU echo server writing 64 KiB pieces that way moved 80 MB/s on an H200, the
+/// host's DMA costs some 30 µs a call, and they cross near 3 KiB.
 pub const DEVICE_WRITE_MIN: usize = 4 << 10;
 
 /// Writes all of `data` to `fd`. Large buffers in global memory travel by DMA, the host
-/// copying them out of GPU memory; others through the bulk buffer, as many round trips
-/// as it needs. Returns the bytes written, or `-errno` if nothing was (a later failure
+/// copying them out of GPU memory; others through the bulk buffer, one `Fs.write` per
+/// bulk buffer. Returns the bytes written, or `-errno` if nothing was (a later failure
 /// returns the count so far, as a short write).
-pub fn write<P: Platform>(ch: &Channel, fd: i32, data: &[u8]) -> i64 {
+pub fn write<P: Platform + 'static>(ch: &Channel, fd: i32, data: &[u8]) -> i64 {
     if data.len() >= DEVICE_WRITE_MIN && P::is_global(data.as_ptr()) {
         return write_from_device::<P>(ch, fd, data);
     }
+    let fs = fs::<P>(ch);
     if data.is_empty() {
-        return simple::<P>(ch, Service::Write, [fd as u64, 0, 0, 0, 0, 0]);
+        return count(fs.write(fd, data));
     }
     let mut done = 0usize;
     while done < data.len() {
-        let args = [fd as u64, 0, 0, 0, 0, 0];
-        let r = outcome(ch.call::<P>(Service::Write as u32, args, &data[done..], &mut [], Some(1)));
-        if r < 0 {
-            return if done == 0 { r } else { done as i64 };
+        let piece = &data[done..data.len().min(done + BULK_PER_LANE)];
+        match fs.write(fd, piece) {
+            Err(e) if done == 0 => return -(e.0 as i64),
+            Err(_) | Ok(0) => break,
+            Ok(n) => done += n,
         }
-        if r == 0 {
-            break;
-        }
-        done += r as usize;
     }
     done as i64
 }
 
-/// `write` of a global-memory buffer: one round trip per `DEVICE_WRITE_MAX` bytes. This
-/// thread's writes to `data` precede the request's system-scope release, so the host's
-/// copy sees them.
-fn write_from_device<P: Platform>(ch: &Channel, fd: i32, data: &[u8]) -> i64 {
+/// `write` of a global-memory buffer: one `Fs.write_from_device` per
+/// `DEVICE_WRITE_MAX` bytes. This thread's writes to `data` precede the request's
+/// system-scope release, so the host's copy sees them.
+fn write_from_device<P: Platform + 'static>(ch: &Channel, fd: i32, data: &[u8]) -> i64 {
+    let fs = fs::<P>(ch);
     let mut done = 0usize;
     for chunk in data.chunks(DEVICE_WRITE_MAX as usize) {
-        let args = [
-            fd as u64,
-            chunk.as_ptr() as u64,
-            chunk.len() as u64,
-            0,
-            0,
-            0,
-        ];
-        let r = simple::<P>(ch, Service::WriteFromDevice, args);
-        if r < 0 {
-            return if done == 0 { r } else { done as i64 };
-        }
-        done += r as usize;
-        if (r as usize) < chunk.len() {
-            break;
+        match fs.write_from_device(fd, chunk.as_ptr() as u64, chunk.len() as u64) {
+            Err(e) if done == 0 => return -(e.0 as i64),
+            Err(_) => break,
+            Ok(n) => {
+                done += n;
+                if n < chunk.len() {
+                    break;
+                }
+            }
         }
     }
     done as i64
@@ -226,27 +212,21 @@ pub fn write_ordered<P: Platform>(ch: &Channel, fd: i32, part: &[u8], tickets: &
 }
 
 /// One part, of at most `DEVICE_WRITE_MAX` bytes in global memory, of a large write to
-/// stdout or stderr: it takes one ticket when published, and the host copies it out of
-/// GPU memory by DMA when that ticket's turn has come, answering `EAGAIN` before; so it
-/// is never held on the host, and moves at DMA speed. Sent again, it goes on a
-/// continuation port. This thread's writes to `part` precede the request's system-scope
-/// release, so the host's copy sees them. Returns whether all of it was written.
+/// stdout or stderr (`OrderedFromDevice`): it takes one ticket when published, and the
+/// host copies it out of GPU memory by DMA when that ticket's turn has come, answering
+/// `EAGAIN` before; so it is never held on the host, and moves at DMA speed. Sent again,
+/// it goes on a continuation port. This thread's writes to `part` precede the request's
+/// system-scope release, so the host's copy sees them. Returns whether all of it was
+/// written.
 pub fn write_ordered_from_device<P: Platform>(
     ch: &Channel,
     fd: i32,
     part: &[u8],
     tickets: &AtomicU64,
 ) -> bool {
-    let mut args = [
-        fd as u64,
-        part.as_ptr() as u64,
-        part.len() as u64,
-        0,
-        POSTED_WAITS,
-        0,
-    ];
+    let mut args = [fd as u64, part.as_ptr() as u64, part.len() as u64, 0, 0, 0];
     let reply = ch.exchange::<P>(Request {
-        service: Service::WriteFromDevice as u32,
+        service: Service::OrderedFromDevice as u32,
         args,
         send: &[],
         send_more: &[],
@@ -261,7 +241,7 @@ pub fn write_ordered_from_device<P: Platform>(
         continues: false,
     });
     args[3] = reply.number;
-    let again = || continuing::<P>(ch, Service::WriteFromDevice, args, &[]);
+    let again = || continuing::<P>(ch, Service::OrderedFromDevice, args, &[]);
     outcome(until_taken::<P>(reply, again)) == part.len() as i64
 }
 
@@ -277,25 +257,26 @@ fn until_taken<P: Platform>(mut reply: Reply, again: impl Fn() -> Reply) -> Repl
     reply
 }
 
-/// Reads into global memory of at least this many bytes go by DMA (`ReadToDevice`): a
-/// lane copies out of the bulk buffer one 8-byte load across PCIe at a time, about a
-/// microsecond each, so even a kilobyte costs more than the host's copy.
+/// Reads into global memory of at least this many bytes go by DMA
+/// (`Fs.read_to_device`): a lane copies out of the bulk buffer one 8-byte load across
+/// PCIe at a time, about a microsecond each, so even a kilobyte costs more than the
+/// host's copy.
 pub const DEVICE_READ_MIN: usize = 1024;
 
 /// Reads up to `buf.len()` bytes in one round trip (a short read, as POSIX allows, when
 /// `buf` is larger than what one call brings). A large buffer in global memory is filled
-/// by the host's DMA, up to `DEVICE_READ_MAX` bytes; others through the bulk buffer.
-pub fn read<P: Platform>(ch: &Channel, fd: i32, buf: &mut [u8]) -> i64 {
+/// by the host's DMA, up to `DEVICE_READ_MAX` bytes; others through the bulk buffer, up
+/// to `BULK_PER_LANE` bytes.
+pub fn read<P: Platform + 'static>(ch: &Channel, fd: i32, buf: &mut [u8]) -> i64 {
+    let fs = fs::<P>(ch);
     if buf.len() >= DEVICE_READ_MIN && P::is_global(buf.as_ptr()) {
         let n = buf.len().min(DEVICE_READ_MAX as usize);
-        let args = [fd as u64, buf.as_mut_ptr() as u64, n as u64, 0, 0, 0];
-        let r = simple::<P>(ch, Service::ReadToDevice, args);
+        let r = fs.read_to_device(fd, buf.as_mut_ptr() as u64, n as u64);
         // The host's copy precedes its answer's release; the answer (inline, polled
         // relaxed) then this acquire fence order this lane's reads of `buf` after the
         // copy.
         fence(Acquire);
-        return r;
+        return count(r);
     }
-    let args = [fd as u64, 0, 0, 0, 0, 0];
-    outcome(ch.call::<P>(Service::Read as u32, args, &[], buf, Some(1)))
+    count(fs.read(fd, buf).map(|filled| filled.0))
 }
