@@ -103,12 +103,14 @@ pub struct Request<'a> {
     pub continues: bool,
 }
 
-impl Request<'static> {
-    /// A ping of `value`: the host echoes it (a transport round trip and nothing else).
-    pub fn ping(value: u64) -> Self {
+impl Request<'_> {
+    /// A request of `service` with `args` and nothing else: no bytes either way, waited
+    /// for, unnumbered (the others are set over it: `Request { posted: true,
+    /// ..Request::bare(..) }`).
+    pub fn bare(service: u32, args: [u64; 6]) -> Self {
         Request {
-            service: Service::Ping as u32,
-            args: [value, 0, 0, 0, 0, 0],
+            service,
+            args,
             send: &[],
             send_more: &[],
             recv: &mut [],
@@ -117,6 +119,11 @@ impl Request<'static> {
             numbering: None,
             continues: false,
         }
+    }
+
+    /// A ping of `value`: the host echoes it (a transport round trip and nothing else).
+    pub fn ping(value: u64) -> Self {
+        Request::bare(Service::Ping as u32, [value, 0, 0, 0, 0, 0])
     }
 }
 
@@ -205,15 +212,10 @@ impl Channel {
         len_arg: Option<usize>,
     ) -> Reply {
         self.exchange::<P>(Request {
-            service,
-            args,
             send,
-            send_more: &[],
             recv,
             len_arg,
-            posted: false,
-            numbering: None,
-            continues: false,
+            ..Request::bare(service, args)
         })
     }
 
@@ -228,15 +230,10 @@ impl Channel {
         len_arg: Option<usize>,
     ) -> usize {
         self.exchange::<P>(Request {
-            service,
-            args,
             send,
-            send_more: &[],
-            recv: &mut [],
             len_arg,
             posted: true,
-            numbering: None,
-            continues: false,
+            ..Request::bare(service, args)
         })
         .result as usize
     }
@@ -250,18 +247,7 @@ impl Channel {
     /// [`Channel::call`] without bulk data, timing each stage of the round trip.
     pub fn call_timed<P: Platform>(&self, service: u32, args: [u64; 6]) -> (Reply, StageClock) {
         let mut clock = StageClock::start::<P>();
-        let request = Request {
-            service,
-            args,
-            send: &[],
-            send_more: &[],
-            recv: &mut [],
-            len_arg: None,
-            posted: false,
-            numbering: None,
-            continues: false,
-        };
-        let r = self.exchange_marked::<P, _>(request, &mut clock);
+        let r = self.exchange_marked::<P, _>(Request::bare(service, args), &mut clock);
         (r, clock)
     }
 
@@ -278,15 +264,8 @@ impl Channel {
             // answer is collected by a call of its own, into the same buffer.
             self.await_wake::<P>(ticket, port, seq);
             request = Request {
-                service: Service::Collect as u32,
-                args: [ticket.encode(), 0, 0, 0, 0, 0],
-                send: &[],
-                send_more: &[],
                 recv: core::mem::take(&mut request.recv),
-                len_arg: None,
-                posted: false,
-                numbering: None,
-                continues: false,
+                ..Request::bare(Service::Collect as u32, [ticket.encode(), 0, 0, 0, 0, 0])
             };
         }
     }

@@ -53,11 +53,7 @@ pub fn posted_write_request<'a>(
     count: u64,
 ) -> Request<'a> {
     Request {
-        service: Service::WritePosted as u32,
-        args: [fd as u64, 0, 0, 0, 0, 0],
         send: piece,
-        send_more: &[],
-        recv: &mut [],
         len_arg: Some(1),
         posted: true,
         numbering: Some(Numbering {
@@ -65,7 +61,7 @@ pub fn posted_write_request<'a>(
             arg: 2,
             count,
         }),
-        continues: false,
+        ..Request::bare(Service::WritePosted as u32, [fd as u64, 0, 0, 0, 0, 0])
     }
 }
 
@@ -169,15 +165,10 @@ pub fn write_posted<P: Platform>(ch: &Channel, fd: i32, data: &[u8], tickets: &A
 /// answer, on a continuation port (`hostcall_abi::continuation_ports`).
 fn continuing<P: Platform>(ch: &Channel, service: Service, args: [u64; 6], send: &[u8]) -> Reply {
     ch.exchange::<P>(Request {
-        service: service as u32,
-        args,
         send,
-        send_more: &[],
-        recv: &mut [],
         len_arg: (!send.is_empty()).then_some(1),
-        posted: false,
-        numbering: None,
         continues: true,
+        ..Request::bare(service as u32, args)
     })
 }
 
@@ -226,19 +217,12 @@ pub fn write_ordered_from_device<P: Platform>(
 ) -> bool {
     let mut args = [fd as u64, part.as_ptr() as u64, part.len() as u64, 0, 0, 0];
     let reply = ch.exchange::<P>(Request {
-        service: Service::OrderedFromDevice as u32,
-        args,
-        send: &[],
-        send_more: &[],
-        recv: &mut [],
-        len_arg: None,
-        posted: false,
         numbering: Some(Numbering {
             counter: tickets,
             arg: 3,
             count: 1,
         }),
-        continues: false,
+        ..Request::bare(Service::OrderedFromDevice as u32, args)
     });
     args[3] = reply.number;
     let again = || continuing::<P>(ch, Service::OrderedFromDevice, args, &[]);

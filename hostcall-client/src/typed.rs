@@ -114,15 +114,10 @@ fn exchange<P: Platform, V: Plain, const W: usize>(
         None => &mut [],
     };
     let reply = ch.exchange::<P>(Request {
-        service: id,
-        args,
         send: parts[0],
         send_more: &parts[1..n.max(1)],
         recv,
-        len_arg: None,
-        posted: false,
-        numbering: None,
-        continues: false,
+        ..Request::bare(id, args)
     });
     match reply.status {
         Status::Ok => {}
