@@ -7,6 +7,8 @@ pub mod programs;
 
 use std::process::ExitCode;
 
+use hostcall_runtime::cuda::{CudaModule, CudaOptions};
+
 /// The commit this binary was built from (`git rev-parse HEAD` at build time).
 pub const COMMIT: &str = env!("HOSTCALL_COMMIT");
 
@@ -54,13 +56,19 @@ pub mod mode {
     pub const STACK_OVERFLOW: u32 = 17;
 }
 
-/// The end of an example binary's `main` (`add42`, `lifetimes`): success when `run`
+/// An example binary's `main` (`add42`, `heatmap`, `lifetimes`): logging set up, its
+/// arguments `A` parsed and culinux's module loaded, then `run`; success when `run`
 /// found every check right, failure when not, and an error as one line naming `name`.
-pub fn example_exit(
+pub fn example_main<A: clap::Parser>(
     name: &str,
-    run: impl FnOnce() -> Result<bool, Box<dyn std::error::Error>>,
+    run: impl FnOnce(&A, &mut CudaModule) -> Result<bool, Box<dyn std::error::Error>>,
 ) -> ExitCode {
-    match run() {
+    hostcall_runtime::init_logging();
+    let args = A::parse();
+    let ran = CudaModule::load(&culinux_ptx::image(), &CudaOptions::default())
+        .map_err(Into::into)
+        .and_then(|mut module| run(&args, &mut module));
+    match ran {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {

@@ -80,6 +80,15 @@ impl fmt::Display for Report {
 }
 
 impl Report {
+    /// Prints what was explored as `name` (each violation's trace, should there be
+    /// any), then checks that no invariant broke and that some run ended correctly: a
+    /// test's verdict on a configuration that must be sound.
+    pub fn assert_sound(&self, name: &str) {
+        println!("{name}: {self}");
+        assert!(self.violations.is_empty(), "{name}: an invariant broke");
+        assert!(self.ends > 0, "{name}: no run ends correctly");
+    }
+
     /// The trace of the first violation of `kind` (see [`Violation::kind`]), if any.
     pub fn find(&self, kind: &str) -> Option<&Trace> {
         self.violations.iter().find(|t| t.violation.kind() == kind)

@@ -82,20 +82,7 @@ impl Model {
                 if pt.request == pt.taken || (h.hold_port && held) {
                     continue;
                 }
-                let mut n = s.clone();
-                n.host = Host::Serving {
-                    port: p as u8,
-                    seq: pt.request,
-                    todo: pt.mask,
-                    packet: pt.packet,
-                    killing: s.stopped,
-                };
-                let action = Action::HostBegin {
-                    port: p as u8,
-                    seq: pt.request,
-                    mask: pt.mask,
-                };
-                out.push((action, Next::State(n)));
+                out.push(Model::begin_serving(s, p, s.stopped));
             }
             return;
         };

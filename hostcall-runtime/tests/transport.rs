@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::declared_id;
+use common::{declared_id, run_on};
 use hostcall_abi::std_services::{Fs, Lifecycle};
 use hostcall_abi::{BULK_PER_LANE, PORT_BULK, Status};
 use hostcall_client::{Request, fd_io};
@@ -132,26 +132,18 @@ fn unknown_service_is_an_error_for_the_caller_and_the_server_carries_on() {
 
 #[test]
 fn malformed_request_is_rejected_and_the_server_carries_on() {
-    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let s = seen.clone();
-    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
+    let ((status, result, good), r) = run_on(quiet(), 1, |ch, _| {
         // `Fs.write` to stdout claiming to send more bytes than a bulk buffer holds.
         let write = declared_id(<dyn Fs>::SERVICES, "Fs.write");
         let args = [PORT_BULK as u64 + 1, 1, 1, 0, 0, 0];
-        let bad = t.channel().call::<Emu>(write, args, b"x", &mut [], None);
-        let good = fd_io::write::<Emu>(t.channel(), 1, b"still here\n");
-        s.lock().unwrap().push((bad.status, bad.result, good));
+        let bad = ch.call::<Emu>(write, args, b"x", &mut [], None);
+        let good = fd_io::write::<Emu>(ch, 1, b"still here\n");
+        (bad.status, bad.result, good)
     });
-    let r = quiet()
-        .build()
-        .unwrap()
-        .run(&mut m, &Launch::linear("k", 1, 1, vec![]))
-        .unwrap();
     assert_eq!(r.outcome, Outcome::Completed);
-    let seen = seen.lock().unwrap();
-    assert_eq!(seen[0].0, Status::Malformed);
-    assert_eq!(seen[0].1, -(hostcall_abi::errno::EINVAL as i64));
-    assert_eq!(seen[0].2, 11);
+    assert_eq!(status, Status::Malformed);
+    assert_eq!(result, -(hostcall_abi::errno::EINVAL as i64));
+    assert_eq!(good, 11);
     assert_eq!(
         r.stdout, b"still here\n",
         "nothing of the malformed write reached stdout"

@@ -114,44 +114,18 @@ fn values_travel_in_the_result_the_words_or_the_bulk() {
 
 #[test]
 fn fingerprints_tell_signatures_layouts_and_ids_apart() {
-    let s = [Shape::of::<f32>()];
-    let base = fingerprint(
-        "A.f",
-        "fn f(&self, x: f32) -> f32",
-        0,
-        &s,
-        Shape::of::<f32>(),
-    );
+    const TEXT: &str = "fn f(&self, x: f32) -> f32";
+    let (f32s, f64s) = ([Shape::of::<f32>()], [Shape::of::<f64>()]);
+    let print = |text, id, args: &[Shape]| fingerprint("A.f", text, id, args, Shape::of::<f32>());
+    let base = print(TEXT, 0, &f32s);
     assert_ne!(
         base,
-        fingerprint(
-            "A.f",
-            "fn f(&self, x: f64) -> f32",
-            0,
-            &s,
-            Shape::of::<f32>()
-        )
+        print("fn f(&self, x: f64) -> f32", 0, &f32s),
+        "the text"
     );
-    assert_ne!(
-        base,
-        fingerprint(
-            "A.f",
-            "fn f(&self, x: f32) -> f32",
-            0,
-            &[Shape::of::<f64>()],
-            Shape::of::<f32>()
-        )
-    );
-    assert_ne!(
-        base,
-        fingerprint(
-            "A.f",
-            "fn f(&self, x: f32) -> f32",
-            9,
-            &s,
-            Shape::of::<f32>()
-        )
-    );
+    assert_ne!(base, print(TEXT, 0, &f64s), "an argument's layout");
+    assert_ne!(base, print(TEXT, 9, &f32s), "the id");
+    assert_eq!(base, print(TEXT, 0, &f32s));
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use hostcall_runtime::cuda::{CudaModule, CudaOptions};
+use hostcall_runtime::cuda::CudaModule;
 use hostcall_runtime::{Host, KernelArg, Launch, Outcome};
 
 /// Calls a typed host closure from every thread of a GPU launch.
@@ -21,13 +21,10 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    hostcall_runtime::init_logging();
-    let a = Args::parse();
-    hostcall_demo::example_exit("add42", || run(&a))
+    hostcall_demo::example_main("add42", run)
 }
 
-fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
-    let mut module = CudaModule::load(&culinux_ptx::image(), &CudaOptions::default())?;
+fn run(a: &Args, module: &mut CudaModule) -> Result<bool, Box<dyn std::error::Error>> {
     let mut host = Host::builder().capture_output(true).build()?;
     let add42 = host.hostcall(|x: f32| x + 42.0);
     let launch = Launch::linear(
@@ -36,8 +33,8 @@ fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         a.threads,
         vec![KernelArg::U64(add42.raw())],
     );
-    let r = host.run(&mut module, &launch)?;
-    let report = host.run(&mut module, &Launch::linear("add42_report", 1, 1, vec![]))?;
+    let r = host.run(module, &launch)?;
+    let report = host.run(module, &Launch::linear("add42_report", 1, 1, vec![]))?;
     let threads = a.blocks as u64 * a.threads as u64;
     let expected = format!("add42: {threads} calls, 0 wrong\n");
     let ok = r.outcome == Outcome::Completed

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use hostcall_runtime::cuda::{CudaModule, CudaOptions};
+use hostcall_runtime::cuda::CudaModule;
 use hostcall_runtime::stream::{Callbacks, HeatMap, StreamSpec, TagCounter};
 use hostcall_runtime::{Host, KernelArg, Launch, Outcome};
 
@@ -30,13 +30,10 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    hostcall_runtime::init_logging();
-    let a = Args::parse();
-    hostcall_demo::example_exit("heatmap", || run(&a))
+    hostcall_demo::example_main("heatmap", run)
 }
 
-fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
-    let mut module = CudaModule::load(&culinux_ptx::image(), &CudaOptions::default())?;
+fn run(a: &Args, module: &mut CudaModule) -> Result<bool, Box<dyn std::error::Error>> {
     let mut host = Host::builder()
         .capture_output(true)
         .echo_output(false)
@@ -58,7 +55,7 @@ fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
         threads as u32,
         vec![KernelArg::Stream(stream)],
     );
-    let r = host.run(&mut module, &launch)?;
+    let r = host.run(module, &launch)?;
     print!("{}", String::from_utf8_lossy(&r.stdout));
     if r.outcome != Outcome::Completed {
         return Err(format!("the stencil ended with {:?}", r.outcome).into());

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use hostcall_abi::typed::Errno;
-use hostcall_runtime::cuda::{CudaModule, CudaOptions};
+use hostcall_runtime::cuda::CudaModule;
 use hostcall_runtime::{Host, KernelArg, Launch, Lifetime, Outcome};
 
 /// Serves host closures for a limited number of calls to a GPU launch.
@@ -28,13 +28,10 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    hostcall_runtime::init_logging();
-    let a = Args::parse();
-    hostcall_demo::example_exit("lifetimes", || run(&a))
+    hostcall_demo::example_main("lifetimes", run)
 }
 
-fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
-    let mut module = CudaModule::load(&culinux_ptx::image(), &CudaOptions::default())?;
+fn run(a: &Args, module: &mut CudaModule) -> Result<bool, Box<dyn std::error::Error>> {
     // Captured, not echoed as well: the kernel's lines are checked, then printed once.
     let mut host = Host::builder()
         .capture_output(true)
@@ -61,7 +58,7 @@ fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     };
     let args = vec![KernelArg::U64(once.raw()), KernelArg::U64(tick.raw())];
     let r = host.run(
-        &mut module,
+        module,
         &Launch::linear("lifetimes", a.blocks, a.threads, args),
     )?;
     let at_finish = watcher.join().map_err(|_| "the watcher panicked")?;
@@ -80,7 +77,7 @@ fn run(a: &Args) -> Result<bool, Box<dyn std::error::Error>> {
     );
 
     let strict = host.run(
-        &mut module,
+        module,
         &Launch::linear("lifetimes_strict", 1, 1, vec![KernelArg::U64(add.raw())]),
     )?;
     let why = strict.outcome.failure().unwrap_or_default();

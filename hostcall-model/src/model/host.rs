@@ -20,6 +20,27 @@ impl Model {
         }
     }
 
+    /// The consumer's step that begins serving port `p`'s packet, every lane of it to do
+    /// (`killing`: the run has stopped, so each is answered killed).
+    pub(crate) fn begin_serving(s: &State, p: usize, killing: bool) -> (Action, Next) {
+        let port = &s.ports[p];
+        let (seq, mask) = (port.request, port.mask);
+        let mut n = s.clone();
+        n.host = Host::Serving {
+            port: p as u8,
+            seq,
+            todo: mask,
+            packet: port.packet,
+            killing,
+        };
+        let action = Action::HostBegin {
+            port: p as u8,
+            seq,
+            mask,
+        };
+        (action, Next::State(n))
+    }
+
     /// A port with a request not yet answered (by the header).
     pub(super) fn published(&self, s: &State) -> impl Iterator<Item = usize> {
         (0..s.ports.len()).filter(move |&p| s.ports[p].request != s.ports[p].response)
@@ -29,21 +50,7 @@ impl Model {
         match s.host {
             Host::Idle => {
                 for p in self.published(s) {
-                    let port = &s.ports[p];
-                    let mut n = s.clone();
-                    n.host = Host::Serving {
-                        port: p as u8,
-                        seq: port.request,
-                        todo: port.mask,
-                        packet: port.packet,
-                        killing: false,
-                    };
-                    let action = Action::HostBegin {
-                        port: p as u8,
-                        seq: port.request,
-                        mask: port.mask,
-                    };
-                    out.push((action, Next::State(n)));
+                    out.push(Model::begin_serving(s, p, false));
                 }
             }
             Host::Serving {
@@ -80,22 +87,10 @@ impl Model {
                         continue;
                     }
                     let (seq, mask, packet) = (port.request, port.mask, port.packet);
-                    let mut n = s.clone();
                     if port.posted {
-                        n.host = Host::Serving {
-                            port: p as u8,
-                            seq,
-                            todo: mask,
-                            packet,
-                            killing: false,
-                        };
-                        let action = Action::HostBegin {
-                            port: p as u8,
-                            seq,
-                            mask,
-                        };
-                        out.push((action, Next::State(n)));
+                        out.push(Model::begin_serving(s, p, false));
                     } else if s.jobs.len() < MAX_JOBS {
+                        let mut n = s.clone();
                         n.jobs.push(Job {
                             port: p as u8,
                             seq,

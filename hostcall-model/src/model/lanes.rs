@@ -369,24 +369,12 @@ impl Model {
     pub(super) fn end_call(&self, n: &mut State, i: usize) {
         let parked = n.lanes[i].parked;
         let call = n.lanes[i].call + u8::from(!parked);
-        n.lanes[i] = Lane {
-            pc: 0,
-            call,
-            posted: if parked {
-                Some(false)
-            } else {
-                self.fixed_kind(i, call)
-            },
-            mask: 0,
-            group: 0,
-            packet: None,
-            port: 0,
-            seq: 0,
-            took_posted: false,
-            finished: false,
-            parked: false,
-            collecting: parked,
-            exited: call as usize >= self.calls[i].len(),
+        let posted = if parked {
+            Some(false)
+        } else {
+            self.fixed_kind(i, call)
         };
+        let exited = call as usize >= self.calls[i].len();
+        n.lanes[i] = Lane::at_call(call, posted, parked, exited);
     }
 }

@@ -126,21 +126,7 @@ impl Model {
 
     pub fn initial(&self) -> State {
         let lanes = (0..self.who.len())
-            .map(|i| Lane {
-                pc: 0,
-                call: 0,
-                posted: self.fixed_kind(i, 0),
-                mask: 0,
-                group: 0,
-                packet: None,
-                port: 0,
-                seq: 0,
-                took_posted: false,
-                finished: false,
-                parked: false,
-                collecting: false,
-                exited: self.calls[i].is_empty(),
-            })
+            .map(|i| Lane::at_call(0, self.fixed_kind(i, 0), false, self.calls[i].is_empty()))
             .collect();
         let port = Port {
             lock: Lock::Free,

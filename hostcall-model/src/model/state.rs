@@ -91,6 +91,28 @@ pub(crate) struct Lane {
     pub exited: bool,
 }
 
+impl Lane {
+    /// A lane at the start of its call `call` (exited when it has none left), before
+    /// anything of the protocol: no packet, port or sequence yet.
+    pub(crate) fn at_call(call: u8, posted: Option<bool>, collecting: bool, exited: bool) -> Lane {
+        Lane {
+            pc: 0,
+            call,
+            posted,
+            mask: 0,
+            group: 0,
+            packet: None,
+            port: 0,
+            seq: 0,
+            took_posted: false,
+            finished: false,
+            parked: false,
+            collecting,
+            exited,
+        }
+    }
+}
+
 /// What the consumer is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Host {
