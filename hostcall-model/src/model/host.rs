@@ -41,6 +41,38 @@ impl Model {
         (action, Next::State(n))
     }
 
+    /// The consumer's step that answers port `port`'s packet `seq`, every lane of it
+    /// served: `response` stored (and `taken`, by a consumer that keeps its own record
+    /// of what it took), the consumer idle.
+    fn answer_packet(s: &State, port: u8, seq: u8, record_taken: bool) -> (Action, Next) {
+        let mut n = s.clone();
+        n.ports[port as usize].response = seq;
+        if record_taken {
+            n.ports[port as usize].taken = seq;
+        }
+        n.host = Host::Idle;
+        (Action::HostAnswer { port, seq }, Next::State(n))
+    }
+
+    /// The consumer's step while it serves a packet: its next lane, or, every lane
+    /// served, the packet's answer (`record_taken` as for [`Model::answer_packet`]).
+    fn serving_step(&self, s: &State, record_taken: bool, out: &mut Vec<(Action, Next)>) {
+        if let Host::Serving {
+            port,
+            seq,
+            todo,
+            packet,
+            ..
+        } = s.host
+        {
+            if todo == 0 {
+                out.push(Model::answer_packet(s, port, seq, record_taken));
+            } else {
+                self.host_serve(s, (port, seq), todo, packet, out);
+            }
+        }
+    }
+
     /// A port with a request not yet answered (by the header).
     pub(super) fn published(&self, s: &State) -> impl Iterator<Item = usize> {
         (0..s.ports.len()).filter(move |&p| s.ports[p].request != s.ports[p].response)
@@ -53,21 +85,7 @@ impl Model {
                     out.push(Model::begin_serving(s, p, false));
                 }
             }
-            Host::Serving {
-                port, seq, todo: 0, ..
-            } => {
-                let mut n = s.clone();
-                n.ports[port as usize].response = seq;
-                n.host = Host::Idle;
-                out.push((Action::HostAnswer { port, seq }, Next::State(n)));
-            }
-            Host::Serving {
-                port,
-                seq,
-                todo,
-                packet,
-                ..
-            } => self.host_serve(s, (port, seq), todo, packet, out),
+            Host::Serving { .. } => self.serving_step(s, false, out),
         }
     }
 
@@ -108,22 +126,7 @@ impl Model {
                     }
                 }
             }
-            Host::Serving {
-                port, seq, todo: 0, ..
-            } => {
-                let mut n = s.clone();
-                n.ports[port as usize].response = seq;
-                n.ports[port as usize].taken = seq;
-                n.host = Host::Idle;
-                out.push((Action::HostAnswer { port, seq }, Next::State(n)));
-            }
-            Host::Serving {
-                port,
-                seq,
-                todo,
-                packet,
-                ..
-            } => self.host_serve(s, (port, seq), todo, packet, out),
+            Host::Serving { .. } => self.serving_step(s, true, out),
         }
     }
 
