@@ -7,7 +7,7 @@ pub mod programs;
 
 use std::process::ExitCode;
 
-use hostcall_runtime::cuda::{CudaModule, CudaOptions};
+use hostcall_runtime::cuda::{CudaModule, CudaOptions, ModuleImage};
 
 /// The commit this binary was built from (`git rev-parse HEAD` at build time).
 pub const COMMIT: &str = env!("HOSTCALL_COMMIT");
@@ -57,15 +57,18 @@ pub mod mode {
 }
 
 /// An example binary's `main` (`add42`, `heatmap`, `lifetimes`): logging set up, its
-/// arguments `A` parsed and culinux's module loaded, then `run`; success when `run`
-/// found every check right, failure when not, and an error as one line naming `name`.
+/// arguments `A` parsed and the GPU module `image` loaded (culinux's, which only the
+/// binaries embed: an edit of culinux rebuilds no library), then `run`; success when
+/// `run` found every check right, failure when not, and an error as one line naming
+/// `name`.
 pub fn example_main<A: clap::Parser>(
     name: &str,
+    image: ModuleImage<'_>,
     run: impl FnOnce(&A, &mut CudaModule) -> Result<bool, Box<dyn std::error::Error>>,
 ) -> ExitCode {
     hostcall_runtime::init_logging();
     let args = A::parse();
-    let ran = CudaModule::load(&culinux_ptx::image(), &CudaOptions::default())
+    let ran = CudaModule::load(&image, &CudaOptions::default())
         .map_err(Into::into)
         .and_then(|mut module| run(&args, &mut module));
     match ran {

@@ -21,7 +21,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    hostcall_demo::example_main("add42", run)
+    hostcall_demo::example_main("add42", culinux_ptx::image(), run)
 }
 
 fn run(a: &Args, module: &mut CudaModule) -> Result<bool, Box<dyn std::error::Error>> {

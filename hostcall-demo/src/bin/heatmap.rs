@@ -30,7 +30,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    hostcall_demo::example_main("heatmap", run)
+    hostcall_demo::example_main("heatmap", culinux_ptx::image(), run)
 }
 
 fn run(a: &Args, module: &mut CudaModule) -> Result<bool, Box<dyn std::error::Error>> {

@@ -28,7 +28,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    hostcall_demo::example_main("lifetimes", run)
+    hostcall_demo::example_main("lifetimes", culinux_ptx::image(), run)
 }
 
 fn run(a: &Args, module: &mut CudaModule) -> Result<bool, Box<dyn std::error::Error>> {
