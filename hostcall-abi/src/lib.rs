@@ -1,6 +1,6 @@
 //! The hostcall wire format: the layout of every byte the GPU and the host exchange,
-//! the transport's own services' conventions ([`Service`]), the typed convention declared
-//! services travel by ([`typed`]), and the constants both sides pass (errno numbers,
+//! the transport's own services' conventions ([`Service`]), the typed convention
+//! declared services travel by ([`typed`]), and the constants both sides pass (errno numbers,
 //! `fcntl` flags). Both halves of the transport compile this crate (nvptx64 and x86_64),
 //! so a layout can never drift between them; `const` asserts pin each size and offset.
 //! std's own services are declared here too ([`std_services`]), by that convention, so
@@ -154,7 +154,8 @@ pub use service::{
 pub use spawn::{FRAME_POP, FRAME_PUSH, FRAME_STACK_BYTES, FRAME_STACKS};
 
 /// The version both halves must agree on; bump it on any change to this crate's layouts
-/// or to the transport's own services' ids and argument conventions ([`Service`]). Declared services (std's
-/// included) need no bump: each carries a fingerprint of its signature, which the host
-/// checks when it loads a module. The host refuses a module built with another version.
+/// or to the transport's own services' ids and argument conventions ([`Service`]).
+/// Declared services (std's included) need no bump: each carries a fingerprint of its
+/// signature, which the host checks when it loads a module. The host refuses a module
+/// built with another version.
 pub const ABI_VERSION: u32 = 10;

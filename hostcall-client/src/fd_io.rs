@@ -1,9 +1,10 @@
 //! An fd's reads and writes from the GPU. std's declared `Fs.read` and `Fs.write`
 //! (`hostcall_abi::std_services`) move one bulk buffer a call: [`read`] and
 //! [`write`](fn@write) make as many calls as a buffer needs, and move a large buffer in
-//! global memory by DMA instead (`Fs.read_to_device`, `Fs.write_from_device`). stdout's and stderr's output
-//! goes by the transport's own services (`hostcall_abi::service`), which a declared call
-//! cannot express: posted in ticket order, nobody waiting ([`write_posted`]). Results
+//! global memory by DMA instead (`Fs.read_to_device`, `Fs.write_from_device`).
+//! stdout's and stderr's output goes by the transport's own services
+//! (`hostcall_abi::service`), which a declared call cannot express: posted in ticket
+//! order, nobody waiting ([`write_posted`]). Results
 //! are `i64`: a value, or `-errno` on failure.
 
 use core::sync::atomic::Ordering::Acquire;

@@ -319,8 +319,8 @@ const NAMES: &[&[u8]] = &[
     GRANTED_VAR.as_bytes(),
     b"PATH",
 ];
-/// The ids a fuzzed lane calls: the transport's own services, std's declared ones, and two ids
-/// past them that nobody serves.
+/// The ids a fuzzed lane calls: the transport's own services, std's declared ones, and
+/// two ids past them that nobody serves.
 static SERVICES: std::sync::LazyLock<Vec<u32>> = std::sync::LazyLock::new(|| {
     let stream = Service::ALL.iter().map(|s| *s as u32);
     let declared = hostcall_runtime::services::std_declared().map(|s| s.id);

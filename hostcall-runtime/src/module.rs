@@ -104,9 +104,9 @@ pub trait DeviceMemory: Send + Sync {
         sink: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
     ) -> (u64, Option<StreamStop>);
 
-    /// Copies `data` into device memory at `addr` (what `Fs.read_to_device` read), returning
-    /// once the bytes are there; fails, naming why, when the range is not the launch's
-    /// memory or the launch has ended.
+    /// Copies `data` into device memory at `addr` (what `Fs.read_to_device` read),
+    /// returning once the bytes are there; fails, naming why, when the range is not the
+    /// launch's memory or the launch has ended.
     fn fill(&self, addr: u64, data: &[u8]) -> Result<(), String>;
 }
 

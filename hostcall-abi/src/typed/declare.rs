@@ -7,13 +7,18 @@
 /// which alone may fix ids in `STD_IDS`.
 #[doc(hidden)]
 pub const fn declared_by_std(path: &str) -> bool {
-    let (p, own) = (path.as_bytes(), b"hostcall_abi::std_services");
-    if p.len() != own.len() {
+    same_str(path, "hostcall_abi::std_services")
+}
+
+/// Whether `a` and `b` are the same text (`str`'s `==` is not `const`).
+pub(crate) const fn same_str(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
         return false;
     }
     let mut i = 0;
-    while i < p.len() {
-        if p[i] != own[i] {
+    while i < a.len() {
+        if a[i] != b[i] {
             return false;
         }
         i += 1;

@@ -65,10 +65,7 @@ pub enum FdUse {
 /// `reads_fd`, `writes_fd` or `copies_to_fd` needs: the host finds the fd in the
 /// request's first argument word.
 pub const fn first_is_fd(shapes: &[Shape]) -> bool {
-    !shapes.is_empty() && shapes[0].kind == 0 && shapes[0].size == 4 && {
-        let (n, i32) = (shapes[0].name.as_bytes(), b"i32");
-        n.len() == 3 && n[0] == i32[0] && n[1] == i32[1] && n[2] == i32[2]
-    }
+    !shapes.is_empty() && shapes[0].kind == 0 && super::declare::same_str(shapes[0].name, "i32")
 }
 
 /// Whether the fixed ids of `lists`, and `others`, are distinct ([`UNBOUND`] aside): for

@@ -13,8 +13,8 @@ use crate::error::driver_message;
 use crate::module::{DeviceMemory, LaunchMemory, StreamStop};
 
 /// Bytes of each of the two pinned staging buffers `Fs.write_from_device` copies
-/// through: small enough that the first copy, which nothing overlaps, is short (50 µs at PCIe
-/// speed), large enough that each `write` into the page cache is efficient.
+/// through: small enough that the first copy, which nothing overlaps, is short (50 µs
+/// at PCIe speed), large enough that each `write` into the page cache is efficient.
 const STAGING_BYTES: usize = 1 << 20;
 
 /// Copies device memory to the host with the copy engine while the kernel runs, through
