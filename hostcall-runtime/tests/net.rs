@@ -1,24 +1,23 @@
 //! Sockets over loopback on the emulated backend: the GPU's `Net` services against host
 //! peers and against each other, the grants, the limits, non-blocking mode and
 //! timeouts, and a blocked socket call at the run's end.
-//!
-//! Over 700 lines and still one concept: every test here is a GPU thread using the
-//! `Net` trait over real loopback sockets, and they share the peers and grants set up
-//! at the top (split by concern, each file would repeat them).
+//! Many threads in pairs are `net_pairs.rs`'s; the socket helpers both use are
+//! `common::sockets`.
 
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::AtomicU16;
 use std::sync::atomic::Ordering::{Acquire, Release};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::sockets::{listener, local, sockaddr, tcp};
 use common::{c, c0, neg, quiet, svc};
 use hostcall_abi::errno::*;
 use hostcall_abi::net::consts::*;
-use hostcall_abi::net::{SOCKADDR_MAX, decode, encode};
+use hostcall_abi::net::{SOCKADDR_MAX, decode};
 use hostcall_abi::std_services::{Fs, Lifecycle, Net};
 use hostcall_abi::typed::Errno;
 use hostcall_client::{Channel, fd_io};
@@ -60,36 +59,6 @@ fn run_some<T: Send + 'static>(
         .unwrap();
     let v = std::mem::take(&mut *out.lock().unwrap());
     (v, report)
-}
-
-fn sockaddr(a: &str) -> Vec<u8> {
-    let mut b = [0; SOCKADDR_MAX];
-    let n = encode(&a.parse().unwrap(), &mut b);
-    b[..n].to_vec()
-}
-
-fn tcp(ch: &Channel) -> i32 {
-    svc::<dyn Net>(ch)
-        .socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)
-        .unwrap()
-}
-
-/// The socket's own address.
-fn local(ch: &Channel, fd: i32) -> SocketAddr {
-    let mut out = [0; SOCKADDR_MAX];
-    svc::<dyn Net>(ch).name(fd, 0, &mut out).unwrap();
-    decode(&out).unwrap()
-}
-
-/// A listening GPU socket on a port the system picks.
-fn listener(ch: &Channel, ty: i32) -> i32 {
-    let net = svc::<dyn Net>(ch);
-    let fd = net.socket(AF_INET, ty, 0).unwrap();
-    net.bind(fd, &sockaddr("127.0.0.1:0")).unwrap();
-    if ty == SOCK_STREAM {
-        net.listen(fd, 16).unwrap();
-    }
-    fd
 }
 
 #[test]
@@ -510,155 +479,6 @@ fn lanes_of_one_packet_that_wait_on_each_other_are_served_apart() {
     got.sort_by_key(|g| g.0);
     assert_eq!(got, [(0, Ok(b"lane 1".to_vec())), (1, Ok(Vec::new()))]);
     assert!(started.elapsed() < Duration::from_secs(5));
-}
-
-/// Threads in a launch of 512, in pairs by thread index, and the run's report: each
-/// thread's value by its index in the launch. A thread's partner is its neighbour (the
-/// other lane of its pair in one warp); blocks of 64 threads.
-fn run_pairs<T: Send + 'static>(
-    host: HostBuilder,
-    mode: WarpMode,
-    body: impl Fn(&Channel, usize) -> T + Send + Sync + 'static,
-) -> (Vec<T>, RunReport) {
-    const THREADS: u32 = 512;
-    const BLOCK: u32 = 64;
-    let out = Arc::new(Mutex::new((0..THREADS).map(|_| None).collect::<Vec<_>>()));
-    let o = out.clone();
-    let mut m = EmulatedModule::new(mode).kernel("k", move |t: &EmuThread| {
-        let i = (t.block * BLOCK + t.thread) as usize;
-        let v = body(t.channel(), i);
-        o.lock().unwrap()[i] = Some(v);
-    });
-    let report = common::within(Duration::from_secs(60), "Host::run", move || {
-        host.timeout(Duration::from_secs(30))
-            .max_sockets(1024)
-            .build()
-            .unwrap()
-            .run(&mut m, &Launch::linear("k", THREADS / BLOCK, BLOCK, vec![]))
-            .unwrap()
-    });
-    let v = std::mem::take(&mut *out.lock().unwrap());
-    (
-        v.into_iter()
-            .map(|v| v.expect("every thread finished"))
-            .collect(),
-        report,
-    )
-}
-
-/// 512 GPU threads exchange datagrams in pairs, every receiver
-/// waiting before its sender sends. Calls that wait on a peer each took a pool worker,
-/// at most 128: 256 receivers held all of them, the senders' calls queued behind, and
-/// no datagram arrived before the timeout. Linux runs the same program to its end; so
-/// does the GPU, in any arrangement of warps.
-#[test]
-fn five_hundred_and_twelve_threads_exchange_datagrams_in_pairs() {
-    for mode in [
-        WarpMode::Independent,
-        WarpMode::Lockstep,
-        WarpMode::Divergent { seed: 31 },
-    ] {
-        let ports = Arc::new((0..512).map(|_| AtomicU16::new(0)).collect::<Vec<_>>());
-        let host = quiet()
-            .allow_listen("127.0.0.1:*")
-            .allow_connect("127.0.0.1:*");
-        let started = Instant::now();
-        let (got, report) = run_pairs(host, mode, move |ch, i| {
-            let net = svc::<dyn Net>(ch);
-            let fd = net.socket(AF_INET, SOCK_DGRAM, 0).unwrap();
-            net.bind(fd, &sockaddr("127.0.0.1:0")).unwrap();
-            ports[i].store(local(ch, fd).port(), Release);
-            let partner = i ^ 1;
-            while ports[partner].load(Acquire) == 0 {
-                std::thread::yield_now();
-            }
-            let to = sockaddr(&format!("127.0.0.1:{}", ports[partner].load(Acquire)));
-            let mine = format!("from {i}");
-            let receive = || {
-                let mut buf = [0; SOCKADDR_MAX + 16];
-                let n = net.recvfrom(fd, 0, &mut buf).unwrap();
-                String::from_utf8(buf[SOCKADDR_MAX..SOCKADDR_MAX + n].to_vec()).unwrap()
-            };
-            // Even threads receive first; odd ones send once the receivers wait.
-            if i % 2 == 0 {
-                let got = receive();
-                net.sendto(fd, mine.as_bytes(), 0, &to).unwrap();
-                got
-            } else {
-                std::thread::sleep(Duration::from_millis(300));
-                net.sendto(fd, mine.as_bytes(), 0, &to).unwrap();
-                receive()
-            }
-        });
-        assert_eq!(report.outcome, Outcome::Completed, "{mode:?}");
-        for (i, g) in got.iter().enumerate() {
-            assert_eq!(*g, format!("from {}", i ^ 1), "{mode:?}");
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "{mode:?}");
-    }
-}
-
-/// Over TCP: 256 GPU servers each accept one connection from a GPU
-/// client and answer its line, every server waiting in `accept` before its client
-/// connects.
-#[test]
-fn five_hundred_and_twelve_threads_talk_tcp_in_pairs() {
-    for mode in [WarpMode::Independent, WarpMode::Lockstep] {
-        let ports = Arc::new((0..512).map(|_| AtomicU16::new(0)).collect::<Vec<_>>());
-        let host = quiet()
-            .allow_listen("127.0.0.1:*")
-            .allow_connect("127.0.0.1:*");
-        let (got, report) = run_pairs(host, mode, move |ch, i| {
-            let net = svc::<dyn Net>(ch);
-            let fd = tcp(ch);
-            let mut buf = [0u8; 64];
-            // Both sides make their calls in step, so that lockstep lanes meet at each and
-            // every wait ends within the call it is in (a lockstep lane waits for its whole
-            // warp to call): socket, bind, name; then listen or connect, accept or write,
-            // read or ping, write or read.
-            net.bind(fd, &sockaddr("127.0.0.1:0")).unwrap();
-            ports[i].store(local(ch, fd).port(), Release);
-            while ports[i ^ 1].load(Acquire) == 0 {
-                std::thread::yield_now();
-            }
-            if i % 2 == 0 {
-                net.listen(fd, 4).unwrap();
-                let mut peer = [0; SOCKADDR_MAX];
-                let conn = net.accept(fd, 0, &mut peer).unwrap();
-                let n = fd_io::read::<Emu>(ch, conn, &mut buf);
-                let line = String::from_utf8(buf[..n as usize].to_vec()).unwrap();
-                fd_io::write::<Emu>(ch, conn, format!("{line} back").as_bytes());
-                line
-            } else {
-                // Lockstep: the server's listen comes first in a packet of both (lower
-                // lane). Independent lanes have no packet in common: a client whose server
-                // has not listened yet (a starved machine) is refused and tries again, as
-                // a client of a server still starting would.
-                std::thread::sleep(Duration::from_millis(300));
-                let to = sockaddr(&format!("127.0.0.1:{}", ports[i ^ 1].load(Acquire)));
-                loop {
-                    match net.connect(fd, &to) {
-                        Err(Errno(ECONNREFUSED)) if mode == WarpMode::Independent => {
-                            std::thread::sleep(Duration::from_millis(20));
-                        }
-                        r => break r.unwrap(),
-                    }
-                }
-                fd_io::write::<Emu>(ch, fd, format!("hello {i}").as_bytes());
-                ch.ping::<Emu>(0);
-                let n = fd_io::read::<Emu>(ch, fd, &mut buf);
-                String::from_utf8(buf[..n as usize].to_vec()).unwrap()
-            }
-        });
-        assert_eq!(report.outcome, Outcome::Completed, "{mode:?}");
-        for (i, g) in got.iter().enumerate() {
-            let expected = match i % 2 {
-                0 => format!("hello {}", i + 1),
-                _ => format!("hello {i} back"),
-            };
-            assert_eq!(*g, expected, "{mode:?}");
-        }
-    }
 }
 
 /// `SO_LINGER` with a time, then `close` of a connection whose peer

@@ -1,6 +1,8 @@
 //! Helpers the emulated end-to-end tests share.
 #![allow(dead_code)] // each test binary uses the part it needs
 
+pub mod sockets;
+
 use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
