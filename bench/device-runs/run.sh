@@ -15,6 +15,9 @@
 #                beside the CPU: spawn, join, rayon, TCP echo), into programs.json
 #   stack        the registry-crate conformance programs at a 16 KiB stack, the stack
 #                every module had before stacks were computed
+#   startup      bench/startup on the GPU with HOSTCALL_DEBUG=1: where its wall time
+#                goes, stage by stage (CUDA's start, the module, the launch memory, the
+#                launch and how it ended, the drain, the frees and the context's release)
 # Later runs add steps here, rather than scripts of their own; bench/README.md says
 # which step made each file of bench-results/.
 set -u
@@ -105,10 +108,20 @@ stack() {
   echo "exit $?" >> "$Z/at-16k.txt"; tail -6 "$Z/at-16k.txt"
 }
 
+startup() {
+  local arg s
+  for arg in "" threads; do
+    date -u +"exec at %H:%M:%S.%N" > "$Z/startup-$arg-timeline.txt"; s=$(date +%s%N)
+    HOSTCALL_DEBUG=1 ./startup.gpu $arg >> "$Z/startup-$arg-timeline.txt" 2>&1
+    echo "wall $(ms "$s") ms" >> "$Z/startup-$arg-timeline.txt"
+    grep -v "INFO  hostcall]" "$Z/startup-$arg-timeline.txt"
+  done
+}
+
 for step in "$@"; do
   echo "== $step"
   case $step in
-    tests | conformance | net | pairs | bench | programs | stack) $step ;;
+    tests | conformance | net | pairs | bench | programs | stack | startup) $step ;;
     program-rows) program_rows ;;
     *) echo "run.sh: no step $step" ;;
   esac

@@ -13,6 +13,10 @@
 //!
 //!   a thread that ends in a panic retires its worker (no unwinding: its frames stay):
 //!   RUNNING ──▶ DONE_LAST ── join ──▶ RETIRED        RUNNING_DETACHED ──▶ RETIRED
+//!
+//!   the program ends (`exit`) while no other thread runs: every worker that is not
+//!   running a thread is closed, and exits, so the launch ends without a trap:
+//!   NOT_A_WORKER, IDLE, DONE ── close ──▶ CLOSED
 //! ```
 //!
 //! Ordering: the creator writes the start routine and argument, then stores `RUNNING`
@@ -23,6 +27,14 @@
 //! returns. A slot becomes `IDLE` again only after its last use (join, or the end of
 //! a detached thread), so a `pthread_t` is never reused while it can still be joined.
 //! `DONE_LAST` is stored and loaded as `DONE` is; a `RETIRED` slot is never claimed.
+//!
+//! The end: the thread that ends the program closes each slot with a compare-exchange
+//! from `NOT_A_WORKER`, `IDLE` or `DONE` (a claim or a park that comes later fails), and
+//! a worker parks for the first time with a compare-exchange from `NOT_A_WORKER`, so a
+//! close that comes before the park is not overwritten: a worker that finds its slot
+//! `CLOSED` exits. Closing happens only when no slot runs a thread (any other state
+//! leaves the program to end by a trap, which stops every thread), so no thread's work
+//! is cut short by it and nobody is left joining a closed slot.
 
 /// Not a held-back thread (the zeroed value).
 pub const NOT_A_WORKER: u32 = 0;
@@ -41,6 +53,9 @@ pub const DONE: u32 = 5;
 pub const DONE_LAST: u32 = 6;
 /// No worker: its GPU thread exited after a panic, so it is never given a thread again.
 pub const RETIRED: u32 = 7;
+/// The program ended while the worker ran no thread: its GPU thread exits (or, not
+/// started yet, exits as it starts), so the launch ends as every kernel does.
+pub const CLOSED: u32 = 8;
 
 /// libc-hostcall's function that takes a stack frame in global memory for the calling
 /// thread: `ptr (i64 size, i64 align)`. In a binary, every function whose locals live in

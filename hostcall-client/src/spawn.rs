@@ -1,12 +1,14 @@
 //! The moves of a held-back GPU thread's hand-off word (`hostcall_abi::spawn`, where the
 //! states and their ordering are stated): the worker parks, takes a thread, ends it (or
 //! retires after a panic); a creator claims an idle worker; a joiner waits for the end; a
-//! detacher lets go.
+//! detacher lets go; the thread that ends the program closes the idle workers.
 //! libc-hostcall's `pthread_*` functions are these, on the `ThreadArea` fields.
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use hostcall_abi::spawn::{CLAIMED, DONE, DONE_LAST, IDLE, RETIRED, RUNNING, RUNNING_DETACHED};
+use hostcall_abi::spawn::{
+    CLAIMED, CLOSED, DONE, DONE_LAST, IDLE, NOT_A_WORKER, RETIRED, RUNNING, RUNNING_DETACHED,
+};
 
 use crate::Platform;
 
@@ -44,8 +46,16 @@ fn wait_until<P: Platform>(mut ready: impl FnMut() -> bool) {
 }
 
 impl Slot<'_> {
-    /// The worker: parks, ready for [`Slot::try_give`].
-    pub fn park(&self) {
+    /// The worker, as it starts: parks, ready for [`Slot::try_give`]; false if the
+    /// program already ended ([`Slot::close`] came first), and the worker should exit.
+    pub fn park_first(&self) -> bool {
+        self.state
+            .compare_exchange(NOT_A_WORKER, IDLE, Ordering::Release, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Idle again after a thread's last use (joined, or ended detached).
+    fn park(&self) {
         self.state.store(IDLE, Ordering::Release);
     }
 
@@ -66,18 +76,47 @@ impl Slot<'_> {
         true
     }
 
-    /// The worker: waits for a thread and returns its start routine and argument.
-    pub fn wait_for_thread<P: Platform>(&self) -> (u64, u64) {
+    /// The worker: waits for a thread and returns its start routine and argument, or
+    /// `None` once the program has ended (the worker exits).
+    pub fn wait_for_thread<P: Platform>(&self) -> Option<(u64, u64)> {
+        let mut state = NOT_A_WORKER;
         wait_until::<P>(|| {
-            matches!(
-                self.state.load(Ordering::Acquire),
-                RUNNING | RUNNING_DETACHED
-            )
+            state = self.state.load(Ordering::Acquire);
+            matches!(state, RUNNING | RUNNING_DETACHED | CLOSED)
         });
-        (
-            self.start.load(Ordering::Relaxed),
-            self.arg.load(Ordering::Relaxed),
-        )
+        (state != CLOSED).then(|| {
+            (
+                self.start.load(Ordering::Relaxed),
+                self.arg.load(Ordering::Relaxed),
+            )
+        })
+    }
+
+    /// The thread that ends the program, once for each other worker: closes the slot if
+    /// its worker runs no thread (parked, not started yet, or its thread ended unjoined),
+    /// so the worker exits. False if a thread runs there (or is being given): the
+    /// program must then stop it some other way. A worker already gone (retired, or
+    /// closed) counts as closed.
+    pub fn close(&self) -> bool {
+        let mut seen = self.state.load(Ordering::Relaxed);
+        loop {
+            match seen {
+                NOT_A_WORKER | IDLE | DONE => {}
+                DONE_LAST | RETIRED | CLOSED => return true,
+                _ => return false,
+            }
+            // Release: a creator that finds the slot closed and acquires sees the end
+            // announced before it (libc-hostcall's `pthread_create`).
+            match self.state.compare_exchange_weak(
+                seen,
+                CLOSED,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => seen = now,
+            }
+        }
     }
 
     /// The worker, once the thread and its thread-local destructors are done: `DONE` for
@@ -106,15 +145,21 @@ impl Slot<'_> {
     }
 
     /// The joiner: waits until the thread has ended, then frees the slot (or retires
-    /// it, if its worker exited).
-    pub fn join<P: Platform>(&self) -> Result<(), NotJoinable> {
+    /// it, if its worker exited). `between` runs between two looks: where a waiting
+    /// joiner leaves at the program's end (libc-hostcall's `ending`), which it must do
+    /// once the slot is `CLOSED`.
+    pub fn join<P: Platform>(&self, mut between: impl FnMut()) -> Result<(), NotJoinable> {
         let mut ended = None;
         wait_until::<P>(|| match self.state.load(Ordering::Acquire) {
             state @ (DONE | DONE_LAST) => {
                 ended = Some(state);
                 true
             }
-            RUNNING => false,
+            // Closed: the program is ending, and `between` ends this thread.
+            RUNNING | CLOSED => {
+                between();
+                false
+            }
             _ => true,
         });
         match ended {

@@ -1,13 +1,15 @@
 //! Figures from ordinary std programs, run as they are on the GPU (packaged by `cargo gpu
 //! build`) and on the host CPU (their own build), each measured the same way on both:
-//! `bench/threads` (spawn and join, rayon's sum) and `bench/net` (a loopback TCP echo
-//! server, measured by the same CPU client). `hostcall_bench --programs DIR` reports them
-//! beside each other; DIR holds `threads-bench.gpu`, `threads-bench-cpu`, `net-bench.gpu`
-//! and `net-bench-cpu`.
+//! `bench/startup` (a whole process's wall time, from start to end), `bench/threads`
+//! (spawn and join, rayon's sum) and `bench/net` (a loopback TCP echo server, measured by
+//! the same CPU client). `hostcall_bench --programs DIR` reports them beside each other;
+//! DIR holds `startup.gpu`, `startup-cpu`, `threads-bench.gpu`, `threads-bench-cpu`,
+//! `net-bench.gpu` and `net-bench-cpu`.
 
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
+use std::time::Instant;
 
 use serde_json::{Map, Value};
 
@@ -56,6 +58,66 @@ fn number(o: &Map<String, Value>, key: &str) -> Result<f64, String> {
     o.get(key)
         .and_then(Value::as_f64)
         .ok_or_else(|| format!("no number {key:?} in {o:?}"))
+}
+
+/// Runs of each start-up measure; the median is reported.
+const STARTUP_RUNS: usize = 5;
+
+/// The median wall time in milliseconds of `STARTUP_RUNS` runs of `program` with `args`,
+/// each checked to exit 0 and print `expect`.
+pub fn wall_ms(program: &Path, args: &[&str], expect: &str) -> Result<f64, String> {
+    let mut walls = Vec::new();
+    for _ in 0..STARTUP_RUNS {
+        let t = Instant::now();
+        let out = Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("running {}: {e}", program.display()))?;
+        walls.push(t.elapsed().as_secs_f64() * 1e3);
+        if !out.status.success() || out.stdout != expect.as_bytes() {
+            return Err(format!(
+                "{} {args:?} exited with {} and printed {:?}: {}",
+                program.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr).trim_end()
+            ));
+        }
+    }
+    walls.sort_by(f64::total_cmp);
+    Ok(walls[STARTUP_RUNS / 2])
+}
+
+/// The start-up program on both sides: a whole process, from its start to its end.
+fn startup(dir: &Path) -> Result<Vec<Figure>, String> {
+    let (gpu, cpu) = (dir.join("startup.gpu"), dir.join("startup-cpu"));
+    let total: u64 = (0..8000).sum();
+    let threads = format!("{total}\n");
+    Ok(vec![
+        Figure {
+            name: "startup_hi_ms",
+            unit: "ms",
+            gpu: wall_ms(&gpu, &[], "hi\n")?,
+            cpu: wall_ms(&cpu, &[], "hi\n")?,
+            note: format!(
+                "wall time of a process whose main prints hi (bench/startup), from its start \
+                 to its end, median of {STARTUP_RUNS}; on the GPU a `cargo gpu build` \
+                 executable: CUDA's start and end, the module load, the launch memory, the \
+                 program and the launch's end"
+            ),
+        },
+        Figure {
+            name: "startup_threads_ms",
+            unit: "ms",
+            gpu: wall_ms(&gpu, &["threads"], &threads)?,
+            cpu: wall_ms(&cpu, &["threads"], &threads)?,
+            note: format!(
+                "the same with eight spawned threads each summing 1,000 numbers, joined \
+                 before main prints the total, median of {STARTUP_RUNS}"
+            ),
+        },
+    ])
 }
 
 /// The threads program on both sides.
@@ -166,7 +228,8 @@ fn net(dir: &Path) -> Result<Vec<Figure>, String> {
 
 /// Every figure of the programs in `dir`.
 pub fn measure(dir: &Path) -> Result<Vec<Figure>, String> {
-    let mut figures = threads(dir)?;
+    let mut figures = startup(dir)?;
+    figures.extend(threads(dir)?);
     figures.extend(net(dir)?);
     Ok(figures)
 }

@@ -434,7 +434,7 @@ impl GpuModule for EmulatedModule {
         })
     }
 
-    fn alloc_device_zeroed(&mut self, len: usize) -> Result<u64> {
+    fn alloc_device(&mut self, len: usize, _zeroed: usize) -> Result<u64> {
         Ok(self.alloc_zeroed(len)? as u64)
     }
 

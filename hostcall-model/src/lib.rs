@@ -67,8 +67,9 @@
 //! order a fence allows, and the host taking complete records in order.
 //!
 //! A fourth, [`check_spawn`], takes the hand-off of threads to GPU threads held back at
-//! launch (`std::thread` on the GPU): creators, parked workers, join and detach, and a
-//! worker that retires after a thread that panicked.
+//! launch (`std::thread` on the GPU): creators, parked workers, join and detach, a
+//! worker that retires after a thread that panicked, and the program's end, which
+//! closes the workers that run nothing while running threads leave or the end traps.
 
 mod explore;
 mod holding;

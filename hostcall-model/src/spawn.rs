@@ -1,7 +1,11 @@
 //! The hand-off of threads to GPU threads held back at launch (`hostcall_abi::spawn`,
 //! `hostcall_client::spawn::Slot`): creators give threads to parked workers and join or
 //! detach them, workers run them and end them, or retire after a thread that panicked
-//! (the GPU thread exits). Every interleaving of the steps is
+//! (the GPU thread exits); at the end, the program's last thread announces it and
+//! closes every worker that runs no thread (`Slot::close`), pass after pass, while a
+//! worker running a thread may leave at a look (libc-hostcall's `ending`), or the
+//! ending thread's wait runs out and it traps; workers that may not have parked yet park
+//! or find their slot closed. Every interleaving of the steps is
 //! explored; each load, store and compare-exchange of a hand-off word is a step (but a
 //! join's load of `DONE` and its store of `IDLE`, between which nobody else may act on
 //! the slot), and memory is sequentially consistent (the acquire/release pairs are
@@ -11,7 +15,9 @@
 //! `join` returns only after its thread ended, and never fails for a thread it may join;
 //! no slot is given again while a creator can still join its thread, nor ever once its
 //! worker retired; every run ends with every thread run (or refused, `EAGAIN`, when every
-//! worker retired) and every worker parked or retired.
+//! worker retired) and every worker parked or retired; with the end, no slot whose
+//! thread runs is closed, and every worker exits unless a thread still runs (then the
+//! program traps, which stops them all): a worker left waiting keeps the launch alive.
 
 use std::fmt;
 
@@ -26,6 +32,9 @@ const DETACHED: u8 = 4;
 const DONE: u8 = 5;
 const DONE_LAST: u8 = 6;
 const RETIRED: u8 = 7;
+const CLOSED: u8 = 8;
+/// `NOT_A_WORKER`: the zeroed word, before the worker's first park.
+const UNPARKED: u8 = 0;
 
 /// What a creator does with each thread it starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -49,6 +58,15 @@ pub struct SpawnConfig {
     pub join_waits: bool,
     /// Whether a thread may end in a panic, after which its worker retires.
     pub panics: bool,
+    /// Whether the program ends once every creator is done: its last thread closes the
+    /// workers, one slot at a time, and traps if one runs a thread.
+    pub ends: bool,
+    /// Whether workers start unparked (the launch's first moments), so a close may come
+    /// before a park.
+    pub late_start: bool,
+    /// `true` models a first park that stores `IDLE` over whatever is there (the slot's
+    /// other moves are unchanged), for the model to show the worker it strands.
+    pub park_overwrites: bool,
 }
 
 /// Explores every interleaving of `config` (see the module's documentation).
@@ -58,6 +76,8 @@ pub fn check_spawn(config: &SpawnConfig) -> Report {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Worker {
+    /// Started, its first park to come.
+    Unparked,
     /// Parked, waiting for a thread.
     Waiting,
     /// Running thread `task`.
@@ -66,6 +86,22 @@ enum Worker {
     Ending(u8),
     /// Retired after a thread that panicked: the GPU thread has exited.
     Gone,
+    /// Found its slot closed, and exited.
+    Exited,
+}
+
+/// The program's end, by its last thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum End {
+    /// Not yet: some creator is not done.
+    Pending,
+    /// Announced; closing slot `s` next, in a pass over them all.
+    Closing(u8),
+    /// A whole pass found every other thread gone: the last thread exits.
+    Closed,
+    /// Its wait ran out while a thread still ran: the program traps, which stops every
+    /// GPU thread.
+    Trapped,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -94,6 +130,7 @@ struct State {
     ended: Vec<bool>,
     /// Per thread: refused by `pthread_create` (every worker retired).
     refused: Vec<bool>,
+    end: End,
 }
 
 /// A step, for traces.
@@ -109,6 +146,12 @@ pub(crate) enum Action {
     End(u8),
     Retire(u8),
     Refuse(u8),
+    Park(u8),
+    Exit(u8),
+    Close(u8),
+    Busy(u8),
+    Trap(u8),
+    Leave(u8),
 }
 
 impl fmt::Display for Action {
@@ -126,6 +169,12 @@ impl fmt::Display for Action {
             Action::End(w) => write!(f, "worker {w} ends it"),
             Action::Retire(w) => write!(f, "worker {w} ends it in a panic and retires"),
             Action::Refuse(c) => write!(f, "creator {c} finds every worker retired (EAGAIN)"),
+            Action::Park(w) => write!(f, "worker {w} parks for the first time"),
+            Action::Exit(w) => write!(f, "worker {w} finds its slot closed and exits"),
+            Action::Close(s) => write!(f, "the program's end closes slot {s}"),
+            Action::Busy(s) => write!(f, "slot {s} runs a thread: the end looks again"),
+            Action::Trap(s) => write!(f, "slot {s} still runs a thread: the program traps"),
+            Action::Leave(w) => write!(f, "worker {w}'s thread sees the end and leaves"),
         }
     }
 }
@@ -143,6 +192,90 @@ impl Spawn {
     }
 }
 
+impl Spawn {
+    /// Worker `w` runs its thread to its end (one step).
+    fn run(&self, out: &mut Vec<(Action, Next<State>)>, n: &State, w: usize) {
+        let Worker::Running(task) = n.workers[w] else {
+            return;
+        };
+        let mut n = n.clone();
+        n.runs[task as usize] += 1;
+        n.ended[task as usize] = true;
+        n.workers[w] = Worker::Ending(task);
+        let next = if n.runs[task as usize] > 1 {
+            Next::Broken(Violation::RunTwice { thread: task })
+        } else {
+            Next::State(n)
+        };
+        out.push((Action::Run(w as u8), next));
+    }
+
+    /// The end's next steps, once every creator is done: in a pass over the slots (as
+    /// `.all(close)`), a close of the next one (a compare-exchange from `UNPARKED`,
+    /// `IDLE` or `DONE`; a worker already gone counts as closed); at a slot that runs a
+    /// thread, the pass ends, and either the end looks again or its wait has run out
+    /// and it traps.
+    fn end_steps(&self, s: &State, out: &mut Vec<(Action, Next<State>)>) {
+        let done = s.creators.iter().all(|&(p, _)| p == Creator::Done);
+        let slot = match s.end {
+            End::Pending if self.0.ends && done => 0,
+            End::Closing(slot) => slot,
+            _ => return,
+        };
+        let mut n = s.clone();
+        let i = slot as usize;
+        let after = if i + 1 == s.words.len() {
+            End::Closed
+        } else {
+            End::Closing(slot + 1)
+        };
+        match s.words[i] {
+            UNPARKED | IDLE | DONE => {
+                n.words[i] = CLOSED;
+                n.end = after;
+                let next = match s.workers[i] {
+                    Worker::Running(thread) | Worker::Ending(thread) => {
+                        Next::Broken(Violation::ThreadCut { thread })
+                    }
+                    _ => Next::State(n),
+                };
+                out.push((Action::Close(slot), next));
+            }
+            DONE_LAST | RETIRED | CLOSED => {
+                n.end = after;
+                out.push((Action::Close(slot), Next::State(n)));
+            }
+            _ => {
+                let mut again = s.clone();
+                again.end = End::Closing(0);
+                out.push((Action::Busy(slot), Next::State(again)));
+                n.end = End::Trapped;
+                out.push((Action::Trap(slot), Next::State(n)));
+            }
+        }
+    }
+
+    /// With the end: finished once the program trapped, or closed every slot and every
+    /// worker exited (or retired); a worker left waiting on a slot that is not closed
+    /// would keep the launch alive for ever.
+    fn ended(&self, s: &State) -> Result<bool, Violation> {
+        match s.end {
+            End::Trapped => Ok(true),
+            End::Closed => {
+                if let Some(w) = (0..s.words.len())
+                    .find(|&w| s.workers[w] == Worker::Waiting && s.words[w] != CLOSED)
+                {
+                    return Err(Violation::Stranded { worker: w as u8 });
+                }
+                Ok(s.workers
+                    .iter()
+                    .all(|w| matches!(w, Worker::Exited | Worker::Gone)))
+            }
+            End::Pending | End::Closing(_) => Ok(false),
+        }
+    }
+}
+
 impl Space for Spawn {
     type State = State;
     type Action = Action;
@@ -150,10 +283,18 @@ impl Space for Spawn {
     fn initial(&self) -> State {
         let w = self.0.workers as usize;
         State {
-            // Workers start parked: the model begins after each has parked once.
-            words: vec![IDLE; w],
+            // Workers start parked (the model begins after each has parked once), or,
+            // with `late_start`, about to park.
+            words: vec![if self.0.late_start { UNPARKED } else { IDLE }; w],
             given: vec![None; w],
-            workers: vec![Worker::Waiting; w],
+            workers: vec![
+                if self.0.late_start {
+                    Worker::Unparked
+                } else {
+                    Worker::Waiting
+                };
+                w
+            ],
             creators: self
                 .0
                 .creators
@@ -163,6 +304,7 @@ impl Space for Spawn {
             runs: vec![0; self.tasks()],
             ended: vec![false; self.tasks()],
             refused: vec![false; self.tasks()],
+            end: End::Pending,
         }
     }
 
@@ -283,6 +425,19 @@ impl Space for Spawn {
             let wi = w as u8;
             let mut n = s.clone();
             match phase {
+                Worker::Unparked => {
+                    if self.0.park_overwrites || s.words[w] == UNPARKED {
+                        n.words[w] = IDLE;
+                        n.workers[w] = Worker::Waiting;
+                    } else {
+                        n.workers[w] = Worker::Exited;
+                    }
+                    out.push((Action::Park(wi), Next::State(n)));
+                }
+                Worker::Waiting if s.words[w] == CLOSED => {
+                    n.workers[w] = Worker::Exited;
+                    out.push((Action::Exit(wi), Next::State(n)));
+                }
                 Worker::Waiting => {
                     if !matches!(s.words[w], RUNNING | DETACHED) {
                         continue;
@@ -297,17 +452,15 @@ impl Space for Spawn {
                     n.workers[w] = Worker::Running(task);
                     out.push((Action::Take(wi), Next::State(n)));
                 }
-                Worker::Running(task) => {
-                    n.runs[task as usize] += 1;
-                    n.ended[task as usize] = true;
-                    n.workers[w] = Worker::Ending(task);
-                    let next = if n.runs[task as usize] > 1 {
-                        Next::Broken(Violation::RunTwice { thread: task })
-                    } else {
-                        Next::State(n)
-                    };
-                    out.push((Action::Run(wi), next));
+                Worker::Running(_) if s.end != End::Pending => {
+                    // A look at the end (a futex, a join, a sleep): the thread leaves.
+                    let mut l = n.clone();
+                    l.words[w] = CLOSED;
+                    l.workers[w] = Worker::Exited;
+                    out.push((Action::Leave(wi), Next::State(l)));
+                    self.run(&mut out, &n, w);
                 }
+                Worker::Running(_) => self.run(&mut out, &n, w),
                 Worker::Ending(_) => {
                     if self.0.panics {
                         let mut r = n.clone();
@@ -325,13 +478,17 @@ impl Space for Spawn {
                     n.workers[w] = Worker::Waiting;
                     out.push((Action::End(wi), Next::State(n)));
                 }
-                Worker::Gone => {}
+                Worker::Gone | Worker::Exited => {}
             }
         }
+        self.end_steps(s, &mut out);
         out
     }
 
     fn finished(&self, s: &State) -> Result<bool, Violation> {
+        if self.0.ends {
+            return self.ended(s);
+        }
         if let Some(t) = (0..s.runs.len()).find(|&t| s.runs[t] == 0 && !s.refused[t]) {
             let done = s.creators.iter().all(|&(p, _)| p == Creator::Done);
             return if done {

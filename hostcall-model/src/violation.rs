@@ -112,6 +112,17 @@ pub enum Violation {
         /// The thread.
         thread: u8,
     },
+    /// The program's end closed the slot of a thread still running.
+    ThreadCut {
+        /// The thread.
+        thread: u8,
+    },
+    /// The program ended without a trap, but a worker still waits on a slot that is not
+    /// closed: the launch never ends.
+    Stranded {
+        /// The worker.
+        worker: u8,
+    },
     /// The run ended with a parked call's ticket still out: its wake word is never
     /// given back.
     Uncollected(Token),
@@ -141,6 +152,8 @@ impl Violation {
             Violation::JoinFailed { .. } => "join failed",
             Violation::HandleReused { .. } => "handle reused",
             Violation::ThreadLost { .. } => "thread lost",
+            Violation::ThreadCut { .. } => "running thread closed",
+            Violation::Stranded { .. } => "worker stranded",
             Violation::Uncollected(_) => "ticket never collected",
         }
     }
@@ -213,6 +226,16 @@ impl fmt::Display for Violation {
                 "writer {writer}'s message {message} neither arrived nor was counted as dropped"
             ),
             Violation::RunTwice { thread } => write!(f, "thread {thread} ran twice"),
+            Violation::ThreadCut { thread } => {
+                write!(
+                    f,
+                    "the program's end closed the slot of thread {thread}, still running"
+                )
+            }
+            Violation::Stranded { worker } => write!(
+                f,
+                "the program ended without a trap, but worker {worker} waits on a slot not closed: the launch never ends"
+            ),
             Violation::JoinedEarly { thread } => {
                 write!(f, "joining thread {thread} returned before it ended")
             }

@@ -21,6 +21,9 @@ fn assert_correct(panics: bool) {
         ],
         join_waits: true,
         panics,
+        ends: false,
+        late_start: false,
+        park_overwrites: false,
     });
     r.assert_sound("assert_correct");
 }
@@ -34,6 +37,9 @@ fn a_join_that_does_not_wait_for_done_is_caught() {
         creators: vec![vec![Then::Join], vec![Then::Join]],
         join_waits: false,
         panics: false,
+        ends: false,
+        late_start: false,
+        park_overwrites: false,
     });
     let t = r.find("joined early").expect("an early join is found");
     println!("{} states; joined early:\n{t}", r.states);
@@ -45,4 +51,45 @@ fn a_join_that_does_not_wait_for_done_is_caught() {
 #[test]
 fn a_worker_retired_by_a_panic_is_never_given_a_thread_again() {
     assert_correct(true);
+}
+
+/// The program's end after two creators joined and detached threads on workers that may
+/// not have parked yet, threads that may panic: no slot whose thread runs is closed, and
+/// the run ends with every worker exited (or retired), or with the trap when a detached
+/// thread still runs.
+#[test]
+fn the_end_closes_every_idle_worker_and_strands_none() {
+    let r = check_spawn(&SpawnConfig {
+        workers: 2,
+        creators: vec![
+            vec![Then::Join, Then::Detach],
+            vec![Then::Detach, Then::Join],
+        ],
+        join_waits: true,
+        panics: true,
+        ends: true,
+        late_start: true,
+        park_overwrites: false,
+    });
+    r.assert_sound("the_end_closes_every_idle_worker_and_strands_none");
+}
+
+/// A first park that stored `IDLE` over the slot would undo a close that came before
+/// it (`exit` in the launch's first moments): that worker waits for ever, and the
+/// launch never ends. The model finds it.
+#[test]
+fn a_first_park_that_overwrites_a_close_is_caught() {
+    let r = check_spawn(&SpawnConfig {
+        workers: 1,
+        creators: Vec::new(),
+        join_waits: true,
+        panics: false,
+        ends: true,
+        late_start: true,
+        park_overwrites: true,
+    });
+    let t = r
+        .find("worker stranded")
+        .expect("a stranded worker is found");
+    println!("{} states; stranded:\n{t}", r.states);
 }

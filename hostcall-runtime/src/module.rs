@@ -59,10 +59,11 @@ impl Launch {
 /// How a launch ended, as the backend saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LaunchEnd {
-    /// Every thread returned.
+    /// Every thread returned or exited (as a binary's threads do when its `exit` finds
+    /// them all parked or waiting: libc-hostcall's `ending`).
     Completed,
     /// A thread trapped (`exit` and `abort` end the launch that way, after telling the
-    /// host).
+    /// host, when a thread still runs).
     Trapped(String),
     /// The launch touched memory that nothing holds (`CUDA_ERROR_ILLEGAL_ADDRESS`): a bad
     /// pointer in unsafe code, or a thread's stack overflowing.
@@ -140,9 +141,15 @@ pub trait GpuModule {
     /// Zeroed host memory the GPU can address, aligned to 4096 bytes, for the launch
     /// about to start: it lives until [`GpuModule::end_launch`].
     fn alloc_host_mapped(&mut self, len: usize) -> Result<HostMemory>;
-    /// Zeroed device memory, aligned to 256 bytes, for the launch about to start (until
-    /// [`GpuModule::end_launch`]); returns its device address.
-    fn alloc_device_zeroed(&mut self, len: usize) -> Result<u64>;
+    /// Device memory, aligned to 256 bytes, for the launch about to start (until
+    /// [`GpuModule::end_launch`]), of which the first `zeroed` bytes are zeroed: the
+    /// heap needs only its allocator's state zeroed, and zeroing tens of GiB costs a
+    /// start-up tens of milliseconds. Returns its device address.
+    fn alloc_device(&mut self, len: usize, zeroed: usize) -> Result<u64>;
+    /// [`GpuModule::alloc_device`] with every byte zeroed.
+    fn alloc_device_zeroed(&mut self, len: usize) -> Result<u64> {
+        self.alloc_device(len, len)
+    }
     /// Frees what the `alloc_*` calls gave the launch that ended, once the host is done
     /// with it, so that a module launched many times holds one launch's memory at most.
     /// A module whose kernel may still run (stopped at its time limit, say) keeps it.

@@ -2,13 +2,15 @@
 //! libc-hostcall's `pthread_create`, `pthread_join` and `pthread_detach` run), driven by
 //! OS threads on the emulator's platform: every thread given runs once, a join returns
 //! only after everything its thread wrote, a detached thread frees its worker, a thread
-//! that panics retires its worker (which exits: there is no unwinding), and a creator
-//! finds no worker when all are busy or retired (`EAGAIN` in pthread terms).
+//! that panics retires its worker (which exits: there is no unwinding), a creator
+//! finds no worker when all are busy or retired (`EAGAIN` in pthread terms), and the
+//! program's end closes every worker that runs no thread, even one not parked yet.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
+use std::thread::JoinHandle;
 
-use hostcall_abi::spawn::{IDLE, NOT_A_WORKER, RETIRED, RUNNING, RUNNING_DETACHED};
+use hostcall_abi::spawn::{CLOSED, DONE, IDLE, NOT_A_WORKER, RETIRED, RUNNING};
 use hostcall_client::spawn::{NotJoinable, Slot};
 use hostcall_emulator::Emu;
 
@@ -36,6 +38,11 @@ static mut RESULTS: [u64; 4096] = [0; 4096];
 static RUNS: [AtomicU32; 4096] = [const { AtomicU32::new(0) }; 4096];
 
 fn task(arg: u64) {
+    if HELD.contains(&arg) {
+        while !RELEASED.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+    }
     // SAFETY: each arg is given to one thread once; the joiner reads after `join`.
     unsafe {
         (&raw mut RESULTS)
@@ -48,30 +55,22 @@ fn task(arg: u64) {
 
 /// The threads that end in a panic (no other test's threads).
 const PANICKING: std::ops::Range<u64> = 3500..3600;
+/// The threads that run until `RELEASED` (no other test's threads).
+const HELD: std::ops::Range<u64> = 3800..3900;
+static RELEASED: AtomicBool = AtomicBool::new(false);
 
-/// Runs `workers` parked workers until `stop`; each runs the threads given to it.
-fn start_workers(
-    areas: &Arc<Vec<Area>>,
-    stop: &Arc<AtomicU32>,
-) -> Vec<std::thread::JoinHandle<()>> {
+/// Runs a worker per area, as libc-hostcall's `serve_spawned_threads` does: parks, runs
+/// each thread given to it, until the program ends ([`end`]).
+fn start_workers(areas: &Arc<Vec<Area>>) -> Vec<JoinHandle<()>> {
     (0..areas.len())
         .map(|i| {
-            let (areas, stop) = (areas.clone(), stop.clone());
+            let areas = areas.clone();
             std::thread::spawn(move || {
                 let slot = areas[i].slot();
-                slot.park();
-                loop {
-                    // A worker on the GPU waits for ever; here it also looks at `stop`.
-                    while !matches!(
-                        slot.state.load(Ordering::Acquire),
-                        RUNNING | RUNNING_DETACHED
-                    ) {
-                        if stop.load(Ordering::Relaxed) == 1 {
-                            return;
-                        }
-                        std::thread::yield_now();
-                    }
-                    let (start, arg) = slot.wait_for_thread::<Emu>();
+                if !slot.park_first() {
+                    return;
+                }
+                while let Some((start, arg)) = slot.wait_for_thread::<Emu>() {
                     assert_eq!(start, 0x5eed);
                     task(arg);
                     // libc-hostcall's `__hostcall_thread_unwound`: the panic's payload is
@@ -85,6 +84,17 @@ fn start_workers(
             })
         })
         .collect()
+}
+
+/// Ends the program as `exit` does when no thread runs: every slot closes, and every
+/// worker exits.
+fn end(areas: &[Area], workers: Vec<JoinHandle<()>>) {
+    for (i, a) in areas.iter().enumerate() {
+        assert!(a.slot().close(), "slot {i} still runs a thread at the end");
+    }
+    for w in workers {
+        w.join().unwrap();
+    }
 }
 
 /// Waits until every worker has parked.
@@ -105,8 +115,7 @@ fn give(areas: &[Area], arg: u64) -> Option<usize> {
 #[test]
 fn threads_given_to_parked_workers_run_once_and_join_after_all_they_wrote() {
     let areas: Arc<Vec<Area>> = Arc::new((0..8).map(|_| Area::default()).collect());
-    let stop = Arc::new(AtomicU32::new(0));
-    let workers = start_workers(&areas, &stop);
+    let workers = start_workers(&areas);
     wait_parked(&areas);
     // Four creators at once, each starting and joining 128 threads two at a time (each
     // holds at most two of the eight workers, so all can always go on).
@@ -130,7 +139,7 @@ fn threads_given_to_parked_workers_run_once_and_join_after_all_they_wrote() {
                         started.push((slot, arg));
                     }
                     for (slot, arg) in started {
-                        areas[slot].slot().join::<Emu>().unwrap();
+                        areas[slot].slot().join::<Emu>(|| {}).unwrap();
                         // SAFETY: the join happened after the thread's write.
                         let got =
                             unsafe { (&raw const RESULTS).cast::<u64>().add(arg as usize).read() };
@@ -148,17 +157,13 @@ fn threads_given_to_parked_workers_run_once_and_join_after_all_they_wrote() {
             assert_eq!(runs.load(Ordering::Relaxed), 1, "thread {}", c * 1024 + k);
         }
     }
-    stop.store(1, Ordering::Relaxed);
-    for w in workers {
-        w.join().unwrap();
-    }
+    end(&areas, workers);
 }
 
 #[test]
 fn a_detached_thread_frees_its_worker_and_cannot_be_joined() {
     let areas: Arc<Vec<Area>> = Arc::new(vec![Area::default()]);
-    let stop = Arc::new(AtomicU32::new(0));
-    let workers = start_workers(&areas, &stop);
+    let workers = start_workers(&areas);
     while areas[0].state.load(Ordering::Acquire) != IDLE {
         std::thread::yield_now();
     }
@@ -166,7 +171,10 @@ fn a_detached_thread_frees_its_worker_and_cannot_be_joined() {
     // The only worker is busy until its thread is joined or detached: nobody else gets it.
     assert_eq!(give(&areas, 4001), None);
     areas[slot].slot().detach().unwrap();
-    assert_eq!(areas[slot].slot().join::<Emu>(), Err(NotJoinable::NoThread));
+    assert_eq!(
+        areas[slot].slot().join::<Emu>(|| {}),
+        Err(NotJoinable::NoThread)
+    );
     // Once the detached thread ends, the worker takes the next one.
     let next = loop {
         if let Some(s) = give(&areas, 4002) {
@@ -174,7 +182,7 @@ fn a_detached_thread_frees_its_worker_and_cannot_be_joined() {
         }
         std::thread::yield_now();
     };
-    areas[next].slot().join::<Emu>().unwrap();
+    areas[next].slot().join::<Emu>(|| {}).unwrap();
     // SAFETY: both threads have ended (the second was joined, after the first freed it).
     let (a, b) = unsafe {
         let r = (&raw const RESULTS).cast::<u64>();
@@ -182,34 +190,30 @@ fn a_detached_thread_frees_its_worker_and_cannot_be_joined() {
     };
     assert_eq!((a, b), (4000 * 3 + 1, 4002 * 3 + 1));
     assert_eq!(RUNS[4001].load(Ordering::Relaxed), 0);
-    stop.store(1, Ordering::Relaxed);
-    for w in workers {
-        w.join().unwrap();
-    }
+    end(&areas, workers);
 }
 
 #[test]
 fn a_thread_that_panics_retires_its_worker_after_its_join() {
     let areas: Arc<Vec<Area>> = Arc::new((0..2).map(|_| Area::default()).collect());
-    let stop = Arc::new(AtomicU32::new(0));
-    let workers = start_workers(&areas, &stop);
+    let workers = start_workers(&areas);
     wait_parked(&areas);
     // A joined thread that panics: its join returns after all it wrote, and its worker
     // is never given a thread again.
     let first = give(&areas, 3500).unwrap();
-    areas[first].slot().join::<Emu>().unwrap();
+    areas[first].slot().join::<Emu>(|| {}).unwrap();
     // SAFETY: joined.
     let got = unsafe { (&raw const RESULTS).cast::<u64>().add(3500).read() };
     assert_eq!(got, 3500 * 3 + 1);
     assert_eq!(areas[first].state.load(Ordering::Acquire), RETIRED);
     assert_eq!(
-        areas[first].slot().join::<Emu>(),
+        areas[first].slot().join::<Emu>(|| {}),
         Err(NotJoinable::NoThread)
     );
     for arg in [3700, 3701] {
         let s = give(&areas, arg).unwrap();
         assert_ne!(s, first, "a retired worker was given thread {arg}");
-        areas[s].slot().join::<Emu>().unwrap();
+        areas[s].slot().join::<Emu>(|| {}).unwrap();
     }
     // A detached thread that panics retires its worker too: then no worker is left.
     let second = give(&areas, 3501).unwrap();
@@ -219,10 +223,7 @@ fn a_thread_that_panics_retires_its_worker_after_its_join() {
     }
     assert_eq!(give(&areas, 3702), None);
     assert_eq!(RUNS[3702].load(Ordering::Relaxed), 0);
-    stop.store(1, Ordering::Relaxed);
-    for w in workers {
-        w.join().unwrap();
-    }
+    end(&areas, workers);
 }
 
 #[test]
@@ -231,6 +232,76 @@ fn no_worker_means_no_thread() {
     let areas = [Area::default(), Area::default()];
     assert_eq!(areas[0].state.load(Ordering::Relaxed), NOT_A_WORKER);
     assert_eq!(give(&areas, 1), None);
-    assert_eq!(areas[1].slot().join::<Emu>(), Err(NotJoinable::NoThread));
+    assert_eq!(
+        areas[1].slot().join::<Emu>(|| {}),
+        Err(NotJoinable::NoThread)
+    );
     assert_eq!(areas[1].slot().detach(), Err(NotJoinable::NoThread));
+}
+
+#[test]
+fn the_end_closes_workers_that_have_not_parked_yet() {
+    // `exit` on the first moments of a launch, before the held-back threads started: a
+    // worker that starts after the close exits instead of parking (a park that
+    // overwrote the close would wait for ever, and the launch would never end).
+    let areas: Arc<Vec<Area>> = Arc::new((0..4).map(|_| Area::default()).collect());
+    for a in areas.iter() {
+        assert!(a.slot().close());
+        assert_eq!(a.state.load(Ordering::Relaxed), CLOSED);
+    }
+    let workers = start_workers(&areas);
+    for w in workers {
+        w.join().unwrap();
+    }
+    assert_eq!(give(&areas, 1), None);
+}
+
+#[test]
+fn the_end_closes_a_thread_left_unjoined_and_never_one_that_runs() {
+    let areas: Arc<Vec<Area>> = Arc::new((0..2).map(|_| Area::default()).collect());
+    let workers = start_workers(&areas);
+    wait_parked(&areas);
+    // A thread that ended but was never joined: its worker is closed with the others.
+    let ended = give(&areas, 3900).unwrap();
+    while areas[ended].state.load(Ordering::Acquire) != DONE {
+        std::thread::yield_now();
+    }
+    // A thread still running: its slot is not closed (the program traps instead), and
+    // it runs to its end.
+    let held = give(&areas, 3800).unwrap();
+    assert!(!areas[held].slot().close());
+    assert_eq!(areas[held].state.load(Ordering::Acquire), RUNNING);
+    RELEASED.store(true, Ordering::Release);
+    areas[held].slot().join::<Emu>(|| {}).unwrap();
+    assert_eq!(RUNS[3800].load(Ordering::Relaxed), 1);
+    end(&areas, workers);
+    assert!(
+        areas
+            .iter()
+            .all(|a| a.state.load(Ordering::Relaxed) == CLOSED)
+    );
+}
+
+#[test]
+fn a_joiner_leaves_when_the_thread_it_waits_for_left_at_the_end() {
+    // At the program's end the joined thread leaves at a look (its word `CLOSED`); its
+    // joiner must leave too, between two looks, rather than find no thread (std would
+    // panic: "failed to join thread"). Here leaving is a panic, caught.
+    let area = Area::default();
+    area.state.store(RUNNING, Ordering::Release);
+    let joined = std::thread::scope(|s| {
+        let joiner = s.spawn(|| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                area.slot().join::<Emu>(|| {
+                    if area.state.load(Ordering::Acquire) == CLOSED {
+                        std::panic::panic_any("left");
+                    }
+                })
+            }))
+        });
+        area.state.store(CLOSED, Ordering::Release);
+        joiner.join().unwrap()
+    });
+    let left = joined.expect_err("the joiner returned instead of leaving");
+    assert_eq!(left.downcast_ref::<&str>(), Some(&"left"));
 }

@@ -14,6 +14,7 @@
 
 mod area;
 mod dir;
+mod ending;
 mod env;
 mod errno;
 #[cfg(feature = "start")]

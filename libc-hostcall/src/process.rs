@@ -4,14 +4,15 @@ use core::ffi::c_int;
 
 use hostcall_client::std_services::Lifecycle;
 
-use crate::{Nvptx, host};
+use crate::{Nvptx, ending, host};
 
-/// Reports the aborting thread to the host, then traps. std has already written any panic
-/// message to stderr; the host prints the thread's coordinates and ends non-zero.
+/// Reports the aborting thread to the host, then stops the kernel ([`ending::stop`]).
+/// std has already written any panic message to stderr; the host prints the thread's
+/// coordinates and ends non-zero.
 #[unsafe(no_mangle)]
 pub extern "C" fn abort() -> ! {
     host::<dyn Lifecycle>().abort();
-    Nvptx::trap()
+    ending::stop()
 }
 
 /// `abort` for a panic (std's panic runtime calls it, fixup 0009): the host ends the run
@@ -19,15 +20,15 @@ pub extern "C" fn abort() -> ! {
 #[unsafe(no_mangle)]
 pub extern "C" fn __hostcall_panic_abort() -> ! {
     host::<dyn Lifecycle>().panic_abort();
-    Nvptx::trap()
+    ending::stop()
 }
 
-/// Records the exit code with the host, then stops the kernel: the host ends the process
-/// with `code` once the launch has stopped.
+/// Records the exit code with the host, then stops the kernel ([`ending::stop`]): the
+/// host ends the process with `code` once the launch has stopped.
 #[unsafe(no_mangle)]
 pub extern "C" fn exit(code: c_int) -> ! {
     host::<dyn Lifecycle>().exit(code);
-    Nvptx::trap()
+    ending::stop()
 }
 
 /// As `exit`: there are no atexit handlers or stdio buffers of libc's own to skip.
@@ -37,10 +38,11 @@ pub extern "C" fn _exit(code: c_int) -> ! {
 }
 
 /// Waits for a signal that never comes: std parks a second thread calling `exit` here
-/// while the first one ends the program (which stops this kernel too).
+/// while the first one ends the program (which this thread then leaves).
 #[unsafe(no_mangle)]
 pub extern "C" fn pause() -> c_int {
     loop {
+        ending::check_point();
         <Nvptx as hostcall_client::Platform>::nanosleep(1_000_000);
     }
 }

@@ -163,6 +163,7 @@ pub extern "C" fn gettid() -> c_int {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn sched_yield() -> c_int {
+    crate::ending::check_point();
     Nvptx::nanosleep(100);
     0
 }
@@ -187,6 +188,7 @@ const WAIT_MAX_NS: u32 = 32_000;
 fn futex_wait(word: &AtomicI32, val: c_int, deadline: Option<(c_int, i64)>) -> c_long {
     let mut pause = WAIT_FIRST_NS;
     while word.load(Ordering::Acquire) == val {
+        crate::ending::check_point();
         if deadline.is_some_and(|(clock, d)| time::now_ns(clock).is_none_or(|now| now >= d)) {
             set_errno(ETIMEDOUT);
             return -1;
@@ -340,7 +342,7 @@ pub unsafe extern "C" fn sched_getaffinity(_pid: c_int, size: usize, set: *mut u
 }
 
 /// The hand-off word of the thread whose area is at `id` (`hostcall_abi::spawn`).
-fn slot_at(id: u64) -> Slot<'static> {
+pub(crate) fn slot_at(id: u64) -> Slot<'static> {
     let a = area_of(id);
     // SAFETY: `a` is an area of this launch; the fields are plain integers of the
     // host-zeroed area, only ever accessed through these atomics.
@@ -402,6 +404,10 @@ pub unsafe extern "C" fn pthread_create(
             }
         }
         let all_parked = state.workers_ready.load(Ordering::Acquire) >= workers;
+        // A worker found closed means the program is ending: leave rather than fail
+        // (the fence pairs with the close's Release, after the end was announced).
+        core::sync::atomic::fence(Ordering::Acquire);
+        crate::ending::check_point();
         if all_parked || Nvptx::globaltimer_ns() > deadline {
             return EAGAIN;
         }
@@ -420,7 +426,7 @@ pub unsafe extern "C" fn pthread_join(thread: u64, ret: *mut *mut c_void) -> c_i
     if thread == pthread_self() {
         return EDEADLK;
     }
-    match slot_of(thread).map(|s| s.join::<Nvptx>()) {
+    match slot_of(thread).map(|s| s.join::<Nvptx>(crate::ending::check_point)) {
         Some(Ok(())) => {
             if !ret.is_null() {
                 // SAFETY: the caller's contract. std's threads return nothing.
@@ -443,17 +449,21 @@ pub extern "C" fn pthread_detach(thread: u64) -> c_int {
 
 /// The life of a held-back GPU thread (`START_KERNEL`'s lane 0 of each warp after the
 /// first): park, run each thread given to it, with its own thread-local values, which
-/// are destroyed and cleared when it ends, and park again. The run ends when the program
-/// does (`exit` stops every GPU thread).
+/// are destroyed and cleared when it ends, and park again, until the program ends
+/// (`ending`).
 #[cfg(feature = "start")]
 pub(crate) fn serve_spawned_threads() -> ! {
     let slot = slot_at(Nvptx::global_thread());
-    slot.park();
+    if !slot.park_first() {
+        Nvptx::exit_thread()
+    }
     crate::launch_state()
         .workers_ready
         .fetch_add(1, Ordering::Release);
     loop {
-        let (start, arg) = slot.wait_for_thread::<Nvptx>();
+        let Some((start, arg)) = slot.wait_for_thread::<Nvptx>() else {
+            Nvptx::exit_thread()
+        };
         // SAFETY: `pthread_create` stored a `extern "C" fn(*mut c_void) -> *mut c_void`.
         let start: extern "C" fn(*mut c_void) -> *mut c_void =
             unsafe { core::mem::transmute(start as usize) };

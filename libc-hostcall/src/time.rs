@@ -89,6 +89,7 @@ const TIMER_ABSTIME: c_int = 1;
 /// early, so it loops on the clock).
 fn sleep_until(clock: c_int, deadline_ns: i64) {
     while now_ns(clock).is_some_and(|now| now < deadline_ns) {
+        crate::ending::check_point();
         <Nvptx as hostcall_client::Platform>::nanosleep(1_000_000);
     }
 }

@@ -79,14 +79,59 @@ pub fn driver_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
-/// The CUDA devices of this machine (for running a module on each: `Host::run_all`).
-pub fn device_count() -> Result<usize> {
+/// Finds the driver library and runs `cuInit`, returning how long `cuInit` took.
+fn start_driver() -> Result<Duration> {
     if !driver_present() {
         return Err(Error::NoDevice(
             "the CUDA driver library (libcuda.so) was not found; install the NVIDIA driver".into(),
         ));
     }
+    let t = Instant::now();
     cu::init().map_err(|e| Error::NoDevice(format!("the CUDA driver did not start: {e:?}")))?;
+    Ok(t.elapsed())
+}
+
+/// What CUDA's own start and end cost a process that loads nothing: the floor under
+/// every program's start-up, which `hostcall_bench --programs` reports beside the
+/// programs' (`cuInit` alone is most of it on an H100).
+#[derive(Clone, Copy, Debug)]
+pub struct CudaStart {
+    /// `cuInit`.
+    pub init: Duration,
+    /// Retaining device 0's primary context and making it current.
+    pub context: Duration,
+    /// Releasing the context again (the driver tears it down).
+    pub release: Duration,
+}
+
+/// Starts CUDA on device 0, creates its context and releases it, timing each step; for
+/// a process of its own, as CUDA starts once per process.
+pub fn start_alone() -> Result<CudaStart> {
+    let init = start_driver()?;
+    let device = cu::device::get(0).map_err(|e| Error::cuda("cuDeviceGet", e))?;
+    let t = Instant::now();
+    // SAFETY: `device` is a valid device handle from cuDeviceGet; the context retained
+    // here is released once, below, and nothing else uses it.
+    unsafe {
+        let ctx = cu::primary_ctx::retain(device)
+            .map_err(|e| Error::cuda("cuDevicePrimaryCtxRetain", e))?;
+        cu::ctx::set_current(ctx).map_err(|e| Error::cuda("cuCtxSetCurrent", e))?;
+    }
+    let context = t.elapsed();
+    let t = Instant::now();
+    // SAFETY: retained above, released once.
+    unsafe { cu::primary_ctx::release(device) }
+        .map_err(|e| Error::cuda("cuDevicePrimaryCtxRelease", e))?;
+    Ok(CudaStart {
+        init,
+        context,
+        release: t.elapsed(),
+    })
+}
+
+/// The CUDA devices of this machine (for running a module on each: `Host::run_all`).
+pub fn device_count() -> Result<usize> {
+    start_driver()?;
     let n = cu::device::get_count().map_err(|e| Error::cuda("counting devices", e))?;
     Ok(n as usize)
 }
@@ -181,13 +226,8 @@ fn check(what: &'static str, r: sys::CUresult) -> Result<()> {
 impl CudaModule {
     /// Loads `image` on the device `options` names.
     pub fn load(image: &ModuleImage<'_>, options: &CudaOptions) -> Result<CudaModule> {
-        if !driver_present() {
-            return Err(Error::NoDevice(
-                "the CUDA driver library (libcuda.so) was not found; install the NVIDIA driver"
-                    .into(),
-            ));
-        }
-        cu::init().map_err(|e| Error::NoDevice(format!("the CUDA driver did not start: {e:?}")))?;
+        let init = Instant::now();
+        let init_time = start_driver()?;
         let count = cu::device::get_count().map_err(|e| Error::cuda("counting devices", e))?;
         if options.device >= count as usize {
             return Err(Error::NoDevice(format!(
@@ -214,6 +254,10 @@ impl CudaModule {
             (major as u32, minor as u32, ctx)
         };
         let sm = major * 10 + minor;
+        log::info!(
+            "CUDA started in {:.2?} (cuInit {init_time:.2?}, the context the rest)",
+            init.elapsed()
+        );
         // SAFETY: as above.
         let pageable = unsafe {
             cu::device::get_attribute(
@@ -388,12 +432,12 @@ impl GpuModule for CudaModule {
         })
     }
 
-    fn alloc_device_zeroed(&mut self, len: usize) -> Result<u64> {
-        // SAFETY: a plain allocation, freed in drop; the memset covers exactly it.
+    fn alloc_device(&mut self, len: usize, zeroed: usize) -> Result<u64> {
+        // SAFETY: a plain allocation, freed in drop; the memset covers a prefix of it.
         unsafe {
             let p = cu::malloc_sync(len.max(1)).map_err(|e| Error::cuda("cuMemAlloc", e))?;
             self.device_allocs.push(p);
-            cu::memset_d8_sync(p, 0, len).map_err(|e| Error::cuda("cuMemsetD8", e))?;
+            cu::memset_d8_sync(p, 0, zeroed.min(len)).map_err(|e| Error::cuda("cuMemsetD8", e))?;
             Ok(p)
         }
     }
@@ -536,8 +580,9 @@ impl GpuModule for CudaModule {
         Ok(match r {
             sys::CUresult::CUDA_SUCCESS => Some(LaunchEnd::Completed),
             sys::CUresult::CUDA_ERROR_NOT_READY => None,
-            // A `trap` instruction (how `exit` and `abort` end a launch) surfaces as an
-            // unspecified launch failure; everything else is a fault of its own kind.
+            // A `trap` instruction (how `exit` and `abort` end a launch in which a thread
+            // still runs) surfaces as an unspecified launch failure; everything else is
+            // a fault of its own kind.
             sys::CUresult::CUDA_ERROR_LAUNCH_FAILED => {
                 Some(LaunchEnd::Trapped(driver_message(&DriverError(r))))
             }
@@ -602,6 +647,7 @@ impl Drop for CudaModule {
             );
             return;
         }
+        let freeing = Instant::now();
         self.end_launch();
         if !self.deferred.is_empty() {
             log::warn!(
@@ -617,6 +663,10 @@ impl Drop for CudaModule {
             let _ = cu::module::unload(self.module);
             let _ = cu::primary_ctx::release(self.device);
         }
+        log::info!(
+            "memory freed and context released in {:.2?}",
+            freeing.elapsed()
+        );
     }
 }
 

@@ -22,8 +22,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use hostcall_abi::{
-    ABI_VERSION, DeviceConfig, Doorbell, FLAG_SINGLE_LANE, FaultKind, FaultRecord, LaunchState,
-    Port, PortState, THREAD_EXIT_KERNEL, ThreadArea,
+    ABI_VERSION, DeviceConfig, Doorbell, FLAG_SINGLE_LANE, FaultKind, FaultRecord, HEAP_RESERVED,
+    LaunchState, Port, PortState, THREAD_EXIT_KERNEL, ThreadArea,
 };
 
 use hostcall_abi::typed::HostFn;
@@ -211,6 +211,7 @@ impl Host {
         threads: u64,
     ) -> Result<RunReport> {
         let gpu = own.and_then(|c| c.gpu);
+        let allocating = Instant::now();
         let ports = module.alloc_host_mapped(self.b.ports * size_of::<Port>())?;
         let fault = module.alloc_host_mapped(size_of::<FaultRecord>())?;
         let doorbells = module.alloc_host_mapped(self.b.ports * size_of::<Doorbell>())?;
@@ -222,7 +223,9 @@ impl Host {
             num_ports: self.b.ports as u32,
             ports: ports.device,
             port_states: module.alloc_device_zeroed(self.b.ports * size_of::<PortState>())?,
-            heap_base: module.alloc_device_zeroed(self.b.heap_bytes as usize)?,
+            // libc-hostcall's allocator needs its state zeroed, not the blocks it hands
+            // out (calloc zeroes its own).
+            heap_base: module.alloc_device(self.b.heap_bytes as usize, HEAP_RESERVED)?,
             heap_size: self.b.heap_bytes,
             thread_area: module.alloc_device_zeroed(threads as usize * size_of::<ThreadArea>())?,
             thread_capacity: threads,
@@ -273,6 +276,12 @@ impl Host {
         )?;
 
         let draining = streams.start(self.b.stream_readers);
+        log::info!(
+            "launch memory ({} MiB of heap) and {} consumer thread(s) ready in {:.2?}",
+            config.heap_size >> 20,
+            self.b.consumers,
+            allocating.elapsed()
+        );
         let started = Instant::now();
         // Beside other launches, an exit in one ends the others.
         let exits_all = own.is_some();
@@ -296,6 +305,10 @@ impl Host {
             .b
             .timeout
             .map_or(DRAIN_LIMIT, |t| t.saturating_sub(started.elapsed()));
+        log::info!(
+            "the launch ended after {:.2?}: {ended:?}",
+            started.elapsed()
+        );
         let halted = server.halted();
         let summary = server.summary();
         if let Some(table) = &summary {
@@ -310,6 +323,10 @@ impl Host {
                 "{n} posted stdout/stderr writes never arrived (the launch stopped mid-write)"
             ),
         }
+        log::info!(
+            "calls and output drained {:.2?} after the launch began",
+            started.elapsed()
+        );
         let ended = ended?;
         let elapsed = started.elapsed();
         // SAFETY: the record was allocated above, zeroed, and only GPU threads write it;

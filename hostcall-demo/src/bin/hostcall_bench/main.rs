@@ -62,11 +62,15 @@ struct Args {
     #[arg(long)]
     stream_ring_kib: Option<usize>,
     /// A folder with the benchmark programs packaged by `cargo gpu build` and built for
-    /// the CPU (`threads-bench.gpu`, `threads-bench-cpu`, `net-bench.gpu`,
-    /// `net-bench-cpu`): their thread, rayon and TCP figures are reported, the GPU's
-    /// beside the CPU's (part `programs`).
+    /// the CPU (`startup.gpu`, `threads-bench.gpu`, `net-bench.gpu`, each beside its
+    /// `-cpu` build): their start-up, thread, rayon and TCP figures are reported, the
+    /// GPU's beside the CPU's, with CUDA's own start-up floor (part `programs`).
     #[arg(long)]
     programs: Option<PathBuf>,
+    /// Only start CUDA, create the context and release it, printing each step's time as
+    /// JSON: the floor the programs' rows measure in processes of their own.
+    #[arg(long, hide = true)]
+    cuda_start: bool,
 }
 
 /// The parts of the benchmark.
@@ -103,6 +107,15 @@ const LINES_PER_THREAD: f64 = 16.0;
 fn main() -> ExitCode {
     hostcall_runtime::init_logging();
     let a = Args::parse();
+    if a.cuda_start {
+        return match cuda_start() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("hostcall_bench: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match bench(&a) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
