@@ -14,9 +14,9 @@
 //!   a thread that ends in a panic retires its worker (no unwinding: its frames stay):
 //!   RUNNING ──▶ DONE_LAST ── join ──▶ RETIRED        RUNNING_DETACHED ──▶ RETIRED
 //!
-//!   the program ends (`exit`) while no other thread runs: every worker that is not
-//!   running a thread is closed, and exits, so the launch ends without a trap:
-//!   NOT_A_WORKER, IDLE, DONE ── close ──▶ CLOSED
+//!   the program ends (`exit`): the ending thread closes every worker that runs no
+//!   thread, and a running thread that waits leaves at its next look:
+//!   NOT_A_WORKER, IDLE, DONE ── close ──▶ CLOSED ◀── leave ── RUNNING, RUNNING_DETACHED
 //! ```
 //!
 //! Ordering: the creator writes the start routine and argument, then stores `RUNNING`
@@ -28,13 +28,17 @@
 //! a detached thread), so a `pthread_t` is never reused while it can still be joined.
 //! `DONE_LAST` is stored and loaded as `DONE` is; a `RETIRED` slot is never claimed.
 //!
-//! The end: the thread that ends the program closes each slot with a compare-exchange
-//! from `NOT_A_WORKER`, `IDLE` or `DONE` (a claim or a park that comes later fails), and
-//! a worker parks for the first time with a compare-exchange from `NOT_A_WORKER`, so a
-//! close that comes before the park is not overwritten: a worker that finds its slot
-//! `CLOSED` exits. Closing happens only when no slot runs a thread (any other state
-//! leaves the program to end by a trap, which stops every thread), so no thread's work
-//! is cut short by it and nobody is left joining a closed slot.
+//! The end (libc-hostcall's `ending`): the thread that ends the program announces it,
+//! then closes each slot with a compare-exchange from `NOT_A_WORKER`, `IDLE` or `DONE`
+//! (with Release: a claim that comes later fails, and its creator, acquiring, sees the
+//! announcement and leaves rather than fail), never a slot whose thread runs; a worker
+//! parks for the first time with a compare-exchange from `NOT_A_WORKER`, so a close
+//! that comes before the park is not overwritten, and a worker that finds its slot
+//! `CLOSED` exits. A thread that sees the announcement where it waits (a futex, a join,
+//! a sleep) stores `CLOSED` in its own word and exits (thread 0 has a word too); a
+//! joiner that finds `CLOSED` leaves as well. Once every other word is `CLOSED` (or
+//! `RETIRED`, `DONE_LAST`), the ending thread exits and the launch ends; if a thread
+//! still runs after a short wait, it traps, which stops every thread.
 
 /// Not a held-back thread (the zeroed value).
 pub const NOT_A_WORKER: u32 = 0;

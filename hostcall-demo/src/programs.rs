@@ -134,6 +134,10 @@ fn threads(dir: &Path) -> Result<Vec<Figure>, String> {
     let (sum_gpu, sum_cpu) = both("rayon_sum_ms")?;
     let (seq_gpu, seq_cpu) = both("sequential_sum_ms")?;
     let (pool_gpu, pool_cpu) = both("rayon_threads")?;
+    let (sort_gpu, sort_cpu) = both("rayon_sort_ms")?;
+    let (sha_gpu, sha_cpu) = both("rayon_sha256_ms")?;
+    let (scope_gpu, scope_cpu) = both("scope_10000_ms")?;
+    let (spawned_gpu, spawned_cpu) = both("scope_spawned")?;
     let elements = number(&gpu, "elements")?;
     Ok(vec![
         Figure {
@@ -162,6 +166,35 @@ fn threads(dir: &Path) -> Result<Vec<Figure>, String> {
                 "par_iter().map().sum() over {elements} u64s on rayon's global pool: \
                  {pool_gpu} threads on the GPU, {pool_cpu} on the CPU; the same sum on one \
                  thread: {seq_gpu:.1} ms on the GPU, {seq_cpu:.1} ms on the CPU"
+            ),
+        },
+        Figure {
+            name: "rayon_par_sort_ms",
+            unit: "ms",
+            gpu: sort_gpu,
+            cpu: sort_cpu,
+            note: "par_sort_unstable of 10^7 pseudo-random u64s (splitmix64), rayon's \
+                   global pool"
+                .into(),
+        },
+        Figure {
+            name: "rayon_sha256_ms",
+            unit: "ms",
+            gpu: sha_gpu,
+            cpu: sha_cpu,
+            note: "SHA-256 (sha2 0.10) of 10^6 64-byte blocks, par_iter().map() then an \
+                   xor of the first 8 bytes of each digest: compute bound"
+                .into(),
+        },
+        Figure {
+            name: "scope_10000_threads_ms",
+            unit: "ms",
+            gpu: scope_gpu,
+            cpu: scope_cpu,
+            note: format!(
+                "thread::scope over 10,000 chunks of a shared slice of 10^7 u64s, a thread \
+                 each where Builder::spawn_scoped succeeds (the rest summed on the scope's \
+                 thread): {spawned_gpu} spawned on the GPU, {spawned_cpu} on the CPU"
             ),
         },
     ])

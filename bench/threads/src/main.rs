@@ -9,10 +9,18 @@
 //!   (`available_parallelism`, at most 1,000), all spawned then all joined, per round.
 //! - `rayon_sum_ms`: `par_iter().map().sum()` over ELEMENTS `u64`s, and the sequential
 //!   sum on the main thread for scale.
+//! - `rayon_sort_ms`: `par_sort_unstable` of 10^7 pseudo-random `u64`s.
+//! - `rayon_sha256_ms`: SHA-256 of 10^6 64-byte blocks, `par_iter().map()` (compute
+//!   bound: no memory traffic to speak of).
+//! - `scope_10000_ms`: `thread::scope` over 10,000 threads, each summing its chunk of a
+//!   shared slice; `scope_spawned` says how many were spawned at once before
+//!   `Builder::spawn_scoped` failed (the rest run on the scope's own thread), so the
+//!   figure is honest on a machine that cannot hold 10,000 threads.
 
 use std::time::Instant;
 
 use rayon::prelude::*;
+use sha2::{Digest, Sha256};
 
 fn main() {
     let elements: usize = std::env::args()
@@ -57,4 +65,70 @@ fn main() {
         "{{\"rayon_sum_ms\": {par_ms:.2}, \"sequential_sum_ms\": {seq_ms:.2}, \"elements\": {elements}, \"rayon_threads\": {}, \"sum\": {par}}}",
         rayon::current_num_threads()
     );
+    drop(v);
+
+    const SORTED: u64 = 10_000_000;
+    let mut keys: Vec<u64> = (0..SORTED).map(mix).collect();
+    let t = Instant::now();
+    keys.par_sort_unstable();
+    let sort_ms = t.elapsed().as_secs_f64() * 1e3;
+    assert!(keys.windows(2).all(|w| w[0] <= w[1]));
+    println!("{{\"rayon_sort_ms\": {sort_ms:.2}, \"sorted\": {SORTED}}}");
+    drop(keys);
+
+    const BLOCKS: u64 = 1_000_000;
+    let t = Instant::now();
+    let folded = (0..BLOCKS)
+        .into_par_iter()
+        .map(|i| {
+            let mut block = [0u8; 64];
+            for (k, word) in block.chunks_mut(8).enumerate() {
+                word.copy_from_slice(&mix(i * 8 + k as u64).to_le_bytes());
+            }
+            let digest = Sha256::digest(block);
+            u64::from_le_bytes(digest[..8].try_into().unwrap())
+        })
+        .reduce(|| 0, |a, b| a ^ b);
+    let sha_ms = t.elapsed().as_secs_f64() * 1e3;
+    println!(
+        "{{\"rayon_sha256_ms\": {sha_ms:.2}, \"blocks\": {BLOCKS}, \"digest_xor\": {folded}}}"
+    );
+
+    const SCOPED: usize = 10_000;
+    let data: Vec<u64> = (0..SCOPED as u64 * 1000).collect();
+    let t = Instant::now();
+    let (total, spawned) = scope_sum(&data, SCOPED);
+    let scope_ms = t.elapsed().as_secs_f64() * 1e3;
+    assert_eq!(total, data.iter().sum::<u64>());
+    println!(
+        "{{\"scope_10000_ms\": {scope_ms:.2}, \"scope_threads\": {SCOPED}, \"scope_spawned\": {spawned}}}"
+    );
+}
+
+/// A fixed pseudo-random `u64` for `i` (splitmix64's finaliser): the same on both sides.
+fn mix(i: u64) -> u64 {
+    let mut z = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// `data` summed by `threads` scoped threads, a chunk each; a chunk whose thread could
+/// not be spawned is summed on the scope's own thread. Returns the sum and how many
+/// threads were spawned.
+fn scope_sum(data: &[u64], threads: usize) -> (u64, usize) {
+    let chunk = data.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let mut handles = Vec::with_capacity(threads);
+        let mut inline = 0;
+        for part in data.chunks(chunk) {
+            match std::thread::Builder::new().spawn_scoped(s, move || part.iter().sum::<u64>()) {
+                Ok(h) => handles.push(h),
+                Err(_) => inline += part.iter().sum::<u64>(),
+            }
+        }
+        let spawned = handles.len();
+        let total = inline + handles.into_iter().map(|h| h.join().unwrap()).sum::<u64>();
+        (total, spawned)
+    })
 }
