@@ -1,11 +1,12 @@
 //! The hand-off of threads to GPU threads held back at launch (`hostcall_abi::spawn`,
 //! `hostcall_client::spawn::Slot`): creators give threads to parked workers and join or
 //! detach them, workers run them and end them, or retire after a thread that panicked
-//! (the GPU thread exits); at the end, the program's last thread announces it and
-//! closes every worker that runs no thread (`Slot::close`), pass after pass, while a
-//! worker running a thread may leave at a look (libc-hostcall's `ending`), or the
-//! ending thread's wait runs out and it traps; workers that may not have parked yet park
-//! or find their slot closed. Every interleaving of the steps is
+//! (the GPU thread exits); at the end (once creator 0, the thread that calls `exit`, is
+//! done) the ending thread announces it and closes every worker that runs no thread
+//! (`Slot::close`), pass after pass, while a worker running a thread may leave at a look
+//! (libc-hostcall's `ending`), other creators leave where they wait (a join, a search
+//! for a worker), or the ending thread's wait runs out and it traps; workers that may
+//! not have parked yet park or find their slot closed. Every interleaving of the steps is
 //! explored; each load, store and compare-exchange of a hand-off word is a step (but a
 //! join's load of `DONE` and its store of `IDLE`, between which nobody else may act on
 //! the slot), and memory is sequentially consistent (the acquire/release pairs are
@@ -58,8 +59,9 @@ pub struct SpawnConfig {
     pub join_waits: bool,
     /// Whether a thread may end in a panic, after which its worker retires.
     pub panics: bool,
-    /// Whether the program ends once every creator is done: its last thread closes the
-    /// workers, one slot at a time, and traps if one runs a thread.
+    /// Whether the program ends once creator 0 is done (the thread that calls `exit`;
+    /// the other creators are threads still running, which leave at their waits): it
+    /// closes the workers, one slot at a time, and traps if a thread runs on.
     pub ends: bool,
     /// Whether workers start unparked (the launch's first moments), so a close may come
     /// before a park.
@@ -67,6 +69,10 @@ pub struct SpawnConfig {
     /// `true` models a first park that stores `IDLE` over whatever is there (the slot's
     /// other moves are unchanged), for the model to show the worker it strands.
     pub park_overwrites: bool,
+    /// How a joiner treats its thread's slot found `CLOSED` (the thread left at the
+    /// end): `true` leaves too (`Slot::join`'s `between`); `false` reports no thread, as
+    /// a join that did not know the end would (std would panic: "failed to join").
+    pub join_leaves: bool,
 }
 
 /// Explores every interleaving of `config` (see the module's documentation).
@@ -116,6 +122,8 @@ enum Creator {
     Holding(u8),
     /// Every thread started and joined or detached.
     Done,
+    /// Saw the program's end where it waited (a join, a search for a worker) and left.
+    Left,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -152,6 +160,7 @@ pub(crate) enum Action {
     Busy(u8),
     Trap(u8),
     Leave(u8),
+    CreatorLeaves(u8),
 }
 
 impl fmt::Display for Action {
@@ -175,6 +184,9 @@ impl fmt::Display for Action {
             Action::Busy(s) => write!(f, "slot {s} runs a thread: the end looks again"),
             Action::Trap(s) => write!(f, "slot {s} still runs a thread: the program traps"),
             Action::Leave(w) => write!(f, "worker {w}'s thread sees the end and leaves"),
+            Action::CreatorLeaves(c) => {
+                write!(f, "creator {c} sees the end where it waits and leaves")
+            }
         }
     }
 }
@@ -216,18 +228,24 @@ impl Spawn {
     /// thread, the pass ends, and either the end looks again or its wait has run out
     /// and it traps.
     fn end_steps(&self, s: &State, out: &mut Vec<(Action, Next<State>)>) {
-        let done = s.creators.iter().all(|&(p, _)| p == Creator::Done);
+        let exiting = s.creators.first().is_none_or(|&(p, _)| p == Creator::Done);
         let slot = match s.end {
-            End::Pending if self.0.ends && done => 0,
+            End::Pending if self.0.ends && exiting => 0,
             End::Closing(slot) => slot,
             _ => return,
         };
         let mut n = s.clone();
         let i = slot as usize;
-        let after = if i + 1 == s.words.len() {
+        // The other creators are running threads: the end exits only once they left or
+        // finished (on the GPU their slots run threads until then).
+        let others_gone =
+            (s.creators.iter().skip(1)).all(|&(p, _)| matches!(p, Creator::Done | Creator::Left));
+        let after = if i + 1 < s.words.len() {
+            End::Closing(slot + 1)
+        } else if others_gone {
             End::Closed
         } else {
-            End::Closing(slot + 1)
+            End::Closing(0)
         };
         match s.words[i] {
             UNPARKED | IDLE | DONE => {
@@ -299,7 +317,13 @@ impl Space for Spawn {
                 .0
                 .creators
                 .iter()
-                .map(|_| (Creator::Looking, 0))
+                .map(|threads| {
+                    if threads.is_empty() {
+                        (Creator::Done, 0)
+                    } else {
+                        (Creator::Looking, 0)
+                    }
+                })
                 .collect(),
             runs: vec![0; self.tasks()],
             ended: vec![false; self.tasks()],
@@ -310,11 +334,21 @@ impl Space for Spawn {
 
     fn successors(&self, s: &State) -> Vec<(Action, Next<State>)> {
         let mut out = Vec::new();
+        let announced = s.end != End::Pending;
         for (c, &(phase, k)) in s.creators.iter().enumerate() {
             let ci = c as u8;
+            let leave = || {
+                let mut n = s.clone();
+                n.creators[c].0 = Creator::Left;
+                (Action::CreatorLeaves(ci), Next::State(n))
+            };
             match phase {
-                Creator::Done => {}
+                Creator::Done | Creator::Left => {}
                 Creator::Looking => {
+                    // pthread_create, finding no idle worker once the end is announced.
+                    if announced && !s.words.contains(&IDLE) {
+                        out.push(leave());
+                    }
                     if s.words.iter().all(|&w| w == RETIRED) {
                         let mut n = s.clone();
                         n.refused[self.task(c, k) as usize] = true;
@@ -379,6 +413,16 @@ impl Space for Spawn {
                         };
                     };
                     match then {
+                        Then::Join if word == CLOSED => {
+                            if self.0.join_leaves {
+                                out.push(leave());
+                            } else {
+                                out.push((
+                                    Action::Join(ci, slot),
+                                    Next::Broken(Violation::JoinFailed { thread: task }),
+                                ));
+                            }
+                        }
                         Then::Join => {
                             let done = word == DONE || word == DONE_LAST;
                             let ready = if self.0.join_waits {
@@ -406,6 +450,9 @@ impl Space for Spawn {
                                 RUNNING => n.words[slot as usize] = DETACHED,
                                 DONE => n.words[slot as usize] = IDLE,
                                 DONE_LAST => n.words[slot as usize] = RETIRED,
+                                // The thread left at the end: the detach's ESRCH is
+                                // ignored (std's handle drop), and the creator goes on.
+                                CLOSED => {}
                                 _ => {
                                     out.push((
                                         Action::Detach(ci, slot),

@@ -24,6 +24,7 @@ fn assert_correct(panics: bool) {
         ends: false,
         late_start: false,
         park_overwrites: false,
+        join_leaves: true,
     });
     r.assert_sound("assert_correct");
 }
@@ -40,6 +41,7 @@ fn a_join_that_does_not_wait_for_done_is_caught() {
         ends: false,
         late_start: false,
         park_overwrites: false,
+        join_leaves: true,
     });
     let t = r.find("joined early").expect("an early join is found");
     println!("{} states; joined early:\n{t}", r.states);
@@ -53,10 +55,11 @@ fn a_worker_retired_by_a_panic_is_never_given_a_thread_again() {
     assert_correct(true);
 }
 
-/// The program's end after two creators joined and detached threads on workers that may
-/// not have parked yet, threads that may panic: no slot whose thread runs is closed, and
-/// the run ends with every worker exited (or retired), or with the trap when a detached
-/// thread still runs.
+/// The program's end once creator 0 (the thread calling `exit`) is done, while creator
+/// 1 may still start, join and detach threads, on workers that may not have parked yet,
+/// threads that may panic: no slot whose thread runs is closed, and the run ends with
+/// every worker exited (or retired) and every creator done or left, or with the trap
+/// when a thread still runs.
 #[test]
 fn the_end_closes_every_idle_worker_and_strands_none() {
     let r = check_spawn(&SpawnConfig {
@@ -70,6 +73,7 @@ fn the_end_closes_every_idle_worker_and_strands_none() {
         ends: true,
         late_start: true,
         park_overwrites: false,
+        join_leaves: true,
     });
     r.assert_sound("the_end_closes_every_idle_worker_and_strands_none");
 }
@@ -87,9 +91,29 @@ fn a_first_park_that_overwrites_a_close_is_caught() {
         ends: true,
         late_start: true,
         park_overwrites: true,
+        join_leaves: true,
     });
     let t = r
         .find("worker stranded")
         .expect("a stranded worker is found");
     println!("{} states; stranded:\n{t}", r.states);
+}
+
+/// A thread that leaves at the end while another joins it: a join that reported "no
+/// thread" for the closed slot, instead of leaving too, would make std panic ("failed
+/// to join thread") as the program ends. The model finds it.
+#[test]
+fn a_join_that_fails_when_its_thread_left_at_the_end_is_caught() {
+    let r = check_spawn(&SpawnConfig {
+        workers: 1,
+        creators: vec![Vec::new(), vec![Then::Join]],
+        join_waits: true,
+        panics: false,
+        ends: true,
+        late_start: false,
+        park_overwrites: false,
+        join_leaves: false,
+    });
+    let t = r.find("join failed").expect("a failed join is found");
+    println!("{} states; join failed:\n{t}", r.states);
 }
