@@ -60,12 +60,12 @@ fn number(o: &Map<String, Value>, key: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("no number {key:?} in {o:?}"))
 }
 
-/// Runs of each start-up measure; the median is reported.
-const STARTUP_RUNS: usize = 5;
+/// Runs of each start-up measure, whole processes; the median is reported.
+pub const STARTUP_RUNS: usize = 5;
 
 /// The median wall time in milliseconds of `STARTUP_RUNS` runs of `program` with `args`,
 /// each checked to exit 0 and print `expect`.
-pub fn wall_ms(program: &Path, args: &[&str], expect: &str) -> Result<f64, String> {
+fn wall_ms(program: &Path, args: &[&str], expect: &str) -> Result<f64, String> {
     let mut walls = Vec::new();
     for _ in 0..STARTUP_RUNS {
         let t = Instant::now();

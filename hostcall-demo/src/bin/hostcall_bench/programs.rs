@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use hostcall_demo::programs::STARTUP_RUNS;
 use serde_json::{Value, json};
 
 use super::*;
@@ -43,12 +44,12 @@ pub(super) fn cuda_start() -> Result<(), String> {
     Ok(())
 }
 
-/// The floor: a process that starts CUDA and ends, timed from outside (median of the
-/// same number of runs as the programs), with `cuInit` alone from the median run.
+/// The floor: a process that starts CUDA and ends, timed from outside (median of
+/// [`STARTUP_RUNS`], as the programs), with `cuInit` alone from the median run.
 fn cuda_start_rows() -> Result<Vec<Value>, String> {
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut runs = Vec::new();
-    for _ in 0..5 {
+    for _ in 0..STARTUP_RUNS {
         let t = Instant::now();
         let out = std::process::Command::new(&me)
             .arg("--cuda-start")
@@ -74,7 +75,8 @@ fn cuda_start_rows() -> Result<Vec<Value>, String> {
             None,
             &format!(
                 "wall time of a process that only starts CUDA (cuInit, device 0's primary \
-                 context) and releases it, median of 5: the floor under startup_hi_ms; \
+                 context) and releases it, median of {STARTUP_RUNS}: the floor under \
+                 startup_hi_ms; \
                  context {:.1} ms, release {:.1} ms",
                 step("context_ms"),
                 step("release_ms")
