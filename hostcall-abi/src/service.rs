@@ -118,7 +118,9 @@ impl Service {
 }
 
 /// Whether the host ran the service: the transport's own verdict, kept apart from the
-/// service's result so a trap-worthy protocol error never looks like an errno.
+/// service's result so the client knows whether a result came back at all. The client
+/// turns an unknown service into `ENOSYS` and a malformed request into `EINVAL` (what a
+/// kernel answers for a call it lacks or arguments it refuses); a stop traps.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {

@@ -71,6 +71,7 @@
 //! worker that retires after a thread that panicked, and the program's end, which
 //! closes the workers that run nothing while running threads leave or the end traps.
 
+mod call;
 mod explore;
 mod holding;
 mod model;

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::model::{LaneRef, Token};
+use crate::call::{LaneRef, Token};
 
 /// A broken invariant.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -5,7 +5,7 @@
 //! writing are `io`'s. Paths resolve through the host's capability handles; `AT_FDCWD`
 //! means the working directory the host gave the program.
 
-use core::ffi::{CStr, c_char, c_int, c_uint, c_void};
+use core::ffi::{c_char, c_int, c_uint, c_void};
 
 use hostcall_abi::PATH_MAX;
 use hostcall_abi::errno::{E2BIG, EFAULT, EINVAL, ENAMETOOLONG, ENOSYS};
@@ -20,7 +20,7 @@ use hostcall_client::typed::Client;
 
 use crate::errno::{CReturn, ret, set_errno};
 use crate::heap::malloc;
-use crate::{Nvptx, host};
+use crate::{Nvptx, cstr, host};
 
 /// A call with paths as C answers it: `ENAMETOOLONG` for paths that do not fit one
 /// request together (the client's `E2BIG`), else its answer.
@@ -252,15 +252,6 @@ pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, mut args: ...) -> c_int {
             -1
         }
     }
-}
-
-/// The bytes of a C string, without its NUL.
-///
-/// # Safety
-/// `p` must be null or point to a NUL-terminated string.
-pub(crate) unsafe fn cstr<'a>(p: *const c_char) -> Option<&'a [u8]> {
-    // SAFETY: the caller's contract.
-    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_bytes())
 }
 
 /// # Safety

@@ -52,6 +52,15 @@ fn host<S: ?Sized>() -> Client<Nvptx, S> {
     Client::gpu()
 }
 
+/// The bytes of a C string, without its NUL: how every call that takes a C string reads it.
+///
+/// # Safety
+/// `p` must be null or point to a NUL-terminated string.
+unsafe fn cstr<'a>(p: *const core::ffi::c_char) -> Option<&'a [u8]> {
+    // SAFETY: the caller's contract.
+    (!p.is_null()).then(|| unsafe { core::ffi::CStr::from_ptr(p) }.to_bytes())
+}
+
 /// This launch's device-wide libc state.
 fn launch_state() -> &'static LaunchState {
     let c = config();

@@ -15,7 +15,7 @@ use hostcall_client::fd_io;
 use hostcall_client::std_services::Net;
 use hostcall_client::typed::Client;
 
-use crate::fs::cstr;
+use crate::cstr;
 use crate::heap::{free, malloc};
 use crate::{Nvptx, channel, errno::ret, errno::set_errno, host};
 

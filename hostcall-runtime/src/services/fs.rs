@@ -22,7 +22,7 @@ use super::stdin::Stdin;
 use super::stdio::PostedError;
 use super::typed::FdKinds;
 use super::wait::{self, Interest, Watch};
-use super::{Call, Handler, Malformed, Reply, Stdio, errno_of};
+use super::{Call, Handler, Malformed, Reply, Stdio, errno_of, would_block};
 use crate::guest_log::{GuestLog, Kind};
 use crate::module::{DeviceMemory, StreamStop};
 
@@ -35,11 +35,6 @@ fn write_some(h: &Handle, data: &[u8]) -> std::io::Result<usize> {
         return Ok(rustix::net::send(&*h.file, data, flags)?);
     }
     (&*h.file).write(data)
-}
-
-/// Whether an error says the fd is not ready (it is non-blocking on the host).
-pub(crate) fn would_block(e: &std::io::Error) -> bool {
-    e.kind() == std::io::ErrorKind::WouldBlock
 }
 
 /// What waiting for `h` to be ready for `interest` watches.

@@ -428,6 +428,11 @@ pub fn std_declared() -> impl Iterator<Item = &'static Signature> {
     STD_DECLARED.iter().flat_map(|sigs| sigs.iter())
 }
 
+/// Whether an error says the fd is not ready (it is non-blocking on the host).
+pub(crate) fn would_block(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::WouldBlock
+}
+
 /// The errno for a host I/O error, in the wire's numbering (Linux's).
 pub(crate) fn errno_of(e: &std::io::Error) -> i32 {
     use hostcall_abi::errno::*;

@@ -14,9 +14,8 @@ use std::sync::{Arc, OnceLock};
 
 use hostcall_abi::errno::{EAGAIN, EBADF};
 
-use super::errno_of;
-use super::fs::would_block;
 use super::wait::{self, Interest, Watch};
+use super::{errno_of, would_block};
 
 /// How the runtime reads the host's stdin.
 struct Source {
