@@ -18,6 +18,9 @@
 #   startup      bench/startup on the GPU with HOSTCALL_DEBUG=1: where its wall time
 #                goes, stage by stage (CUDA's start, the module, the launch memory, the
 #                launch and how it ended, the drain, the frees and the context's release)
+#   lanes        threads that share warps: bench/threads with every lane held back (the
+#                default) and with one thread a warp (`--threads 528`), and the spawning
+#                conformance programs with all their threads on one warp's lanes
 # Later runs add steps here, rather than scripts of their own; bench/README.md says
 # which step made each file of bench-results/.
 set -u
@@ -118,10 +121,23 @@ startup() {
   done
 }
 
+lanes() {
+  local n bin s
+  for n in all 528; do
+    bin=./threads-bench.gpu; [ $n != all ] && bin=./threads-bench-$n.gpu
+    s=$(date +%s%N); timeout 240 $bin > "$Z/threads-bench-$n.json" 2> "$Z/threads-bench-$n.err"
+    echo "exit $? in $(ms "$s") ms" >> "$Z/threads-bench-$n.err"
+    echo "threads $n: $(tr '\n' ' ' < "$Z/threads-bench-$n.json") $(tail -1 "$Z/threads-bench-$n.err")"
+  done
+  timeout 200 ./conformance --thread-lanes 32 --report "$Z/conformance-32-lanes.md" spawn_join scope_borrow \
+    channels_spawned spawn_panic rayon_parallel tcp_loopback udp_loopback thread_limit > "$Z/conformance-32-lanes.txt" 2>&1
+  echo "exit $?" >> "$Z/conformance-32-lanes.txt"; tail -10 "$Z/conformance-32-lanes.txt"
+}
+
 for step in "$@"; do
   echo "== $step"
   case $step in
-    tests | conformance | net | pairs | bench | programs | stack | startup) $step ;;
+    tests | conformance | net | pairs | bench | programs | stack | startup | lanes) $step ;;
     program-rows) program_rows ;;
     *) echo "run.sh: no step $step" ;;
   esac

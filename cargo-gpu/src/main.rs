@@ -15,6 +15,7 @@ mod options;
 mod package;
 mod recipient;
 mod run;
+mod threads;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -44,9 +44,12 @@ pub struct RunOptions {
     /// Let the program listen (TCP) and bind (UDP) on HOST:PORTS. Repeatable.
     #[arg(long = "listen", value_name = "HOST:PORTS")]
     pub listen: Vec<String>,
-    /// Threads the program can have started at once (`available_parallelism`; past it,
-    /// spawning fails with EAGAIN). Each is a GPU thread of its own warp, held back at
-    /// launch. Default: four per multiprocessor, one per warp scheduler.
+    /// Threads the program can have started at once (past it, spawning fails with
+    /// EAGAIN), each a GPU thread held back at launch: spread over four warps per
+    /// multiprocessor (one per warp scheduler), then sharing them lane by lane.
+    /// `available_parallelism` is the number that have a warp to themselves. Default:
+    /// every lane of those warps (16,927 on an H100), fewer if their frame stacks (1 MiB
+    /// each) would take more than a quarter of the free GPU memory.
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,
     /// Stop the program after SECONDS (0: never). Default: the runtime's limit, 600 s

@@ -4,16 +4,13 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use hostcall_abi::{FRAME_STACKS, START_KERNEL, WARP_SIZE};
+use hostcall_abi::{START_KERNEL, WARP_SIZE};
 use hostcall_runtime::cuda::{CudaModule, CudaOptions, ModuleImage};
 use hostcall_runtime::{Host, Launch};
 
 use crate::options::RunOptions;
 use crate::package::Program;
-use crate::recipient;
-
-/// Default threads per multiprocessor: one per warp scheduler (four on Hopper).
-const THREADS_PER_MULTIPROCESSOR: u32 = 4;
+use crate::{recipient, threads};
 
 /// Exit code when the program could not run at all (no GPU, a refused option): the
 /// "internal software error" of sysexits, as the runtime uses for a fault.
@@ -96,22 +93,17 @@ fn launch(
         .chain(args.iter().cloned())
         .collect();
     let mut host = options.apply(Host::builder(), &argv)?;
+    let free = module.memory_free()?;
     let heap = match options.heap_mib {
         Some(mib) => mib << 20,
         None => module.process_heap_bytes()?,
     };
     host = host.heap_bytes(heap);
-    // One warp per block: warp 0 runs `main`, each other warp's lane 0 is held back for a
-    // thread (libc-hostcall's start kernel), and blocks of one warp spread over the SMs.
-    let most = FRAME_STACKS as u32 - 1;
-    let threads = match options.threads {
-        Some(t) => t,
-        None => (module.multiprocessors()? * THREADS_PER_MULTIPROCESSOR).min(most),
-    };
-    if threads > most {
-        return Err(format!("--threads {threads}: a program can have at most {most}").into());
-    }
-    let launch = Launch::linear(START_KERNEL, threads + 1, WARP_SIZE as u32, Vec::new());
+    // One warp per block, spread over the SMs: thread 0 runs `main`, and the first
+    // `lanes` lanes of each warp are held back for threads (libc-hostcall's start kernel).
+    let g = threads::geometry(options.threads, module.multiprocessors()?, free)?;
+    host = host.program_threads(g.threads, g.lanes);
+    let launch = Launch::linear(START_KERNEL, g.warps, WARP_SIZE as u32, Vec::new());
     let report = host.build()?.run(&mut module, &launch)?;
     if let Some(why) = report.outcome.failure() {
         eprintln!("{}: {why}", program.name);

@@ -48,6 +48,9 @@ pub struct Request {
     pub geometry: (u32, u32),
     /// Each GPU thread's stack in KiB, if not the module's computed one.
     pub stack_kib: Option<usize>,
+    /// Lanes of each warp that run a spawning program's threads (`cargo gpu run
+    /// --lanes`).
+    pub thread_lanes: u32,
 }
 
 impl Request {
@@ -56,13 +59,14 @@ impl Request {
         let side = if self.gpu { "gpu" } else { "cpu" };
         let (b, t) = self.geometry;
         let stack = self.stack_kib.map_or("-".to_owned(), |k| k.to_string());
-        format!("{side} {} {b} {t} {stack}", self.program.name)
+        let lanes = self.thread_lanes;
+        format!("{side} {} {b} {t} {stack} {lanes}", self.program.name)
     }
 
     fn decode(s: &str) -> Result<Request, String> {
-        let bad = || format!("{VAR}={s:?}: expected `cpu|gpu NAME BLOCKS THREADS STACK_KIB`");
+        let bad = || format!("{VAR}={s:?}: expected `cpu|gpu NAME BLOCKS THREADS STACK_KIB LANES`");
         let parts: Vec<&str> = s.split(' ').collect();
-        let [side, name, b, t, stack] = parts[..] else {
+        let [side, name, b, t, stack, lanes] = parts[..] else {
             return Err(bad());
         };
         let gpu = match side {
@@ -81,6 +85,7 @@ impl Request {
             program,
             geometry,
             stack_kib,
+            thread_lanes: lanes.parse().map_err(|_| bad())?,
         })
     }
 }
@@ -221,17 +226,20 @@ fn run_gpu(r: &Request) -> hostcall_runtime::Result<Outcome> {
             host = host.allow_connect(spec).allow_listen(spec);
         }
     }
-    let host = host.build()?;
+    let host = host
+        .program_threads(SPAWN_WORKERS, r.thread_lanes)
+        .build()?;
     let kernel = match r.program.kind {
         Kind::Threaded(..) => "conformance_threaded",
         Kind::Registry(..) => "conformance_registry",
         Kind::Single(_) | Kind::Unsupported(..) => "conformance_single",
-        // As `cargo gpu run` launches a binary: warp 0 runs `main`, lane 0 of each other
-        // warp is held back for a thread.
+        // As `cargo gpu run` launches a binary: thread 0 runs `main`, the first
+        // `thread_lanes` lanes of each warp are held back for threads.
         Kind::Spawning(..) => START_KERNEL,
     };
     let launch = if spawning {
-        Launch::linear(kernel, SPAWN_WORKERS + 1, WARP_SIZE as u32, Vec::new())
+        let warps = (SPAWN_WORKERS + 1).div_ceil(r.thread_lanes);
+        Launch::linear(kernel, warps, WARP_SIZE as u32, Vec::new())
     } else {
         Launch::linear(
             kernel,

@@ -41,6 +41,11 @@ struct Args {
     /// (to see what a program needs).
     #[arg(long, value_name = "KIB")]
     stack_kib: Option<usize>,
+    /// Lanes of each warp that run a spawning program's threads on the GPU, 1 to 32
+    /// (`cargo gpu run --lanes`).
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=32))]
+    thread_lanes: u32,
     /// Keep both sides' stdout and stderr of every run that differs in this folder.
     #[arg(long)]
     artifacts: Option<PathBuf>,
@@ -104,7 +109,7 @@ fn main() -> ExitCode {
             let row = compare_one(
                 *p,
                 geometry,
-                args.stack_kib,
+                (args.stack_kib, args.thread_lanes),
                 &mut gpu,
                 args.artifacts.as_deref(),
             );
@@ -154,7 +159,7 @@ fn main() -> ExitCode {
 fn compare_one(
     p: Program,
     geometry: (u32, u32),
-    stack_kib: Option<usize>,
+    (stack_kib, thread_lanes): (Option<usize>, u32),
     gpu: &mut bool,
     artifacts: Option<&std::path::Path>,
 ) -> Row {
@@ -169,6 +174,7 @@ fn compare_one(
         program: p,
         geometry,
         stack_kib,
+        thread_lanes,
     });
     let mut other = if *gpu {
         Some(observe(Request {
@@ -176,6 +182,7 @@ fn compare_one(
             program: p,
             geometry,
             stack_kib,
+            thread_lanes,
         }))
     } else {
         None
@@ -194,6 +201,7 @@ fn compare_one(
             program: p,
             geometry,
             stack_kib,
+            thread_lanes,
         })
     });
     let code =

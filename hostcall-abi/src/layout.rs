@@ -80,8 +80,20 @@ pub struct DeviceConfig {
     pub wake: u64,
     /// Wake words at `wake`: calls that may be parked at once.
     pub wake_words: u32,
+    /// In a [`crate::START_KERNEL`] launch, the lanes of each warp that run the program's
+    /// threads (the main thread and those held back for `pthread_create`), from lane 0;
+    /// the warp's other lanes end at once. 0 reads as 1 (see [`crate::spawn`]).
+    pub thread_lanes: u32,
+    /// In a [`crate::START_KERNEL`] launch, the threads held back for `pthread_create`
+    /// (the program's threads past the main one), at most what the lanes that run
+    /// threads hold; 0: all of them.
+    pub held_back: u32,
     /// Zero.
     pub reserved: u32,
+    /// In a [`crate::START_KERNEL`] launch, the device address of the frame stacks:
+    /// [`crate::FRAME_STACK_BYTES`] for each thread that runs threads, in the order of
+    /// [`crate::spawn::thread_of`] (device memory, not zeroed); 0 in other launches.
+    pub frame_stacks: u64,
 }
 
 impl DeviceConfig {
@@ -104,7 +116,10 @@ impl DeviceConfig {
         doorbells: 0,
         wake: 0,
         wake_words: 0,
+        thread_lanes: 0,
+        held_back: 0,
         reserved: 0,
+        frame_stacks: 0,
     };
 }
 
@@ -322,15 +337,17 @@ pub struct Port {
 pub struct ThreadArea {
     /// The thread's `errno`.
     pub errno: i32,
-    /// Keeps `keys` 8-byte aligned.
-    pub reserved: u32,
+    /// The offset of the top of the thread's frame stack (a binary's threads:
+    /// [`DeviceConfig::frame_stacks`]).
+    pub frame_top: u32,
     /// Values of pthread keys `1..=MAX_KEYS` (key `k` lives at `keys[k - 1]`).
     pub keys: [u64; MAX_KEYS],
     /// The generation of key `k` when `keys[k - 1]` was set: keys are recycled, and a
     /// value set under an older generation reads as NULL.
     pub key_gens: [u32; MAX_KEYS],
-    /// Pads the area to a multiple of 16 bytes.
-    pub reserved2: u32,
+    /// 1 once the thread's frame stack overflowed: the room kept for the report is then
+    /// open to it.
+    pub frame_overflowed: u32,
     /// Per small heap class, a block this thread freed and will allocate next (0: none),
     /// so that a thread's allocate/free pairs touch no shared free list.
     pub heap_cache: [u64; CACHED_CLASSES],
@@ -350,7 +367,7 @@ pub struct ThreadArea {
 }
 
 const _: () = {
-    assert!(size_of::<DeviceConfig>() == 112);
+    assert!(size_of::<DeviceConfig>() == 128);
     assert!(continuation_ports(1) == 0 && continuation_ports(2) == 1);
     assert!(continuation_ports(128) == 8);
     assert!(size_of::<LaunchState>() == 64);

@@ -151,11 +151,11 @@ pub use service::{
     DEVICE_READ_MAX, DEVICE_WRITE_MAX, NAME_MAX, PATH_MAX, POSTED_WAITS, STARTUP_ARGS, STARTUP_ENV,
     STD_BASE, Service, Status,
 };
-pub use spawn::{FRAME_POP, FRAME_PUSH, FRAME_STACK_BYTES, FRAME_STACKS};
+pub use spawn::{FRAME_POP, FRAME_PUSH, FRAME_STACK_BYTES};
 
 /// The version both halves must agree on; bump it on any change to this crate's layouts
 /// or to the transport's own services' ids and argument conventions ([`Service`]).
 /// Declared services (std's included) need no bump: each carries a fingerprint of its
 /// signature, which the host checks when it loads a module. The host refuses a module
 /// built with another version.
-pub const ABI_VERSION: u32 = 10;
+pub const ABI_VERSION: u32 = 11;

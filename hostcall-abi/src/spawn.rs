@@ -1,6 +1,10 @@
 //! Threads on the GPU: `pthread_create` hands a thread to a GPU thread held back at
-//! launch, one per warp (lane 0; the warp's other lanes end at once). Each held-back
-//! thread owns a hand-off word, `ThreadArea::spawn_state`, that moves through these
+//! launch. The first [`DeviceConfig::thread_lanes`](crate::DeviceConfig::thread_lanes)
+//! lanes of each warp run threads (global thread 0 the main thread, the others held
+//! back; the warp's other lanes end at once): one lane a warp gives each thread a warp's
+//! issue slots to itself, 32 puts a thread on every lane ([`thread_at`] numbers them,
+//! across the warps first).
+//! Each held-back thread owns a hand-off word, `ThreadArea::spawn_state`, that moves through these
 //! states; `hostcall_client::spawn` implements the moves. All memory is device memory:
 //! nothing crosses PCIe.
 //!
@@ -40,6 +44,8 @@
 //! `RETIRED`, `DONE_LAST`), the ending thread exits and the launch ends; if a thread
 //! still runs after a short wait, it traps, which stops every thread.
 
+use crate::WARP_SIZE;
+
 /// Not a held-back thread (the zeroed value).
 pub const NOT_A_WORKER: u32 = 0;
 /// Parked, waiting for a thread to run.
@@ -68,12 +74,64 @@ pub const CLOSED: u32 = 8;
 pub const FRAME_PUSH: &str = "__hostcall_frame_push";
 /// Gives back the frame [`FRAME_PUSH`] returned: `void (ptr frame)`, before each return.
 pub const FRAME_POP: &str = "__hostcall_frame_pop";
-/// Frame stacks, one per warp of a `START_KERNEL` launch (the main thread and the
-/// held-back threads): the most threads a program can have is one less. Four per SM of
-/// the largest Hopper and Blackwell parts (132, 148 SMs) fit.
-pub const FRAME_STACKS: usize = 640;
 /// Bytes of each thread's frame stack: its locals that live in memory, nested calls
 /// included (what is left in registers or spilled stays on the GPU stack). rayon's
 /// `par_sort` of 10^6 items overflowed 64 KiB: a worker waiting in `join` runs stolen
-/// jobs on top of its own frames. All stacks together: 640 MiB of module memory.
+/// jobs on top of its own frames. The host allocates them with the launch
+/// ([`DeviceConfig::frame_stacks`](crate::DeviceConfig::frame_stacks)), one for each
+/// thread that runs threads.
 pub const FRAME_STACK_BYTES: usize = 1 << 20;
+
+/// The lanes of each warp that run threads, from the configuration's word (0 reads as 1,
+/// more than a warp as a warp).
+pub const fn thread_lanes(word: u32) -> u64 {
+    match word {
+        0 => 1,
+        n if n as usize > WARP_SIZE => WARP_SIZE as u64,
+        n => n as u64,
+    }
+}
+
+/// The global index of the program's thread `k` (0 the main thread, then the held-back
+/// ones) in a launch of `warps` warps: across the warps first, then the next lane of
+/// each, so that the first threads (a pool sized by `available_parallelism`, say) each
+/// have a warp to themselves, and later ones share.
+pub const fn thread_at(k: u64, warps: u64) -> u64 {
+    k % warps * WARP_SIZE as u64 + k / warps
+}
+
+/// The inverse of [`thread_at`]: which of the program's threads the GPU thread at global
+/// index `id` can run when the first `lanes` lanes of each of `warps` warps run threads,
+/// or `None` for a lane that runs none. It is also the index of its frame stack.
+pub const fn thread_of(id: u64, warps: u64, lanes: u64) -> Option<u64> {
+    let lane = id % WARP_SIZE as u64;
+    if lane < lanes {
+        Some(lane * warps + id / WARP_SIZE as u64)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_spread_over_the_warps_before_they_share_one() {
+        for (warps, lanes) in [(1, 32), (17, 1), (17, 7), (529, 32)] {
+            for k in 0..warps * lanes {
+                let id = thread_at(k, warps);
+                assert!(
+                    id < warps * WARP_SIZE as u64,
+                    "{k} of {warps}x{lanes}: {id}"
+                );
+                assert_eq!(thread_of(id, warps, lanes), Some(k));
+            }
+        }
+        assert_eq!(thread_at(1, 529), 32);
+        assert_eq!(thread_at(529, 529), 1);
+        assert_eq!(thread_of(33, 529, 1), None);
+        assert_eq!(thread_lanes(0), 1);
+        assert_eq!(thread_lanes(33), 32);
+    }
+}

@@ -19,6 +19,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use hostcall_abi::spawn::CLOSED;
 
 use crate::Nvptx;
+use crate::area::slot_at;
 
 /// Set once a thread has begun to end the program.
 static ENDING: AtomicU32 = AtomicU32::new(0);
@@ -39,7 +40,7 @@ pub(crate) fn check_point() {
 
 /// Ends the calling thread for the program's end: says it has gone, then exits.
 fn leave() -> ! {
-    crate::thread::slot_at(Nvptx::global_thread())
+    slot_at(Nvptx::global_thread())
         .state
         .store(CLOSED, Ordering::Release);
     Nvptx::exit_thread()
@@ -62,7 +63,6 @@ pub(crate) fn stop() -> ! {
 /// waiting one does.
 #[cfg(feature = "start")]
 fn others_left() -> bool {
-    use hostcall_abi::WARP_SIZE;
     use hostcall_client::Platform;
 
     if ENDING.swap(1, Ordering::AcqRel) != 0 {
@@ -71,11 +71,11 @@ fn others_left() -> bool {
     let me = Nvptx::global_thread();
     let workers = u64::from(crate::launch_state().workers.load(Ordering::Acquire));
     let gone = || {
-        let main = me == 0 || crate::thread::slot_at(0).state.load(Ordering::Acquire) == CLOSED;
+        let main = me == 0 || slot_at(0).state.load(Ordering::Acquire) == CLOSED;
         main && (1..=workers)
-            .map(|k| k * WARP_SIZE as u64)
+            .map(crate::area::worker)
             .filter(|&id| id != me)
-            .all(|id| crate::thread::slot_at(id).close())
+            .all(|id| slot_at(id).close())
     };
     let deadline = Nvptx::globaltimer_ns() + LEAVE_WAIT_NS;
     let mut pause = 200;

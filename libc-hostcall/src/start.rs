@@ -2,14 +2,13 @@
 //! runtime's `_start` does on Linux. rustc's `main(argc, argv)` runs std's start-up and
 //! the program's `main`, and returns the exit code a process would end with.
 //!
-//! The launch is whole warps: global thread 0 runs `main`; lane 0 of every other warp is
-//! held back for `pthread_create` (one thread per warp, so a spawned thread never shares
-//! its warp's issue slots with another); the other lanes end at once.
+//! The launch is whole warps: global thread 0 runs `main`; the next
+//! `DeviceConfig::held_back` of the lanes that run threads (the first
+//! `DeviceConfig::thread_lanes` of each warp) are held back for `pthread_create`; the
+//! other lanes end at once.
 
 use core::ffi::{c_char, c_int};
 use core::sync::atomic::Ordering;
-
-use hostcall_abi::WARP_SIZE;
 
 use crate::Nvptx;
 
@@ -25,16 +24,15 @@ unsafe extern "C" {
 #[unsafe(no_mangle)]
 pub extern "ptx-kernel" fn __hostcall_start() {
     let me = Nvptx::global_thread();
-    if me % WARP_SIZE as u64 != 0 {
-        return;
+    let held_back = crate::area::held_back();
+    match crate::area::thread_of(me) {
+        Some(0) => {}
+        Some(k) if k <= held_back => crate::thread::serve_spawned_threads(),
+        _ => return,
     }
-    if me != 0 {
-        crate::thread::serve_spawned_threads();
-    }
-    let warps = crate::config().thread_capacity / WARP_SIZE as u64;
     crate::launch_state()
         .workers
-        .store(warps.saturating_sub(1) as u32, Ordering::Release);
+        .store(held_back as u32, Ordering::Release);
     let mut argc = 0;
     // SAFETY: `argc` is a local to write.
     let argv = unsafe { crate::env::__hostcall_argv(&mut argc) };

@@ -7,11 +7,11 @@ use core::ffi::{c_int, c_long, c_uint, c_void};
 use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 
 use hostcall_abi::errno::{EAGAIN, EDEADLK, EINVAL, ENOSYS, ERANGE, ESRCH, ETIMEDOUT};
-use hostcall_abi::{CACHED_CLASSES, MAX_KEYS, WARP_SIZE};
+use hostcall_abi::{CACHED_CLASSES, MAX_KEYS};
 use hostcall_client::Platform;
 use hostcall_client::spawn::Slot;
 
-use crate::area::{area, area_of};
+use crate::area::{area, held_back, slot_at, thread_of, worker};
 use crate::errno::set_errno;
 use crate::{Nvptx, config, time};
 
@@ -316,10 +316,19 @@ pub extern "C" fn pthread_attr_setstacksize(_attr: *mut c_void, _size: usize) ->
 }
 
 /// The processors a GPU program reports (`sched_getaffinity`, `sysconf`): the threads it
-/// can start at once, at least 1. std's `available_parallelism` reads it, so a thread
-/// pool such as rayon's asks for as many threads as `pthread_create` can start.
+/// can start that have a warp to themselves (`hostcall_abi::spawn::thread_at` gives
+/// each of the first threads a warp; later ones share), at least 1. std's
+/// `available_parallelism` reads it, so a thread pool such as rayon's takes one thread
+/// per warp, and threads started beyond it share the warps' other lanes. In a launch of
+/// one warp every thread shares it: all count.
 pub(crate) fn processors() -> u32 {
-    crate::launch_state().workers.load(Ordering::Acquire).max(1)
+    let workers = crate::launch_state().workers.load(Ordering::Acquire);
+    let own_warp = crate::area::warps().saturating_sub(1) as u32;
+    match own_warp {
+        0 => workers,
+        n => workers.min(n),
+    }
+    .max(1)
 }
 
 /// The calling process's CPU set: [`processors`] bits, set from bit 0.
@@ -341,25 +350,11 @@ pub unsafe extern "C" fn sched_getaffinity(_pid: c_int, size: usize, set: *mut u
     0
 }
 
-/// The hand-off word of the thread whose area is at `id` (`hostcall_abi::spawn`).
-pub(crate) fn slot_at(id: u64) -> Slot<'static> {
-    let a = area_of(id);
-    // SAFETY: `a` is an area of this launch; the fields are plain integers of the
-    // host-zeroed area, only ever accessed through these atomics.
-    unsafe {
-        Slot {
-            state: AtomicU32::from_ptr(&raw mut (*a).spawn_state),
-            start: AtomicU64::from_ptr(&raw mut (*a).spawn_start),
-            arg: AtomicU64::from_ptr(&raw mut (*a).spawn_arg),
-        }
-    }
-}
-
-/// The slot of `pthread_t` `thread`, if it names a thread that can be held back (lane 0
-/// of a warp of this launch).
+/// The slot of `pthread_t` `thread`, if it names the main thread or a held-back one.
 fn slot_of(thread: u64) -> Option<Slot<'static>> {
     let id = thread.checked_sub(1)?;
-    (id < config().thread_capacity && id % WARP_SIZE as u64 == 0).then(|| slot_at(id))
+    let runs_threads = thread_of(id).is_some_and(|k| k <= held_back());
+    (id < config().thread_capacity && runs_threads).then(|| slot_at(id))
 }
 
 /// How long `pthread_create` waits for held-back threads that have not parked yet (the
@@ -369,9 +364,9 @@ const WORKERS_START_NS: u64 = 200_000_000;
 /// Where the next search for an idle worker starts, so creators spread over the workers.
 static NEXT_WORKER: AtomicU32 = AtomicU32::new(0);
 
-/// Starts a thread on a GPU thread held back at launch (`cargo gpu run` holds back one
-/// warp's lane 0 for each thread it allows, `--threads`): the thread runs there, as a
-/// GPU thread of its own. With none idle (all busy, or retired by a panic, see
+/// Starts a thread on a GPU thread held back at launch (`cargo gpu run` holds back a
+/// lane for each thread it allows, `--threads`, `--lanes` of each warp): the thread runs
+/// there, as a GPU thread of its own. With none idle (all busy, or retired by a panic, see
 /// [`__hostcall_thread_unwound`]) it fails with `EAGAIN`, as Linux does at its thread
 /// limit; a launch whose every thread runs the kernel holds none back.
 ///
@@ -395,8 +390,7 @@ pub unsafe extern "C" fn pthread_create(
     loop {
         let first = NEXT_WORKER.fetch_add(1, Ordering::Relaxed);
         for k in 0..workers {
-            // Workers are the warps after the main thread's: ids 32, 64, ...
-            let id = u64::from(first.wrapping_add(k) % workers + 1) * WARP_SIZE as u64;
+            let id = worker(u64::from(first.wrapping_add(k) % workers + 1));
             if slot_at(id).try_give(start as usize as u64, arg as u64) {
                 // SAFETY: the caller's contract.
                 unsafe { thread.write(id + 1) };
@@ -447,8 +441,8 @@ pub extern "C" fn pthread_detach(thread: u64) -> c_int {
     }
 }
 
-/// The life of a held-back GPU thread (`START_KERNEL`'s lane 0 of each warp after the
-/// first): park, run each thread given to it, with its own thread-local values, which
+/// The life of a held-back GPU thread (`START_KERNEL`'s threads after the first, on the
+/// first `thread_lanes` lanes of each warp): park, run each thread given to it, with its own thread-local values, which
 /// are destroyed and cleared when it ends, and park again, until the program ends
 /// (`ending`).
 #[cfg(feature = "start")]
@@ -511,10 +505,11 @@ const DESTRUCTOR_ROUNDS: usize = 4;
 /// so a thread's destructors run on its own coordinates, with its own key values.
 #[unsafe(no_mangle)]
 pub extern "ptx-kernel" fn __hostcall_thread_exit() {
-    // In a launch that holds threads back (`START_KERNEL`), only lane 0 of each warp ran
-    // a thread; the other lanes have no values, and no frame stack of their own.
+    // In a launch that holds threads back (`START_KERNEL`), only the first
+    // `thread_lanes` lanes of each warp ran threads; the other lanes have no values, and
+    // no frame stack of their own.
     let held_back = crate::launch_state().workers.load(Ordering::Relaxed) > 0;
-    if held_back && Nvptx::lane_id() != 0 {
+    if held_back && thread_of(Nvptx::global_thread()).is_none() {
         return;
     }
     run_key_destructors();

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hostcall_abi::HEAP_RESERVED;
+use hostcall_abi::{HEAP_RESERVED, WARP_SIZE};
 
 use hostcall_abi::typed::{Dispatch, Errno};
 
@@ -41,6 +41,8 @@ pub struct HostBuilder {
     pub(crate) stdin: bool,
     pub(super) debug: Tracing,
     pub(super) single_lane: bool,
+    pub(super) thread_lanes: u32,
+    pub(super) held_back: u32,
     /// Embedder services.
     pub(super) extra: Vec<Extra>,
     pub(crate) declared: Declared,
@@ -75,6 +77,8 @@ impl Default for HostBuilder {
             stdin: false,
             debug: debug_from_env(),
             single_lane: std::env::var_os("HOSTCALL_SINGLE_LANE").is_some_and(|v| v != "0"),
+            thread_lanes: 1,
+            held_back: 0,
             extra: Vec::new(),
             streams: Vec::new(),
             declared: Declared::default(),
@@ -297,6 +301,19 @@ impl HostBuilder {
         self
     }
 
+    /// In a launch of a binary's `main` ([`hostcall_abi::START_KERNEL`]), the threads
+    /// `pthread_create` can start (`held_back`), on the first `lanes` lanes of each warp,
+    /// 1 to 32. Default: every lane that runs threads, one lane a warp (each thread has
+    /// its warp's issue slots to itself; 32 lanes put a thread on every lane, 32 times
+    /// as many on the same warps, sharing them). Each such lane gets a frame stack of
+    /// [`hostcall_abi::FRAME_STACK_BYTES`]; the launch must have room for `held_back`
+    /// and the main thread.
+    pub fn program_threads(mut self, held_back: u32, lanes: u32) -> Self {
+        self.held_back = held_back;
+        self.thread_lanes = lanes;
+        self
+    }
+
     /// Serves service `id` with `handler`, a raw handler of positional arguments (ids of
     /// built-in services are replaced, and a second registration of an id replaces the
     /// first). Id 0 is the default handler. Declared services ([`HostBuilder::serve`])
@@ -397,6 +414,12 @@ impl HostBuilder {
                 hostcall_abi::HEAP_MAX_BYTES
             )));
         }
+        if !(1..=WARP_SIZE as u32).contains(&self.thread_lanes) {
+            return Err(Error::InvalidLaunch(format!(
+                "{} lanes of a warp for threads: 1 to {WARP_SIZE}",
+                self.thread_lanes
+            )));
+        }
         if !self.net_errors.is_empty() {
             return Err(Error::NetGrant(self.net_errors.join("; ")));
         }
@@ -465,6 +488,12 @@ mod tests {
             Host::builder().heap_bytes(100).build(),
             Err(Error::InvalidLaunch(_))
         ));
+        for lanes in [0, 33] {
+            assert!(matches!(
+                Host::builder().program_threads(8, lanes).build(),
+                Err(Error::InvalidLaunch(m)) if m.contains("lanes of a warp")
+            ));
+        }
         // The device allocator names blocks in 32 bits of 16-byte units: a larger heap
         // would wrap its free lists onto the wrong blocks.
         assert!(

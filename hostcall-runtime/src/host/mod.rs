@@ -22,8 +22,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use hostcall_abi::{
-    ABI_VERSION, DeviceConfig, Doorbell, FLAG_SINGLE_LANE, FaultKind, FaultRecord, HEAP_RESERVED,
-    LaunchState, Port, PortState, THREAD_EXIT_KERNEL, ThreadArea,
+    ABI_VERSION, DeviceConfig, Doorbell, FLAG_SINGLE_LANE, FRAME_STACK_BYTES, FaultKind,
+    FaultRecord, HEAP_RESERVED, LaunchState, Port, PortState, START_KERNEL, THREAD_EXIT_KERNEL,
+    ThreadArea, WARP_SIZE,
 };
 
 use hostcall_abi::typed::HostFn;
@@ -241,7 +242,10 @@ impl Host {
             doorbells: doorbells.device,
             wake: wake.device,
             wake_words: wake_words as u32,
+            thread_lanes: self.b.thread_lanes,
+            held_back: self.b.held_back,
             reserved: 0,
+            frame_stacks: self.frame_stacks(module, launch, threads)?,
         };
         module.write_config(&config)?;
         let (streams, descs) = LaunchStreams::allocate(module, &self.b.streams)?;
@@ -401,6 +405,30 @@ impl Host {
         }
         table.unserved = self.b.unserved;
         (files, table)
+    }
+
+    /// A binary's frame stacks ([`hostcall_abi::spawn`]): one for each lane that runs its
+    /// threads, left as the last launch left them (each thread's top starts at 0 in its
+    /// zeroed area). Other kernels take no frames there.
+    fn frame_stacks(
+        &self,
+        module: &mut dyn GpuModule,
+        launch: &Launch,
+        threads: u64,
+    ) -> Result<u64> {
+        if launch.kernel != START_KERNEL {
+            return Ok(0);
+        }
+        let lanes = u64::from(self.b.thread_lanes);
+        let stacks = threads.div_ceil(WARP_SIZE as u64) * lanes;
+        if u64::from(self.b.held_back) >= stacks {
+            return Err(Error::InvalidLaunch(format!(
+                "{} threads held back and the main thread need more than the launch's \
+                 {stacks} lanes that run threads",
+                self.b.held_back
+            )));
+        }
+        module.alloc_device(stacks as usize * FRAME_STACK_BYTES, 0)
     }
 
     /// Runs the thread-local destructors of a launch that ended normally, as Linux does
