@@ -48,8 +48,9 @@ pub struct Request {
     pub geometry: (u32, u32),
     /// Each GPU thread's stack in KiB, if not the module's computed one.
     pub stack_kib: Option<usize>,
-    /// Lanes of each warp that run a spawning program's threads (`cargo gpu run
-    /// --lanes`).
+    /// Lanes of each warp that run a spawning program's threads: 1 gives each a warp,
+    /// as `cargo gpu run` gives its first threads; more pack them on the lanes, as its
+    /// later threads share them.
     pub thread_lanes: u32,
 }
 

@@ -41,8 +41,8 @@ struct Args {
     /// (to see what a program needs).
     #[arg(long, value_name = "KIB")]
     stack_kib: Option<usize>,
-    /// Lanes of each warp that run a spawning program's threads on the GPU, 1 to 32
-    /// (`cargo gpu run --lanes`).
+    /// Lanes of each warp that run a spawning program's threads on the GPU, 1 to 32:
+    /// 1 gives each thread a warp, 32 packs them all on one warp's lanes.
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=32))]
     thread_lanes: u32,

@@ -1,12 +1,11 @@
 //! Threads on the GPU: `pthread_create` hands a thread to a GPU thread held back at
 //! launch. The first [`DeviceConfig::thread_lanes`](crate::DeviceConfig::thread_lanes)
 //! lanes of each warp run threads (global thread 0 the main thread, the others held
-//! back; the warp's other lanes end at once): one lane a warp gives each thread a warp's
-//! issue slots to itself, 32 puts a thread on every lane ([`thread_at`] numbers them,
-//! across the warps first).
-//! Each held-back thread owns a hand-off word, `ThreadArea::spawn_state`, that moves through these
-//! states; `hostcall_client::spawn` implements the moves. All memory is device memory:
-//! nothing crosses PCIe.
+//! back; the warp's other lanes end at once), numbered across the warps first
+//! ([`thread_at`]): the first threads each have a warp's issue slots to themselves, later
+//! ones share. Each held-back thread owns a hand-off word, `ThreadArea::spawn_state`,
+//! that moves through these states; `hostcall_client::spawn` implements the moves. All
+//! memory is device memory: nothing crosses PCIe.
 //!
 //! ```text
 //!            park            claim (creator)        start, arg; Release

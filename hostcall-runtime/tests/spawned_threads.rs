@@ -107,6 +107,14 @@ fn wait_parked(areas: &[Area]) {
     }
 }
 
+/// `n` areas, each with its worker started and parked, as at a launch's first moments.
+fn parked(n: usize) -> (Arc<Vec<Area>>, Vec<JoinHandle<()>>) {
+    let areas: Arc<Vec<Area>> = Arc::new((0..n).map(|_| Area::default()).collect());
+    let workers = start_workers(&areas);
+    wait_parked(&areas);
+    (areas, workers)
+}
+
 /// Gives `arg` to the first idle worker, as `pthread_create` does.
 fn give(areas: &[Area], arg: u64) -> Option<usize> {
     areas.iter().position(|a| a.slot().try_give(0x5eed, arg))
@@ -114,9 +122,7 @@ fn give(areas: &[Area], arg: u64) -> Option<usize> {
 
 #[test]
 fn threads_given_to_parked_workers_run_once_and_join_after_all_they_wrote() {
-    let areas: Arc<Vec<Area>> = Arc::new((0..8).map(|_| Area::default()).collect());
-    let workers = start_workers(&areas);
-    wait_parked(&areas);
+    let (areas, workers) = parked(8);
     // Four creators at once, each starting and joining 128 threads two at a time (each
     // holds at most two of the eight workers, so all can always go on).
     let barrier = Arc::new(Barrier::new(4));
@@ -162,11 +168,7 @@ fn threads_given_to_parked_workers_run_once_and_join_after_all_they_wrote() {
 
 #[test]
 fn a_detached_thread_frees_its_worker_and_cannot_be_joined() {
-    let areas: Arc<Vec<Area>> = Arc::new(vec![Area::default()]);
-    let workers = start_workers(&areas);
-    while areas[0].state.load(Ordering::Acquire) != IDLE {
-        std::thread::yield_now();
-    }
+    let (areas, workers) = parked(1);
     let slot = give(&areas, 4000).unwrap();
     // The only worker is busy until its thread is joined or detached: nobody else gets it.
     assert_eq!(give(&areas, 4001), None);
@@ -195,9 +197,7 @@ fn a_detached_thread_frees_its_worker_and_cannot_be_joined() {
 
 #[test]
 fn a_thread_that_panics_retires_its_worker_after_its_join() {
-    let areas: Arc<Vec<Area>> = Arc::new((0..2).map(|_| Area::default()).collect());
-    let workers = start_workers(&areas);
-    wait_parked(&areas);
+    let (areas, workers) = parked(2);
     // A joined thread that panics: its join returns after all it wrote, and its worker
     // is never given a thread again.
     let first = give(&areas, 3500).unwrap();
@@ -258,9 +258,7 @@ fn the_end_closes_workers_that_have_not_parked_yet() {
 
 #[test]
 fn the_end_closes_a_thread_left_unjoined_and_never_one_that_runs() {
-    let areas: Arc<Vec<Area>> = Arc::new((0..2).map(|_| Area::default()).collect());
-    let workers = start_workers(&areas);
-    wait_parked(&areas);
+    let (areas, workers) = parked(2);
     // A thread that ended but was never joined: its worker is closed with the others.
     let ended = give(&areas, 3900).unwrap();
     while areas[ended].state.load(Ordering::Acquire) != DONE {

@@ -365,7 +365,7 @@ const WORKERS_START_NS: u64 = 200_000_000;
 static NEXT_WORKER: AtomicU32 = AtomicU32::new(0);
 
 /// Starts a thread on a GPU thread held back at launch (`cargo gpu run` holds back a
-/// lane for each thread it allows, `--threads`, `--lanes` of each warp): the thread runs
+/// lane for each thread it allows, `--threads`, across the warps first): the thread runs
 /// there, as a GPU thread of its own. With none idle (all busy, or retired by a panic, see
 /// [`__hostcall_thread_unwound`]) it fails with `EAGAIN`, as Linux does at its thread
 /// limit; a launch whose every thread runs the kernel holds none back.
