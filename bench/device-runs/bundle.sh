@@ -27,6 +27,9 @@ cpu() { cargo +nightly-2026-10-15 build -q --release --target-dir "$CPU" && cp "
 (cd bench/startup && "$G" build . -o "$NEW/startup.gpu" && cpu startup)
 # BASELINE=PATH: an earlier build's hostcall_bench, which bench/gpu-run.sh runs beside this one's.
 if [ -n "${BASELINE:-}" ]; then mkdir -p "$NEW/baseline" && cp "$BASELINE" "$NEW/baseline/" && strip "$NEW/baseline/hostcall_bench"; fi
+# An earlier commit's bench/startup executable for run.sh's startup-ab (never stripped:
+# a packaged executable carries its module after the ELF).
+if [ -n "${BASELINE_STARTUP:-}" ]; then mkdir -p "$NEW/baseline" && cp "$BASELINE_STARTUP" "$NEW/baseline/startup.gpu"; fi
 cp README.md "$NEW/text/a.txt" && cp ../shared/DESIGN.md "$NEW/text/b.txt"
 strip "$NEW"/*-cpu "$NEW"/gpu-tests "$NEW"/add42 "$NEW"/conformance "$NEW"/heatmap "$NEW"/hostcall_bench \
   "$NEW"/hostcalls_bin "$NEW"/lifetimes "$NEW"/porting-host "$NEW"/services

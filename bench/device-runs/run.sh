@@ -21,6 +21,9 @@
 #   lanes        threads that share warps: bench/threads with every lane held back (the
 #                default) and with one thread a warp (`--threads 528`), and the spawning
 #                conformance programs with all their threads on one warp's lanes
+#   startup-ab   bench/startup's `hi` and `threads` against the bundle's
+#                baseline/startup.gpu if any (an earlier commit's), 15 rounds in turn,
+#                each row's times sorted
 # Later runs add steps here, rather than scripts of their own; bench/README.md says
 # which step made each file of bench-results/.
 set -u
@@ -130,8 +133,22 @@ lanes() {
     echo "threads $n: $(tr '\n' ' ' < "$Z/threads-bench-$n.json") $(tail -1 "$Z/threads-bench-$n.err")"
   done
   timeout 200 ./conformance --thread-lanes 32 --report "$Z/conformance-32-lanes.md" spawn_join scope_borrow \
-    channels_spawned spawn_panic rayon_parallel tcp_loopback udp_loopback thread_limit > "$Z/conformance-32-lanes.txt" 2>&1
+    channels_spawned spawn_panic rayon_parallel spawn_beside_pool tcp_loopback udp_loopback thread_limit > "$Z/conformance-32-lanes.txt" 2>&1
   echo "exit $?" >> "$Z/conformance-32-lanes.txt"; tail -10 "$Z/conformance-32-lanes.txt"
+}
+
+startup_ab() {
+  local round arg v s bins=startup.gpu
+  [ -x baseline/startup.gpu ] && bins="baseline/startup.gpu startup.gpu"
+  ./startup.gpu > /dev/null 2>&1
+  for round in $(seq 15); do
+    for arg in hi threads; do
+      for v in $bins; do
+        s=$(date +%s%N); ./$v $arg > /dev/null 2>&1; echo "$v $arg $(ms "$s")" >> "$Z/startup-ab.txt"
+      done
+    done
+  done
+  sort -k1,2 -k3n "$Z/startup-ab.txt" | awk '{k=$1" "$2; a[k]=a[k]" "$3} END {for (k in a) print k ":" a[k]}'
 }
 
 for step in "$@"; do
@@ -139,6 +156,7 @@ for step in "$@"; do
   case $step in
     tests | conformance | net | pairs | bench | programs | stack | startup | lanes) $step ;;
     program-rows) program_rows ;;
+    startup-ab) startup_ab ;;
     *) echo "run.sh: no step $step" ;;
   esac
 done

@@ -47,9 +47,10 @@ pub struct RunOptions {
     /// Threads the program can have started at once (past it, spawning fails with
     /// EAGAIN), each a GPU thread held back at launch: spread over four warps per
     /// multiprocessor (one per warp scheduler), then sharing them lane by lane.
-    /// `available_parallelism` is the number that have a warp to themselves. Default:
-    /// every lane of those warps (16,927 on an H100), fewer if their frame stacks (1 MiB
-    /// each) would take more than a quarter of the free GPU memory.
+    /// `available_parallelism` is the number that have a warp to themselves, at most
+    /// half of them (so a pool sized by it leaves threads to spawn). Default: every lane
+    /// of those warps (16,926 besides `main` on an H100). Each takes a frame stack of
+    /// 1 MiB from the heap when it first runs; a spawn without room fails with EAGAIN.
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,
     /// Stop the program after SECONDS (0: never). Default: the runtime's limit, 600 s

@@ -93,7 +93,6 @@ fn launch(
         .chain(args.iter().cloned())
         .collect();
     let mut host = options.apply(Host::builder(), &argv)?;
-    let free = module.memory_free()?;
     let heap = match options.heap_mib {
         Some(mib) => mib << 20,
         None => module.process_heap_bytes()?,
@@ -101,7 +100,7 @@ fn launch(
     host = host.heap_bytes(heap);
     // One warp per block, spread over the SMs: thread 0 runs `main`, and the first
     // `lanes` lanes of each warp are held back for threads (libc-hostcall's start kernel).
-    let g = threads::geometry(options.threads, module.multiprocessors()?, free)?;
+    let g = threads::geometry(options.threads, module.multiprocessors()?)?;
     host = host.program_threads(g.threads, g.lanes);
     let launch = Launch::linear(START_KERNEL, g.warps, WARP_SIZE as u32, Vec::new());
     let report = host.build()?.run(&mut module, &launch)?;

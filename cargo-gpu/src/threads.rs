@@ -6,11 +6,12 @@
 //! itself runs as fast beside 31 parked lanes as alone (rayon's sum of 10^8 `u64`s, 279
 //! against 276 ms), while threads that share a warp's lanes take turns at its issue
 //! slots (the same sum on 528 threads packed 32 to a warp: 749 ms; on 16,896: 65 s). So
-//! the first threads get a warp each, `available_parallelism` counts those, and the rest
-//! of the lanes take the threads a program starts beyond them (a `thread::scope` of
-//! 10,000 beside rayon's pool), which otherwise fail with `EAGAIN`.
+//! the first threads get a warp each, `available_parallelism` counts those (at most half
+//! the threads, `hostcall_abi::spawn::processors`), and the rest of the lanes take the
+//! threads a program starts beyond them (a `thread::scope` of 10,000 beside rayon's
+//! pool), which otherwise fail with `EAGAIN`.
 
-use hostcall_abi::{FRAME_STACK_BYTES, WARP_SIZE};
+use hostcall_abi::WARP_SIZE;
 
 /// Warps per multiprocessor that get a thread of their own: one per warp scheduler (four
 /// on Hopper).
@@ -33,21 +34,14 @@ pub struct Geometry {
     pub threads: u32,
 }
 
-/// The geometry for `asked` threads (default: every lane of the spread warps, as many as
-/// a quarter of `free_bytes` of frame stacks allows) on a GPU of `multiprocessors` SMs.
-pub fn geometry(
-    asked: Option<u32>,
-    multiprocessors: u32,
-    free_bytes: u64,
-) -> Result<Geometry, String> {
+/// The geometry for `asked` threads (default: every lane of the spread warps) on a GPU of
+/// `multiprocessors` SMs. Holding a thread back costs no memory: each takes its frame
+/// stack from the heap when it first runs, and a spawn without room fails with `EAGAIN`.
+pub fn geometry(asked: Option<u32>, multiprocessors: u32) -> Result<Geometry, String> {
     let spread = multiprocessors * WARPS_PER_MULTIPROCESSOR + 1;
     let most_warps = multiprocessors * WARPS_PER_MULTIPROCESSOR_MOST;
     let lanes_max = WARP_SIZE as u32;
-    let stacks_fit = free_bytes / 4 / FRAME_STACK_BYTES as u64;
-    let threads = match asked {
-        Some(t) => t,
-        None => (u64::from(spread * lanes_max).min(stacks_fit) as u32).saturating_sub(1),
-    };
+    let threads = asked.unwrap_or(spread * lanes_max - 1);
     let most = most_warps * lanes_max - 1;
     if threads > most {
         return Err(format!(
@@ -69,11 +63,10 @@ mod tests {
     use super::*;
 
     const H100: u32 = 132;
-    const FREE: u64 = 79 << 30;
 
     #[test]
     fn threads_take_a_warp_each_before_they_share_one() {
-        let g = |t| geometry(Some(t), H100, FREE).unwrap();
+        let g = |t| geometry(Some(t), H100).unwrap();
         assert_eq!(
             g(4),
             Geometry {
@@ -117,8 +110,8 @@ mod tests {
     }
 
     #[test]
-    fn the_default_fills_every_lane_of_the_spread_warps_as_memory_allows() {
-        let d = geometry(None, H100, FREE).unwrap();
+    fn the_default_fills_every_lane_of_the_spread_warps() {
+        let d = geometry(None, H100).unwrap();
         assert_eq!(
             d,
             Geometry {
@@ -127,21 +120,11 @@ mod tests {
                 threads: 529 * 32 - 1
             }
         );
-        // 8 GiB free: a quarter of it holds 2,048 stacks of 1 MiB.
-        let small = geometry(None, H100, 8 << 30).unwrap();
-        assert_eq!(
-            small,
-            Geometry {
-                warps: 529,
-                lanes: 4,
-                threads: 2047
-            }
-        );
     }
 
     #[test]
     fn more_threads_than_resident_warps_hold_is_refused_with_the_limit() {
-        let e = geometry(Some(H100 * 16 * 32), H100, FREE).unwrap_err();
+        let e = geometry(Some(H100 * 16 * 32), H100).unwrap_err();
         assert!(e.contains("at most 67583"), "{e}");
     }
 }

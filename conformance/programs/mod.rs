@@ -59,8 +59,8 @@ suite! {
     ],
     unsupported: [unsupported],
     spawning: [
-        spawn_join, scope_borrow, channels_spawned, spawn_panic, rayon_parallel, tcp_loopback,
-        udp_loopback,
+        spawn_join, scope_borrow, channels_spawned, spawn_panic, rayon_parallel, spawn_beside_pool,
+        tcp_loopback, udp_loopback,
     ],
     limits: [thread_limit],
 }

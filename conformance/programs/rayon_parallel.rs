@@ -1,7 +1,5 @@
 //! rayon on threads the program spawns: a parallel map and sum, a parallel sort, `join`
-//! recursing, `par_chunks`, a `scope` and a `max`. (rayon's global pool takes every
-//! thread the program may have, `available_parallelism`: on the GPU a second pool finds
-//! none left, as a process at its thread limit would.)
+//! recursing, `par_chunks`, a `scope` and a `max`.
 
 use rayon::prelude::*;
 

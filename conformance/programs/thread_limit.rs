@@ -1,31 +1,32 @@
-//! More threads than can run at once: with every thread the program may have busy, one
-//! more spawn fails with Linux's error at its thread limit (`EAGAIN`) instead of waiting,
-//! and succeeds again once one ends. On the CPU the limit is far higher, so the GPU's
-//! output is checked against `expected/thread_limit.stdout` (runs hold 8 threads back).
+//! More threads than can run at once: threads that wait are spawned until a spawn fails
+//! (at most 1,000), which on the GPU is Linux's error at its thread limit (`EAGAIN`)
+//! instead of a wait, and a spawn succeeds again once they end. On the CPU the limit is
+//! far higher, so the GPU's output is checked against `expected/thread_limit.stdout`
+//! (runs hold 16 threads back).
 
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, RwLock};
 use std::thread;
 
 pub fn main() {
-    let n = thread::available_parallelism().map_or(1, |n| n.get());
-    let release = Arc::new(Barrier::new(n + 1));
-    let busy: Vec<_> = (0..n)
-        .map(|_| {
-            let release = release.clone();
-            thread::spawn(move || {
-                release.wait();
-            })
-        })
-        .collect();
-    println!("{} threads busy", busy.len());
-    match thread::Builder::new().spawn(|| ()) {
-        Ok(h) => {
-            h.join().unwrap();
-            println!("one more: started");
+    let gate = Arc::new(RwLock::new(()));
+    let closed = gate.write().unwrap();
+    let mut busy = Vec::new();
+    let refused = loop {
+        if busy.len() == 1_000 {
+            break None;
         }
-        Err(e) => println!("one more: {:?} {e}", e.kind()),
+        let gate = gate.clone();
+        match thread::Builder::new().spawn(move || drop(gate.read().unwrap())) {
+            Ok(h) => busy.push(h),
+            Err(e) => break Some(e),
+        }
+    };
+    println!("{} threads busy", busy.len());
+    match refused {
+        Some(e) => println!("one more: {:?} {e}", e.kind()),
+        None => println!("one more: started"),
     }
-    release.wait();
+    drop(closed);
     busy.into_iter().for_each(|h| h.join().unwrap());
     println!("after they ended: {:?}", thread::spawn(|| "started").join().unwrap());
 }

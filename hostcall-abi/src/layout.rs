@@ -90,10 +90,6 @@ pub struct DeviceConfig {
     pub held_back: u32,
     /// Zero.
     pub reserved: u32,
-    /// In a [`crate::START_KERNEL`] launch, the device address of the frame stacks:
-    /// [`crate::FRAME_STACK_BYTES`] for each thread that runs threads, in the order of
-    /// [`crate::spawn::thread_of`] (device memory, not zeroed); 0 in other launches.
-    pub frame_stacks: u64,
 }
 
 impl DeviceConfig {
@@ -119,7 +115,6 @@ impl DeviceConfig {
         thread_lanes: 0,
         held_back: 0,
         reserved: 0,
-        frame_stacks: 0,
     };
 }
 
@@ -337,8 +332,7 @@ pub struct Port {
 pub struct ThreadArea {
     /// The thread's `errno`.
     pub errno: i32,
-    /// The offset of the top of the thread's frame stack (a binary's threads:
-    /// [`DeviceConfig::frame_stacks`]).
+    /// The offset of the top of the thread's frame stack (at `frame_stack`).
     pub frame_top: u32,
     /// Values of pthread keys `1..=MAX_KEYS` (key `k` lives at `keys[k - 1]`).
     pub keys: [u64; MAX_KEYS],
@@ -364,10 +358,14 @@ pub struct ThreadArea {
     /// address of a (function, join packet) pair in the thread's start frame, 0 while
     /// none is armed.
     pub panic_landing: u64,
+    /// The device address of this GPU thread's frame stack ([`crate::FRAME_STACK_BYTES`]
+    /// taken from the heap for good when it is first given a thread, or as the main
+    /// thread starts), 0 until then.
+    pub frame_stack: u64,
 }
 
 const _: () = {
-    assert!(size_of::<DeviceConfig>() == 128);
+    assert!(size_of::<DeviceConfig>() == 120);
     assert!(continuation_ports(1) == 0 && continuation_ports(2) == 1);
     assert!(continuation_ports(128) == 8);
     assert!(size_of::<LaunchState>() == 64);
@@ -380,5 +378,5 @@ const _: () = {
     assert!(offset_of!(Port, lanes) == 64 + 8 * WARP_SIZE);
     assert!(offset_of!(Port, bulk) == 64 + 72 * WARP_SIZE);
     assert!(size_of::<Port>() == 64 + 72 * WARP_SIZE + BULK_PER_LANE * WARP_SIZE);
-    assert!(size_of::<ThreadArea>() == 480);
+    assert!(size_of::<ThreadArea>() == 488);
 };

@@ -17,9 +17,9 @@
 //!   a thread that ends in a panic retires its worker (no unwinding: its frames stay):
 //!   RUNNING ──▶ DONE_LAST ── join ──▶ RETIRED        RUNNING_DETACHED ──▶ RETIRED
 //!
-//!   the program ends (`exit`): the ending thread closes every worker that runs no
-//!   thread, and a running thread that waits leaves at its next look:
-//!   NOT_A_WORKER, IDLE, DONE ── close ──▶ CLOSED ◀── leave ── RUNNING, RUNNING_DETACHED
+//!   the program ends (`exit`): every thread that waits leaves at its next look and
+//!   counts itself gone (a parked worker, a thread in a futex, a join, a sleep):
+//!   IDLE, DONE, RUNNING, RUNNING_DETACHED ── leave ──▶ CLOSED
 //! ```
 //!
 //! Ordering: the creator writes the start routine and argument, then stores `RUNNING`
@@ -30,18 +30,24 @@
 //! returns. A slot becomes `IDLE` again only after its last use (join, or the end of
 //! a detached thread), so a `pthread_t` is never reused while it can still be joined.
 //! `DONE_LAST` is stored and loaded as `DONE` is; a `RETIRED` slot is never claimed.
+//! Between its claim and `RUNNING` the creator readies the worker (gives it a frame
+//! stack, which the Release carries to it); if it cannot, it stores `IDLE` back with a
+//! compare-exchange from `CLAIMED` and the spawn fails.
 //!
-//! The end (libc-hostcall's `ending`): the thread that ends the program announces it,
-//! then closes each slot with a compare-exchange from `NOT_A_WORKER`, `IDLE` or `DONE`
-//! (with Release: a claim that comes later fails, and its creator, acquiring, sees the
-//! announcement and leaves rather than fail), never a slot whose thread runs; a worker
-//! parks for the first time with a compare-exchange from `NOT_A_WORKER`, so a close
-//! that comes before the park is not overwritten, and a worker that finds its slot
-//! `CLOSED` exits. A thread that sees the announcement where it waits (a futex, a join,
-//! a sleep) stores `CLOSED` in its own word and exits (thread 0 has a word too); a
-//! joiner that finds `CLOSED` leaves as well. Once every other word is `CLOSED` (or
-//! `RETIRED`, `DONE_LAST`), the ending thread exits and the launch ends; if a thread
-//! still runs after a short wait, it traps, which stops every thread.
+//! The end (libc-hostcall's `ending`, `hostcall_client::spawn::End`): the thread that
+//! ends the program announces it (a swap with AcqRel: a second thread ending it at once
+//! leaves instead). A parked worker looks at the announcement before each look at its
+//! word, so one parked before the announcement, or after it (a worker that starts late),
+//! leaves at its next look; a thread that waits (a futex, a join, a sleep) looks there
+//! too. A thread that leaves stores `CLOSED` in its own word with Release (a joiner that
+//! finds it leaves as well, and a creator that finds no idle worker but closed ones,
+//! acquiring, sees the announcement and leaves rather than fail), then adds one to the
+//! count of threads gone with Release and exits; a worker that retires after a panic
+//! counts itself as it exits. The ending thread waits until the count, loaded with
+//! Acquire, reaches every other thread (the held-back ones and the main thread, less
+//! itself), then exits, and the launch ends; if a thread still runs after a short wait,
+//! it traps, which stops every thread. `hostcall-model`'s `check_spawn` explores these
+//! moves.
 
 use crate::WARP_SIZE;
 
@@ -62,8 +68,8 @@ pub const DONE: u32 = 5;
 pub const DONE_LAST: u32 = 6;
 /// No worker: its GPU thread exited after a panic, so it is never given a thread again.
 pub const RETIRED: u32 = 7;
-/// The program ended while the worker ran no thread: its GPU thread exits (or, not
-/// started yet, exits as it starts), so the launch ends as every kernel does.
+/// The thread here left for the program's end (a parked worker, or a thread where it
+/// waited): its GPU thread has exited or is about to, counted gone.
 pub const CLOSED: u32 = 8;
 
 /// libc-hostcall's function that takes a stack frame in global memory for the calling
@@ -76,9 +82,9 @@ pub const FRAME_POP: &str = "__hostcall_frame_pop";
 /// Bytes of each thread's frame stack: its locals that live in memory, nested calls
 /// included (what is left in registers or spilled stays on the GPU stack). rayon's
 /// `par_sort` of 10^6 items overflowed 64 KiB: a worker waiting in `join` runs stolen
-/// jobs on top of its own frames. The host allocates them with the launch
-/// ([`DeviceConfig::frame_stacks`](crate::DeviceConfig::frame_stacks)), one for each
-/// thread that runs threads.
+/// jobs on top of its own frames. libc-hostcall cuts one from the heap for each GPU
+/// thread that runs threads, when it first needs one
+/// ([`ThreadArea::frame_stack`](crate::ThreadArea::frame_stack)).
 pub const FRAME_STACK_BYTES: usize = 1 << 20;
 
 /// The lanes of each warp that run threads, from the configuration's word (0 reads as 1,
@@ -111,6 +117,22 @@ pub const fn thread_of(id: u64, warps: u64, lanes: u64) -> Option<u64> {
     }
 }
 
+/// The processors a program of `held_back` threads in a launch of `warps` warps reports
+/// (`available_parallelism`, which sizes a pool such as rayon's): the threads that have a
+/// warp to themselves (all of them in a launch of one warp), but never more than half
+/// the held-back threads, at least 1. A pool sized by it then leaves the program threads
+/// of its own to spawn beside it, as on a CPU, where the thread limit is far past the
+/// processor count; without the half a launch of one thread per warp gave rayon's pool
+/// every thread, and the program's next `thread::spawn` failed with `EAGAIN`.
+pub const fn processors(held_back: u32, warps: u32) -> u32 {
+    let own_warp = warps.saturating_sub(1);
+    let mut n = held_back / 2;
+    if own_warp != 0 && own_warp < n {
+        n = own_warp;
+    }
+    if n == 0 { 1 } else { n }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,5 +154,32 @@ mod tests {
         assert_eq!(thread_of(33, 529, 1), None);
         assert_eq!(thread_lanes(0), 1);
         assert_eq!(thread_lanes(33), 32);
+    }
+
+    /// A program that starts a pool of `available_parallelism` threads (rayon's) can
+    /// still spawn threads of its own beside it, whatever the launch's shape.
+    #[test]
+    fn a_pool_sized_by_the_processors_leaves_threads_to_spawn() {
+        for (held_back, warps) in [
+            (16, 17),
+            (16, 1),
+            (16, 5),
+            (528, 529),
+            (16_926, 529),
+            (2, 3),
+        ] {
+            let p = processors(held_back, warps);
+            assert!(
+                p >= 1 && p <= held_back / 2,
+                "{held_back} in {warps} warps: {p}"
+            );
+        }
+        assert_eq!(
+            processors(16_926, 529),
+            528,
+            "one a warp, where there are enough"
+        );
+        assert_eq!(processors(1, 2), 1, "at least one");
+        assert_eq!(processors(0, 1), 1, "at least one");
     }
 }

@@ -1,13 +1,14 @@
 //! The moves of a held-back GPU thread's hand-off word (`hostcall_abi::spawn`, where the
 //! states and their ordering are stated): the worker parks, takes a thread, ends it (or
 //! retires after a panic); a creator claims an idle worker; a joiner waits for the end; a
-//! detacher lets go; the thread that ends the program closes the idle workers.
-//! libc-hostcall's `pthread_*` functions are these, on the `ThreadArea` fields.
+//! detacher lets go; at the program's end ([`End`]) every thread that waits leaves and
+//! counts itself gone, and the ending thread waits for the count. libc-hostcall's
+//! `pthread_*` functions and its `ending` are these, on the `ThreadArea` fields.
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use hostcall_abi::spawn::{
-    CLAIMED, CLOSED, DONE, DONE_LAST, IDLE, NOT_A_WORKER, RETIRED, RUNNING, RUNNING_DETACHED,
+    CLAIMED, CLOSED, DONE, DONE_LAST, IDLE, RETIRED, RUNNING, RUNNING_DETACHED,
 };
 
 use crate::Platform;
@@ -28,6 +29,17 @@ pub struct Slot<'a> {
     pub arg: &'a AtomicU64,
 }
 
+/// What [`Slot::try_give`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Give {
+    /// The worker runs the thread.
+    Given,
+    /// The worker is not idle (another creator took it, or it is not a worker).
+    NotIdle,
+    /// The worker was idle, but the creator's `ready` said no: it is idle again.
+    Refused,
+}
+
 /// Why `join` or `detach` cannot act on a slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NotJoinable {
@@ -45,78 +57,123 @@ fn wait_until<P: Platform>(mut ready: impl FnMut() -> bool) {
     }
 }
 
-impl Slot<'_> {
-    /// The worker, as it starts: parks, ready for [`Slot::try_give`]; false if the
-    /// program already ended ([`Slot::close`] came first), and the worker should exit.
-    pub fn park_first(&self) -> bool {
-        self.state
-            .compare_exchange(NOT_A_WORKER, IDLE, Ordering::Release, Ordering::Relaxed)
-            .is_ok()
+/// The program's end, as every thread of a launch sees it (`hostcall_abi::spawn`): the
+/// ending thread announces it; each other thread leaves at its next look and counts
+/// itself gone, as does a worker that retires; the ending thread waits for the count,
+/// one word, rather than visit every thread's.
+pub struct End {
+    announced: AtomicU32,
+    gone: AtomicU32,
+}
+
+impl Default for End {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl End {
+    /// Not announced, nobody gone (a module global, zeroed at load).
+    pub const fn new() -> Self {
+        Self {
+            announced: AtomicU32::new(0),
+            gone: AtomicU32::new(0),
+        }
     }
 
-    /// Idle again after a thread's last use (joined, or ended detached).
-    fn park(&self) {
+    /// The thread that ends the program: announces it. False if another thread did
+    /// first; the caller then leaves, as a waiting thread does.
+    pub fn announce(&self) -> bool {
+        self.announced.swap(1, Ordering::AcqRel) == 0
+    }
+
+    /// A waiting thread's look: whether the program is ending, so it should leave.
+    pub fn announced(&self) -> bool {
+        self.announced.load(Ordering::Relaxed) != 0
+    }
+
+    /// A thread that leaves for the end, or a worker that retires: counts it gone. Its
+    /// GPU thread exits next.
+    fn count_gone(&self) {
+        self.gone.fetch_add(1, Ordering::Release);
+    }
+
+    /// The ending thread: waits until `others` threads have gone, or `expired` says its
+    /// wait ran out (false: a thread still runs, and the program must stop it some
+    /// other way).
+    pub fn wait_gone<P: Platform>(&self, others: u32, mut expired: impl FnMut() -> bool) -> bool {
+        let mut gone = false;
+        wait_until::<P>(|| {
+            gone = self.gone.load(Ordering::Acquire) >= others;
+            gone || expired()
+        });
+        gone
+    }
+}
+
+impl Slot<'_> {
+    /// The worker, as it starts or after a thread's last use (joined, or ended
+    /// detached): parked, ready for [`Slot::try_give`].
+    pub fn park(&self) {
         self.state.store(IDLE, Ordering::Release);
     }
 
-    /// The creator: gives the parked worker the thread `start(arg)`; false if the worker
-    /// is not idle (another creator took it, or it is not a worker).
-    pub fn try_give(&self, start: u64, arg: u64) -> bool {
+    /// A thread that leaves for the program's end (a parked worker, or a thread where it
+    /// waits): `CLOSED` in its word, so a joiner leaves too, and counted gone. Its GPU
+    /// thread exits next.
+    pub fn leave(&self, end: &End) {
+        self.state.store(CLOSED, Ordering::Release);
+        end.count_gone();
+    }
+
+    /// The creator: gives the parked worker the thread `start(arg)`. `ready` runs once
+    /// the worker is claimed, before the thread is published (libc-hostcall gives the
+    /// worker its frame stack there, which the publishing Release carries); if it says
+    /// no, the claim is undone.
+    pub fn try_give(&self, start: u64, arg: u64, ready: impl FnOnce() -> bool) -> Give {
         if self.state.load(Ordering::Relaxed) != IDLE
             || self
                 .state
                 .compare_exchange(IDLE, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
                 .is_err()
         {
-            return false;
+            return Give::NotIdle;
+        }
+        if !ready() {
+            // Only a worker leaving for the program's end moves a claimed word (to
+            // `CLOSED`), which stays.
+            let _ =
+                self.state
+                    .compare_exchange(CLAIMED, IDLE, Ordering::Release, Ordering::Relaxed);
+            return Give::Refused;
         }
         self.start.store(start, Ordering::Relaxed);
         self.arg.store(arg, Ordering::Relaxed);
         self.state.store(RUNNING, Ordering::Release);
-        true
+        Give::Given
     }
 
-    /// The worker: waits for a thread and returns its start routine and argument, or
-    /// `None` once the program has ended (the worker exits).
-    pub fn wait_for_thread<P: Platform>(&self) -> Option<(u64, u64)> {
-        let mut state = NOT_A_WORKER;
+    /// The parked worker: waits for a thread and returns its start routine and argument,
+    /// or, once the program's end is announced, leaves ([`Slot::leave`]) and returns
+    /// `None` (its GPU thread exits).
+    pub fn wait_for_thread<P: Platform>(&self, end: &End) -> Option<(u64, u64)> {
+        let mut ending = false;
         wait_until::<P>(|| {
-            state = self.state.load(Ordering::Acquire);
-            matches!(state, RUNNING | RUNNING_DETACHED | CLOSED)
+            ending = end.announced();
+            ending
+                || matches!(
+                    self.state.load(Ordering::Acquire),
+                    RUNNING | RUNNING_DETACHED
+                )
         });
-        (state != CLOSED).then(|| {
-            (
-                self.start.load(Ordering::Relaxed),
-                self.arg.load(Ordering::Relaxed),
-            )
-        })
-    }
-
-    /// The thread that ends the program, once for each other worker: closes the slot if
-    /// its worker runs no thread (parked, not started yet, or its thread ended unjoined),
-    /// so the worker exits. False if a thread runs there (or is being given): the
-    /// program must then stop it some other way. A worker already gone (retired, or
-    /// closed) counts as closed.
-    pub fn close(&self) -> bool {
-        let mut seen = self.state.load(Ordering::Relaxed);
-        loop {
-            match seen {
-                NOT_A_WORKER | IDLE | DONE => {}
-                DONE_LAST | RETIRED | CLOSED => return true,
-                _ => return false,
-            }
-            // Release: a creator that finds the slot closed and acquires sees the end
-            // announced before it (libc-hostcall's `pthread_create`).
-            match self.state.compare_exchange_weak(
-                seen,
-                CLOSED,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return true,
-                Err(now) => seen = now,
-            }
+        if ending {
+            self.leave(end);
+            return None;
         }
+        Some((
+            self.start.load(Ordering::Relaxed),
+            self.arg.load(Ordering::Relaxed),
+        ))
     }
 
     /// The worker, once the thread and its thread-local destructors are done: `DONE` for
@@ -133,8 +190,8 @@ impl Slot<'_> {
 
     /// The worker, once a thread that panicked and its thread-local destructors are done
     /// (its frames were not unwound, so the worker exits after this): `DONE_LAST` for the
-    /// joiner, or retired at once if it was detached.
-    pub fn retire(&self) {
+    /// joiner, or retired at once if it was detached; counted gone for the program's end.
+    pub fn retire(&self, end: &End) {
         if self
             .state
             .compare_exchange(RUNNING, DONE_LAST, Ordering::Release, Ordering::Relaxed)
@@ -142,6 +199,7 @@ impl Slot<'_> {
         {
             self.state.store(RETIRED, Ordering::Release);
         }
+        end.count_gone();
     }
 
     /// The joiner: waits until the thread has ended, then frees the slot (or retires

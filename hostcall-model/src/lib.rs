@@ -68,8 +68,9 @@
 //!
 //! A fourth, [`check_spawn`], takes the hand-off of threads to GPU threads held back at
 //! launch (`std::thread` on the GPU): creators, parked workers, join and detach, a
-//! worker that retires after a thread that panicked, and the program's end, which
-//! closes the workers that run nothing while running threads leave or the end traps.
+//! worker that retires after a thread that panicked, a creator that cannot ready a
+//! worker, and the program's end: announced, every thread that waits leaves and counts
+//! itself gone, and the ending thread waits for the count or traps.
 
 mod call;
 mod explore;

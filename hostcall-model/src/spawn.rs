@@ -2,11 +2,12 @@
 //! `hostcall_client::spawn::Slot`): creators give threads to parked workers and join or
 //! detach them, workers run them and end them, or retire after a thread that panicked
 //! (the GPU thread exits); at the end (once creator 0, the thread that calls `exit`, is
-//! done) the ending thread announces it and closes every worker that runs no thread
-//! (`Slot::close`), pass after pass, while a worker running a thread may leave at a look
-//! (libc-hostcall's `ending`), other creators leave where they wait (a join, a search
-//! for a worker), or the ending thread's wait runs out and it traps; workers that may
-//! not have parked yet park or find their slot closed. Every interleaving of the steps is
+//! done) the ending thread announces it and waits for the count of threads gone to reach
+//! every other thread, while each parked worker and each thread that waits (a join, a
+//! search for a worker, a futex in a running thread) sees the announcement at its next
+//! look, marks its word `CLOSED`, counts itself gone and exits (libc-hostcall's
+//! `ending`), or the ending thread's wait runs out while a thread still runs and it
+//! traps; workers that may not have parked yet park first. Every interleaving of the steps is
 //! explored; each load, store and compare-exchange of a hand-off word is a step (but a
 //! join's load of `DONE` and its store of `IDLE`, between which nobody else may act on
 //! the slot), and memory is sequentially consistent (the acquire/release pairs are
@@ -16,9 +17,10 @@
 //! `join` returns only after its thread ended, and never fails for a thread it may join;
 //! no slot is given again while a creator can still join its thread, nor ever once its
 //! worker retired; every run ends with every thread run (or refused, `EAGAIN`, when every
-//! worker retired) and every worker parked or retired; with the end, no slot whose
-//! thread runs is closed, and every worker exits unless a thread still runs (then the
-//! program traps, which stops them all): a worker left waiting keeps the launch alive.
+//! worker retired) and every worker parked or retired; with the end, the count reaches
+//! the other threads only once every worker has exited (or retired), and it reaches them
+//! unless a thread still runs (then the program traps, which stops them all): a worker
+//! left waiting would keep the launch alive, and a trap costs a third of a second.
 
 use std::fmt;
 
@@ -59,16 +61,22 @@ pub struct SpawnConfig {
     pub join_waits: bool,
     /// Whether a thread may end in a panic, after which its worker retires.
     pub panics: bool,
+    /// Whether a creator may fail to ready a claimed worker (no heap left for its frame
+    /// stack): it stores `IDLE` back with a compare-exchange from `CLAIMED`, and the
+    /// spawn is refused.
+    pub ready_may_fail: bool,
     /// Whether the program ends once creator 0 is done (the thread that calls `exit`;
     /// the other creators are threads still running, which leave at their waits): it
-    /// closes the workers, one slot at a time, and traps if a thread runs on.
+    /// announces the end, waits for the count of threads gone, and traps if a thread
+    /// runs on.
     pub ends: bool,
-    /// Whether workers start unparked (the launch's first moments), so a close may come
-    /// before a park.
+    /// Whether workers start unparked (the launch's first moments), so the end may be
+    /// announced before a park.
     pub late_start: bool,
-    /// `true` models a first park that stores `IDLE` over whatever is there (the slot's
-    /// other moves are unchanged), for the model to show the worker it strands.
-    pub park_overwrites: bool,
+    /// Whether a parked worker looks for the end between two looks at its word
+    /// (`Slot::wait_for_thread`'s `between`); `false` models one that waits for a
+    /// thread only, for the model to show the worker it strands.
+    pub park_sees_end: bool,
     /// How a joiner treats its thread's slot found `CLOSED` (the thread left at the
     /// end): `true` leaves too (`Slot::join`'s `between`); `false` reports no thread, as
     /// a join that did not know the end would (std would panic: "failed to join").
@@ -92,7 +100,7 @@ enum Worker {
     Ending(u8),
     /// Retired after a thread that panicked: the GPU thread has exited.
     Gone,
-    /// Found its slot closed, and exited.
+    /// Saw the end, closed its slot and exited.
     Exited,
 }
 
@@ -101,9 +109,9 @@ enum Worker {
 enum End {
     /// Not yet: some creator is not done.
     Pending,
-    /// Announced; closing slot `s` next, in a pass over them all.
-    Closing(u8),
-    /// A whole pass found every other thread gone: the last thread exits.
+    /// Announced; waiting for the count of threads gone.
+    Announced,
+    /// The count reached every other thread: the last thread exits.
     Closed,
     /// Its wait ran out while a thread still ran: the program traps, which stops every
     /// GPU thread.
@@ -139,6 +147,9 @@ struct State {
     /// Per thread: refused by `pthread_create` (every worker retired).
     refused: Vec<bool>,
     end: End,
+    /// Threads that counted themselves gone (each worker that exited or retired, each
+    /// other creator done or left).
+    gone: u8,
 }
 
 /// A step, for traces.
@@ -146,6 +157,7 @@ struct State {
 pub(crate) enum Action {
     Look(u8, u8),
     Claim(u8, u8),
+    Unclaim(u8, u8),
     Publish(u8, u8),
     Join(u8, u8),
     Detach(u8, u8),
@@ -156,9 +168,9 @@ pub(crate) enum Action {
     Refuse(u8),
     Park(u8),
     Exit(u8),
-    Close(u8),
-    Busy(u8),
-    Trap(u8),
+    Announce,
+    AllGone,
+    Trap,
     Leave(u8),
     CreatorLeaves(u8),
 }
@@ -168,6 +180,12 @@ impl fmt::Display for Action {
         match self {
             Action::Look(c, s) => write!(f, "creator {c} sees slot {s} idle"),
             Action::Claim(c, s) => write!(f, "creator {c} claims slot {s}"),
+            Action::Unclaim(c, s) => {
+                write!(
+                    f,
+                    "creator {c} cannot ready slot {s}'s worker: idle again, EAGAIN"
+                )
+            }
             Action::Publish(c, s) => {
                 write!(f, "creator {c} writes its thread, RUNNING on slot {s}")
             }
@@ -179,10 +197,10 @@ impl fmt::Display for Action {
             Action::Retire(w) => write!(f, "worker {w} ends it in a panic and retires"),
             Action::Refuse(c) => write!(f, "creator {c} finds every worker retired (EAGAIN)"),
             Action::Park(w) => write!(f, "worker {w} parks for the first time"),
-            Action::Exit(w) => write!(f, "worker {w} finds its slot closed and exits"),
-            Action::Close(s) => write!(f, "the program's end closes slot {s}"),
-            Action::Busy(s) => write!(f, "slot {s} runs a thread: the end looks again"),
-            Action::Trap(s) => write!(f, "slot {s} still runs a thread: the program traps"),
+            Action::Exit(w) => write!(f, "parked worker {w} sees the end and exits"),
+            Action::Announce => write!(f, "the program's end is announced"),
+            Action::AllGone => write!(f, "every other thread counted itself gone"),
+            Action::Trap => write!(f, "a thread still runs: the program traps"),
             Action::Leave(w) => write!(f, "worker {w}'s thread sees the end and leaves"),
             Action::CreatorLeaves(c) => {
                 write!(f, "creator {c} sees the end where it waits and leaves")
@@ -222,74 +240,61 @@ impl Spawn {
         out.push((Action::Run(w as u8), next));
     }
 
-    /// The end's next steps, once every creator is done: in a pass over the slots (as
-    /// `.all(close)`), a close of the next one (a compare-exchange from `UNPARKED`,
-    /// `IDLE` or `DONE`; a worker already gone counts as closed); at a slot that runs a
-    /// thread, the pass ends, and either the end looks again or its wait has run out
-    /// and it traps.
+    /// The threads the ending thread waits for: every worker and every other creator.
+    fn others(&self) -> u8 {
+        self.0.workers + self.0.creators.len().saturating_sub(1) as u8
+    }
+
+    /// The end's next steps, once creator 0 is done: the announcement; then, once the
+    /// count reaches the other threads, the ending thread's exit, or, while a thread
+    /// still runs (a worker's, or another creator that is not waiting), the trap when
+    /// its wait runs out.
     fn end_steps(&self, s: &State, out: &mut Vec<(Action, Next<State>)>) {
         let exiting = s.creators.first().is_none_or(|&(p, _)| p == Creator::Done);
-        let slot = match s.end {
-            End::Pending if self.0.ends && exiting => 0,
-            End::Closing(slot) => slot,
-            _ => return,
-        };
         let mut n = s.clone();
-        let i = slot as usize;
-        // The other creators are running threads: the end exits only once they left or
-        // finished (on the GPU their slots run threads until then).
-        let others_gone =
-            (s.creators.iter().skip(1)).all(|&(p, _)| matches!(p, Creator::Done | Creator::Left));
-        let after = if i + 1 < s.words.len() {
-            End::Closing(slot + 1)
-        } else if others_gone {
-            End::Closed
-        } else {
-            End::Closing(0)
-        };
-        match s.words[i] {
-            UNPARKED | IDLE | DONE => {
-                n.words[i] = CLOSED;
-                n.end = after;
-                let next = match s.workers[i] {
-                    Worker::Running(thread) | Worker::Ending(thread) => {
-                        Next::Broken(Violation::ThreadCut { thread })
+        match s.end {
+            End::Pending if self.0.ends && exiting => {
+                n.end = End::Announced;
+                out.push((Action::Announce, Next::State(n)));
+            }
+            End::Announced if s.gone >= self.others() => {
+                // Past this exit nothing can stop a thread: a worker not gone yet would
+                // keep the launch alive for as long as its thread runs.
+                let next = match (0..s.workers.len())
+                    .find(|&w| !matches!(s.workers[w], Worker::Exited | Worker::Gone))
+                {
+                    Some(w) => Next::Broken(Violation::Stranded { worker: w as u8 }),
+                    None => {
+                        n.end = End::Closed;
+                        Next::State(n)
                     }
-                    _ => Next::State(n),
                 };
-                out.push((Action::Close(slot), next));
+                out.push((Action::AllGone, next));
             }
-            DONE_LAST | RETIRED | CLOSED => {
-                n.end = after;
-                out.push((Action::Close(slot), Next::State(n)));
+            End::Announced => {
+                let worker_runs =
+                    (s.workers.iter()).any(|w| matches!(w, Worker::Running(_) | Worker::Ending(_)));
+                let creator_runs = (s.creators.iter().skip(1))
+                    .any(|&(p, _)| matches!(p, Creator::SawIdle(_) | Creator::Claimed(_)));
+                if worker_runs || creator_runs {
+                    n.end = End::Trapped;
+                    out.push((Action::Trap, Next::State(n)));
+                }
             }
-            _ => {
-                let mut again = s.clone();
-                again.end = End::Closing(0);
-                out.push((Action::Busy(slot), Next::State(again)));
-                n.end = End::Trapped;
-                out.push((Action::Trap(slot), Next::State(n)));
-            }
+            _ => {}
         }
     }
 
-    /// With the end: finished once the program trapped, or closed every slot and every
-    /// worker exited (or retired); a worker left waiting on a slot that is not closed
-    /// would keep the launch alive for ever.
+    /// With the end: finished once the program trapped, or the ending thread exited (with
+    /// every worker gone, which its step checks); a worker still waiting when nothing
+    /// else can move would keep the launch alive.
     fn ended(&self, s: &State) -> Result<bool, Violation> {
-        match s.end {
-            End::Trapped => Ok(true),
-            End::Closed => {
-                if let Some(w) = (0..s.words.len())
-                    .find(|&w| s.workers[w] == Worker::Waiting && s.words[w] != CLOSED)
-                {
-                    return Err(Violation::Stranded { worker: w as u8 });
-                }
-                Ok(s.workers
-                    .iter()
-                    .all(|w| matches!(w, Worker::Exited | Worker::Gone)))
-            }
-            End::Pending | End::Closing(_) => Ok(false),
+        let waiting = (0..s.workers.len())
+            .find(|&w| matches!(s.workers[w], Worker::Waiting | Worker::Unparked));
+        match (s.end, waiting) {
+            (End::Trapped | End::Closed, _) => Ok(true),
+            (End::Announced, Some(w)) => Err(Violation::Stranded { worker: w as u8 }),
+            (End::Pending | End::Announced, _) => Ok(false),
         }
     }
 }
@@ -329,6 +334,7 @@ impl Space for Spawn {
             ended: vec![false; self.tasks()],
             refused: vec![false; self.tasks()],
             end: End::Pending,
+            gone: 0,
         }
     }
 
@@ -340,7 +346,18 @@ impl Space for Spawn {
             let leave = || {
                 let mut n = s.clone();
                 n.creators[c].0 = Creator::Left;
+                n.gone += 1;
                 (Action::CreatorLeaves(ci), Next::State(n))
+            };
+            // Creator `c` moves on to its next thread, or is done (and, unless it is the
+            // ending thread, counts itself gone: its GPU thread parks and leaves).
+            let advance = |n: &mut State| {
+                n.creators[c] = if k as usize + 1 == self.0.creators[c].len() {
+                    n.gone += u8::from(c != 0);
+                    (Creator::Done, k + 1)
+                } else {
+                    (Creator::Looking, k + 1)
+                };
             };
             match phase {
                 Creator::Done | Creator::Left => {}
@@ -352,11 +369,7 @@ impl Space for Spawn {
                     if s.words.iter().all(|&w| w == RETIRED) {
                         let mut n = s.clone();
                         n.refused[self.task(c, k) as usize] = true;
-                        n.creators[c] = if k as usize + 1 == self.0.creators[c].len() {
-                            (Creator::Done, k + 1)
-                        } else {
-                            (Creator::Looking, k + 1)
-                        };
+                        advance(&mut n);
                         out.push((Action::Refuse(ci), Next::State(n)));
                     }
                     for slot in 0..s.words.len() {
@@ -394,6 +407,15 @@ impl Space for Spawn {
                     }
                 }
                 Creator::Claimed(slot) => {
+                    if self.0.ready_may_fail {
+                        let mut r = s.clone();
+                        if r.words[slot as usize] == CLAIMED {
+                            r.words[slot as usize] = IDLE;
+                        }
+                        r.refused[self.task(c, k) as usize] = true;
+                        advance(&mut r);
+                        out.push((Action::Unclaim(ci, slot), Next::State(r)));
+                    }
                     let mut n = s.clone();
                     n.given[slot as usize] = Some(self.task(c, k));
                     n.words[slot as usize] = RUNNING;
@@ -405,13 +427,6 @@ impl Space for Spawn {
                     let word = s.words[slot as usize];
                     let then = self.0.creators[c][k as usize];
                     let mut n = s.clone();
-                    let advance = |n: &mut State| {
-                        n.creators[c] = if k as usize + 1 == self.0.creators[c].len() {
-                            (Creator::Done, k + 1)
-                        } else {
-                            (Creator::Looking, k + 1)
-                        };
-                    };
                     match then {
                         Then::Join if word == CLOSED => {
                             if self.0.join_leaves {
@@ -431,6 +446,10 @@ impl Space for Spawn {
                                 word == RUNNING || done
                             };
                             if !ready && word == RUNNING {
+                                // A look at the end between two looks at the word.
+                                if announced && self.0.join_leaves {
+                                    out.push(leave());
+                                }
                                 continue;
                             }
                             let next = if !ready {
@@ -473,19 +492,18 @@ impl Space for Spawn {
             let mut n = s.clone();
             match phase {
                 Worker::Unparked => {
-                    if self.0.park_overwrites || s.words[w] == UNPARKED {
-                        n.words[w] = IDLE;
-                        n.workers[w] = Worker::Waiting;
-                    } else {
-                        n.workers[w] = Worker::Exited;
-                    }
+                    n.words[w] = IDLE;
+                    n.workers[w] = Worker::Waiting;
                     out.push((Action::Park(wi), Next::State(n)));
                 }
-                Worker::Waiting if s.words[w] == CLOSED => {
-                    n.workers[w] = Worker::Exited;
-                    out.push((Action::Exit(wi), Next::State(n)));
-                }
                 Worker::Waiting => {
+                    if announced && self.0.park_sees_end {
+                        let mut l = n.clone();
+                        l.words[w] = CLOSED;
+                        l.workers[w] = Worker::Exited;
+                        l.gone += 1;
+                        out.push((Action::Exit(wi), Next::State(l)));
+                    }
                     if !matches!(s.words[w], RUNNING | DETACHED) {
                         continue;
                     }
@@ -504,6 +522,7 @@ impl Space for Spawn {
                     let mut l = n.clone();
                     l.words[w] = CLOSED;
                     l.workers[w] = Worker::Exited;
+                    l.gone += 1;
                     out.push((Action::Leave(wi), Next::State(l)));
                     self.run(&mut out, &n, w);
                 }
@@ -518,6 +537,7 @@ impl Space for Spawn {
                         };
                         r.given[w] = None;
                         r.workers[w] = Worker::Gone;
+                        r.gone += 1;
                         out.push((Action::Retire(wi), Next::State(r)));
                     }
                     n.words[w] = if s.words[w] == RUNNING { DONE } else { IDLE };

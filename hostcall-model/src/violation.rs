@@ -112,13 +112,9 @@ pub enum Violation {
         /// The thread.
         thread: u8,
     },
-    /// The program's end closed the slot of a thread still running.
-    ThreadCut {
-        /// The thread.
-        thread: u8,
-    },
-    /// The program ended without a trap, but a worker still waits on a slot that is not
-    /// closed: the launch never ends.
+    /// The program's end stops waiting without a trap (its count reached, or nothing
+    /// left running to trap for) while a worker has not gone: its thread keeps the
+    /// launch alive.
     Stranded {
         /// The worker.
         worker: u8,
@@ -152,7 +148,6 @@ impl Violation {
             Violation::JoinFailed { .. } => "join failed",
             Violation::HandleReused { .. } => "handle reused",
             Violation::ThreadLost { .. } => "thread lost",
-            Violation::ThreadCut { .. } => "running thread closed",
             Violation::Stranded { .. } => "worker stranded",
             Violation::Uncollected(_) => "ticket never collected",
         }
@@ -226,15 +221,9 @@ impl fmt::Display for Violation {
                 "writer {writer}'s message {message} neither arrived nor was counted as dropped"
             ),
             Violation::RunTwice { thread } => write!(f, "thread {thread} ran twice"),
-            Violation::ThreadCut { thread } => {
-                write!(
-                    f,
-                    "the program's end closed the slot of thread {thread}, still running"
-                )
-            }
             Violation::Stranded { worker } => write!(
                 f,
-                "the program ended without a trap, but worker {worker} waits on a slot not closed: the launch never ends"
+                "the program is ending without a trap, but worker {worker} has not gone: it keeps the launch alive"
             ),
             Violation::JoinedEarly { thread } => {
                 write!(f, "joining thread {thread} returned before it ended")

@@ -42,13 +42,11 @@ pub(crate) fn slot_at(id: u64) -> Slot<'static> {
 }
 
 /// The lanes of each warp that run the program's threads (`DeviceConfig::thread_lanes`).
-#[inline(always)] // frames.rs calls it and must take no frame
 pub(crate) fn lanes() -> u64 {
     thread_lanes(config().thread_lanes)
 }
 
 /// The warps of the launch.
-#[inline(always)] // frames.rs calls it and must take no frame
 pub(crate) fn warps() -> u64 {
     config().thread_capacity / WARP_SIZE as u64
 }
@@ -60,8 +58,7 @@ pub(crate) fn worker(k: u64) -> u64 {
 }
 
 /// Which of the program's threads the GPU thread at global index `id` can run, if any
-/// (`hostcall_abi::spawn::thread_of`); also the index of its frame stack.
-#[inline(always)] // frames.rs calls it and must take no frame
+/// (`hostcall_abi::spawn::thread_of`).
 pub(crate) fn thread_of(id: u64) -> Option<u64> {
     spawn::thread_of(id, warps(), lanes())
 }

@@ -3,32 +3,54 @@
 //! (`hostcall_abi::FRAME_PUSH`, `FRAME_POP`), because a GPU thread's own stack is
 //! private to it and Rust threads share their locals (`thread::scope`, rayon's `join`).
 //!
-//! One stack per GPU thread that runs the program's threads, allocated by the host with
-//! the launch (`DeviceConfig::frame_stacks`, in `hostcall_abi::spawn::thread_of`'s
-//! order); its top and whether it overflowed are in the thread's own area, zeroed before
-//! the launch. The kernel entries, whose other lanes also run, are not rewritten. These
-//! functions keep their own state in registers: they must take no frame themselves.
+//! One stack per GPU thread that runs the program's threads, cut from the heap for good
+//! ([`give_stack`]) as the main thread starts and when a held-back thread is first given
+//! a thread, so a launch of 16,927 held-back threads costs no memory for those never
+//! used; its address, its top and whether it overflowed are in the thread's own area,
+//! zeroed before the launch. The kernel entries, whose other lanes also run, are not
+//! rewritten. These functions keep their own state in registers: they must take no
+//! frame themselves.
 
 use core::ffi::c_void;
 
-use hostcall_abi::FRAME_STACK_BYTES;
+use hostcall_abi::{FRAME_STACK_BYTES, ThreadArea};
 
-use crate::area::{area, thread_of};
-use crate::{Nvptx, config};
+use crate::Nvptx;
+use crate::area::area;
 
 /// The end of a stack's room while it has not overflowed: what lies past it is kept for
 /// writing the overflow's report.
 const REPORT_ROOM: usize = 8 << 10;
 
-/// The base of the calling thread's stack, or a trap for a lane that runs no thread or a
-/// launch without stacks (neither calls a rewritten function).
+/// The base of the calling thread's stack, or a trap for a thread that has none (a lane
+/// that runs no thread, or a kernel launch: neither calls a rewritten function).
 #[inline(always)]
 fn base() -> *mut u8 {
-    let stacks = config().frame_stacks;
-    match thread_of(Nvptx::global_thread()) {
-        Some(s) if stacks != 0 => (stacks as usize + s as usize * FRAME_STACK_BYTES) as *mut u8,
-        _ => Nvptx::trap(),
+    // SAFETY: the calling thread's own area.
+    match unsafe { (*area()).frame_stack } {
+        0 => Nvptx::trap(),
+        s => s as *mut u8,
     }
+}
+
+/// Gives the GPU thread of `area` a frame stack if it has none yet, cut from the heap
+/// for good (it keeps it for every thread it runs); false if the heap has no room.
+///
+/// # Safety
+/// `area` must be a thread area of this launch that no other thread writes meanwhile
+/// (the caller's own, or a claimed worker's before its thread is published).
+#[inline(always)] // the start kernel calls it before the main thread has a stack
+pub(crate) unsafe fn give_stack(area: *mut ThreadArea) -> bool {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if (*area).frame_stack == 0 {
+            match crate::heap::take_for_good(FRAME_STACK_BYTES as u64) {
+                Some(s) => (*area).frame_stack = s,
+                None => return false,
+            }
+        }
+    }
+    true
 }
 
 /// Takes a frame of `size` bytes aligned to `align` (a power of two) on the calling
@@ -38,8 +60,8 @@ pub extern "C" fn __hostcall_frame_push(size: u64, align: u64) -> *mut c_void {
     let base = base();
     let me = area();
     let align = align.max(8) as usize;
-    // SAFETY: the stack at `base` (FRAME_STACK_BYTES of launch memory) and the area are
-    // the calling thread's alone.
+    // SAFETY: the stack at `base` (FRAME_STACK_BYTES of heap) and the area are the
+    // calling thread's alone.
     unsafe {
         let top = (*me).frame_top as usize;
         let start = (top + 8).div_ceil(align) * align;

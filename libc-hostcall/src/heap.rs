@@ -52,6 +52,7 @@ struct Heap {
     capacity: u64,
 }
 
+#[inline(always)] // take_for_good calls it where no frame may be taken
 fn heap() -> Heap {
     let c = config();
     Heap {
@@ -152,6 +153,15 @@ impl Heap {
         let (class, offset) = unsafe { (header.read() as usize, header.add(1).read() as usize) };
         (class, (p as usize - offset) as *mut u8)
     }
+}
+
+/// `bytes` (a multiple of 16) cut from the heap for good, never freed: a GPU thread's
+/// frame stack (`frames`). No free list, no thread cache, no frame of its own.
+#[inline(always)] // frames.rs calls it where no frame may be taken
+pub(crate) fn take_for_good(bytes: u64) -> Option<u64> {
+    let h = heap();
+    let start = h.control.bump.fetch_add(bytes, Relaxed);
+    (start + bytes <= h.capacity).then(|| h.data as u64 + start)
 }
 
 #[unsafe(no_mangle)]

@@ -26,7 +26,9 @@ pub extern "ptx-kernel" fn __hostcall_start() {
     let me = Nvptx::global_thread();
     let held_back = crate::area::held_back();
     match crate::area::thread_of(me) {
-        Some(0) => {}
+        // SAFETY: the calling thread's own area. The host sized the heap for this stack.
+        Some(0) if unsafe { crate::frames::give_stack(crate::area::area()) } => {}
+        Some(0) => Nvptx::trap(),
         Some(k) if k <= held_back => crate::thread::serve_spawned_threads(),
         _ => return,
     }

@@ -9,7 +9,7 @@ use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use hostcall_abi::errno::{EAGAIN, EDEADLK, EINVAL, ENOSYS, ERANGE, ESRCH, ETIMEDOUT};
 use hostcall_abi::{CACHED_CLASSES, MAX_KEYS};
 use hostcall_client::Platform;
-use hostcall_client::spawn::Slot;
+use hostcall_client::spawn::{Give, Slot};
 
 use crate::area::{area, held_back, slot_at, thread_of, worker};
 use crate::errno::set_errno;
@@ -315,20 +315,13 @@ pub extern "C" fn pthread_attr_setstacksize(_attr: *mut c_void, _size: usize) ->
     0
 }
 
-/// The processors a GPU program reports (`sched_getaffinity`, `sysconf`): the threads it
-/// can start that have a warp to themselves (`hostcall_abi::spawn::thread_at` gives
-/// each of the first threads a warp; later ones share), at least 1. std's
-/// `available_parallelism` reads it, so a thread pool such as rayon's takes one thread
-/// per warp, and threads started beyond it share the warps' other lanes. In a launch of
-/// one warp every thread shares it: all count.
+/// The processors a GPU program reports (`sched_getaffinity`, `sysconf`), which std's
+/// `available_parallelism` reads: `hostcall_abi::spawn::processors` of its held-back
+/// threads, so that a pool such as rayon's takes one thread per warp and leaves threads
+/// for the program to spawn beside it.
 pub(crate) fn processors() -> u32 {
     let workers = crate::launch_state().workers.load(Ordering::Acquire);
-    let own_warp = crate::area::warps().saturating_sub(1) as u32;
-    match own_warp {
-        0 => workers,
-        n => workers.min(n),
-    }
-    .max(1)
+    hostcall_abi::spawn::processors(workers, crate::area::warps() as u32)
 }
 
 /// The calling process's CPU set: [`processors`] bits, set from bit 0.
@@ -391,15 +384,22 @@ pub unsafe extern "C" fn pthread_create(
         let first = NEXT_WORKER.fetch_add(1, Ordering::Relaxed);
         for k in 0..workers {
             let id = worker(u64::from(first.wrapping_add(k) % workers + 1));
-            if slot_at(id).try_give(start as usize as u64, arg as u64) {
-                // SAFETY: the caller's contract.
-                unsafe { thread.write(id + 1) };
-                return 0;
+            match slot_at(id).try_give(start as usize as u64, arg as u64, || ready(id)) {
+                Give::Given => {
+                    // SAFETY: the caller's contract.
+                    unsafe { thread.write(id + 1) };
+                    return 0;
+                }
+                // No memory left for the worker's frame stack: as Linux without memory
+                // for a thread's stack.
+                Give::Refused => return EAGAIN,
+                Give::NotIdle => {}
             }
         }
         let all_parked = state.workers_ready.load(Ordering::Acquire) >= workers;
-        // A worker found closed means the program is ending: leave rather than fail
-        // (the fence pairs with the close's Release, after the end was announced).
+        // A worker found closed has left for the program's end: leave rather than fail
+        // (the fence pairs with its Release store of `CLOSED`, made after it saw the
+        // announcement).
         core::sync::atomic::fence(Ordering::Acquire);
         crate::ending::check_point();
         if all_parked || Nvptx::globaltimer_ns() > deadline {
@@ -407,6 +407,21 @@ pub unsafe extern "C" fn pthread_create(
         }
         Nvptx::nanosleep(pause);
         pause = (pause * 2).min(WAIT_MAX_NS);
+    }
+}
+
+/// Readies the claimed worker at global index `id` to run a thread: gives it a frame
+/// stack if it has none (a binary's threads take their frames there), false if the heap
+/// has no room left for one.
+fn ready(id: u64) -> bool {
+    #[cfg(feature = "start")]
+    // SAFETY: a claimed worker's area, which nobody else writes until its thread is
+    // published.
+    return unsafe { crate::frames::give_stack(crate::area::area_of(id)) };
+    #[cfg(not(feature = "start"))]
+    {
+        let _ = id;
+        true
     }
 }
 
@@ -442,20 +457,18 @@ pub extern "C" fn pthread_detach(thread: u64) -> c_int {
 }
 
 /// The life of a held-back GPU thread (`START_KERNEL`'s threads after the first, on the
-/// first `thread_lanes` lanes of each warp): park, run each thread given to it, with its own thread-local values, which
-/// are destroyed and cleared when it ends, and park again, until the program ends
-/// (`ending`).
+/// first `thread_lanes` lanes of each warp): park, run each thread given to it, with its
+/// own thread-local values, which are destroyed and cleared when it ends, and park
+/// again, until the program ends (`ending`).
 #[cfg(feature = "start")]
 pub(crate) fn serve_spawned_threads() -> ! {
     let slot = slot_at(Nvptx::global_thread());
-    if !slot.park_first() {
-        Nvptx::exit_thread()
-    }
+    slot.park();
     crate::launch_state()
         .workers_ready
         .fetch_add(1, Ordering::Release);
     loop {
-        let Some((start, arg)) = slot.wait_for_thread::<Nvptx>() else {
+        let Some((start, arg)) = slot.wait_for_thread::<Nvptx>(&crate::ending::END) else {
             Nvptx::exit_thread()
         };
         // SAFETY: `pthread_create` stored a `extern "C" fn(*mut c_void) -> *mut c_void`.
@@ -492,7 +505,7 @@ pub extern "C" fn __hostcall_thread_unwound() -> ! {
         Nvptx::trap();
     }
     run_key_destructors();
-    slot_at(me).retire();
+    slot_at(me).retire(&crate::ending::END);
     Nvptx::exit_thread()
 }
 

@@ -296,8 +296,8 @@ impl CudaModule {
     /// suite): half the GPU memory free now, at most [`hostcall_abi::HEAP_MAX_BYTES`]. A
     /// process's heap is bounded by memory alone, and a heap cannot grow once the
     /// kernel runs (the GPU's allocator carves one region fixed at launch), so it is
-    /// large from the start; the other half is left to the driver, other programs and a
-    /// binary's frame stacks. A library embedder sizes its own
+    /// large from the start (a binary's threads take their frame stacks from it too); the
+    /// other half is left to the driver and other programs. A library embedder sizes its own
     /// ([`crate::HostBuilder::heap_bytes`]).
     pub fn process_heap_bytes(&self) -> Result<u64> {
         Ok((self.memory_free()? / 2).min(hostcall_abi::HEAP_MAX_BYTES))

@@ -305,9 +305,9 @@ impl HostBuilder {
     /// `pthread_create` can start (`held_back`), on the first `lanes` lanes of each warp,
     /// 1 to 32. Default: every lane that runs threads, one lane a warp (each thread has
     /// its warp's issue slots to itself; 32 lanes put a thread on every lane, 32 times
-    /// as many on the same warps, sharing them). Each such lane gets a frame stack of
-    /// [`hostcall_abi::FRAME_STACK_BYTES`]; the launch must have room for `held_back`
-    /// and the main thread.
+    /// as many on the same warps, sharing them). Each thread takes a frame stack of
+    /// [`hostcall_abi::FRAME_STACK_BYTES`] from the heap as it first runs; the launch
+    /// must have room for `held_back` and the main thread.
     pub fn program_threads(mut self, held_back: u32, lanes: u32) -> Self {
         self.held_back = held_back;
         self.thread_lanes = lanes;

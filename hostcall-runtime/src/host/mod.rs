@@ -211,6 +211,7 @@ impl Host {
         own: Option<&LaunchServices>,
         threads: u64,
     ) -> Result<RunReport> {
+        self.check_threads(launch, threads)?;
         let gpu = own.and_then(|c| c.gpu);
         let allocating = Instant::now();
         let ports = module.alloc_host_mapped(self.b.ports * size_of::<Port>())?;
@@ -245,7 +246,6 @@ impl Host {
             thread_lanes: self.b.thread_lanes,
             held_back: self.b.held_back,
             reserved: 0,
-            frame_stacks: self.frame_stacks(module, launch, threads)?,
         };
         module.write_config(&config)?;
         let (streams, descs) = LaunchStreams::allocate(module, &self.b.streams)?;
@@ -407,17 +407,14 @@ impl Host {
         (files, table)
     }
 
-    /// A binary's frame stacks ([`hostcall_abi::spawn`]): one for each lane that runs its
-    /// threads, left as the last launch left them (each thread's top starts at 0 in its
-    /// zeroed area). Other kernels take no frames there.
-    fn frame_stacks(
-        &self,
-        module: &mut dyn GpuModule,
-        launch: &Launch,
-        threads: u64,
-    ) -> Result<u64> {
+    /// Checks a binary's threads against its launch ([`hostcall_abi::spawn`]): the lanes
+    /// that run threads hold the held-back ones and the main thread, and the heap holds
+    /// the main thread's frame stack (each held-back thread takes its own from the heap
+    /// when it is first given a thread, and a spawn fails with `EAGAIN` without one).
+    /// Other kernels run no threads.
+    fn check_threads(&self, launch: &Launch, threads: u64) -> Result<()> {
         if launch.kernel != START_KERNEL {
-            return Ok(0);
+            return Ok(());
         }
         let lanes = u64::from(self.b.thread_lanes);
         let stacks = threads.div_ceil(WARP_SIZE as u64) * lanes;
@@ -428,7 +425,15 @@ impl Host {
                 self.b.held_back
             )));
         }
-        module.alloc_device(stacks as usize * FRAME_STACK_BYTES, 0)
+        let least = (HEAP_RESERVED + FRAME_STACK_BYTES) as u64;
+        if self.b.heap_bytes < least {
+            return Err(Error::InvalidLaunch(format!(
+                "a heap of {} bytes has no room for the main thread's frame stack: a \
+                 binary needs at least {least}",
+                self.b.heap_bytes
+            )));
+        }
+        Ok(())
     }
 
     /// Runs the thread-local destructors of a launch that ended normally, as Linux does
