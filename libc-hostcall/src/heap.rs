@@ -107,10 +107,16 @@ impl Heap {
     }
 
     fn carve(&self, class: usize) -> Option<*mut u8> {
-        let size = (UNIT as u64) << class;
-        let start = self.control.bump.fetch_add(size, Relaxed);
+        self.cut((UNIT as u64) << class)
+    }
+
+    /// `bytes` (a multiple of [`UNIT`]) cut from the untouched end of the data region
+    /// with one atomic add, or `None` past its end.
+    #[inline(always)] // take_for_good calls it where no frame may be taken
+    fn cut(&self, bytes: u64) -> Option<*mut u8> {
+        let start = self.control.bump.fetch_add(bytes, Relaxed);
         // SAFETY: checked to lie within the data region.
-        (start + size <= self.capacity).then(|| unsafe { self.data.add(start as usize) })
+        (start + bytes <= self.capacity).then(|| unsafe { self.data.add(start as usize) })
     }
 
     /// A pointer to `size` bytes aligned to `align` (a power of two), or null.
@@ -159,9 +165,7 @@ impl Heap {
 /// frame stack (`frames`). No free list, no thread cache, no frame of its own.
 #[inline(always)] // frames.rs calls it where no frame may be taken
 pub(crate) fn take_for_good(bytes: u64) -> Option<u64> {
-    let h = heap();
-    let start = h.control.bump.fetch_add(bytes, Relaxed);
-    (start + bytes <= h.capacity).then(|| h.data as u64 + start)
+    heap().cut(bytes).map(|p| p as u64)
 }
 
 #[unsafe(no_mangle)]
