@@ -47,8 +47,9 @@ pub struct RunOptions {
     /// Threads the program can have started at once (past it, spawning fails with
     /// EAGAIN), each a GPU thread held back at launch: spread over four warps per
     /// multiprocessor (one per warp scheduler), then sharing them lane by lane.
-    /// `available_parallelism` is the number that have a warp to themselves, at most
-    /// half of them (so a pool sized by it leaves threads to spawn). Default: every lane
+    /// `available_parallelism` is one per multiprocessor of those that have a warp to
+    /// themselves, at most half of them (so a pool sized by it leaves threads to spawn;
+    /// `hostcall_abi::spawn::processors` says why). Default: every lane
     /// of those warps (16,926 besides `main` on an H100). Each takes a frame stack of
     /// 1 MiB from the heap when it first runs; a spawn without room fails with EAGAIN.
     #[arg(long, value_name = "N")]

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use hostcall_abi::{START_KERNEL, WARP_SIZE};
 use hostcall_runtime::cuda::{CudaModule, CudaOptions, ModuleImage};
-use hostcall_runtime::{Host, Launch};
+use hostcall_runtime::{GpuModule, Host, Launch};
 
 use crate::options::RunOptions;
 use crate::package::Program;
@@ -100,7 +100,11 @@ fn launch(
     host = host.heap_bytes(heap);
     // One warp per block, spread over the SMs: thread 0 runs `main`, and the first
     // `lanes` lanes of each warp are held back for threads (libc-hostcall's start kernel).
-    let g = threads::geometry(options.threads, module.multiprocessors()?)?;
+    let sms = match module.multiprocessors() {
+        0 => return Err(format!("{} reports no multiprocessors", module.describe()).into()),
+        n => n,
+    };
+    let g = threads::geometry(options.threads, sms)?;
     host = host.program_threads(g.threads, g.lanes);
     let launch = Launch::linear(START_KERNEL, g.warps, WARP_SIZE as u32, Vec::new());
     let report = host.build()?.run(&mut module, &launch)?;

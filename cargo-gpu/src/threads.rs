@@ -6,10 +6,11 @@
 //! itself runs as fast beside 31 parked lanes as alone (rayon's sum of 10^8 `u64`s, 279
 //! against 276 ms), while threads that share a warp's lanes take turns at its issue
 //! slots (the same sum on 528 threads packed 32 to a warp: 749 ms; on 16,896: 65 s). So
-//! the first threads get a warp each, `available_parallelism` counts those (at most half
-//! the threads, `hostcall_abi::spawn::processors`), and the rest of the lanes take the
-//! threads a program starts beyond them (a `thread::scope` of 10,000 beside rayon's
-//! pool), which otherwise fail with `EAGAIN`.
+//! the first threads get a warp each, `available_parallelism` counts one per
+//! multiprocessor of those (at most half the threads, `hostcall_abi::spawn::processors`,
+//! which says why), and the rest of the lanes take the threads a program starts beyond
+//! them (a `thread::scope` of 10,000 beside rayon's pool), which otherwise fail with
+//! `EAGAIN`.
 
 use hostcall_abi::WARP_SIZE;
 

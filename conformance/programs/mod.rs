@@ -54,8 +54,8 @@ suite! {
     ],
     threaded: [
         println_many, mutex_counter, rwlock_readers, atomics, condvar_gate, barrier,
-        once_race, channel, arc_shared, heap_stress, files_per_thread, sleep_parallel,
-        thread_local_dtors, thread_names,
+        once_race, channel, arc_shared, heap_stress, heap_grows, files_per_thread,
+        sleep_parallel, thread_local_dtors, thread_names,
     ],
     unsupported: [unsupported],
     spawning: [

@@ -88,8 +88,10 @@ pub struct DeviceConfig {
     /// (the program's threads past the main one), at most what the lanes that run
     /// threads hold; 0: all of them.
     pub held_back: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// The device's streaming multiprocessors (0: unknown, as on the emulator):
+    /// `available_parallelism` reports one thread per multiprocessor at most
+    /// ([`crate::spawn::processors`]).
+    pub multiprocessors: u32,
 }
 
 impl DeviceConfig {
@@ -114,7 +116,7 @@ impl DeviceConfig {
         wake_words: 0,
         thread_lanes: 0,
         held_back: 0,
-        reserved: 0,
+        multiprocessors: 0,
     };
 }
 
@@ -141,8 +143,14 @@ pub struct LaunchState {
     pub workers: AtomicU32,
     /// Held-back threads that have parked, ready to take a thread ([`crate::spawn`]).
     pub workers_ready: AtomicU32,
-    /// Room to grow without changing the allocation.
-    pub reserved: u64,
+    /// Bytes of the heap mapped from its base (`DeviceConfig::heap_base`), set by the
+    /// host before the launch: a heap is an address range of `heap_size` bytes of which
+    /// only a prefix need be backed by memory at first, so that a process does not pay
+    /// at its start and end for tens of GiB it may never touch. The allocator asks the
+    /// host to map more (`Memory::grow_heap`, which maps before it answers) before it
+    /// hands out bytes past it, and raises this word to the answer (`fetch_max`, Release;
+    /// read with Acquire).
+    pub heap_mapped: AtomicU64,
 }
 
 /// The kernel every module exports (from libc-hostcall) that runs a launch's

@@ -158,4 +158,4 @@ pub use spawn::{FRAME_POP, FRAME_PUSH, FRAME_STACK_BYTES};
 /// Declared services (std's included) need no bump: each carries a fingerprint of its
 /// signature, which the host checks when it loads a module. The host refuses a module
 /// built with another version.
-pub const ABI_VERSION: u32 = 12;
+pub const ABI_VERSION: u32 = 13;

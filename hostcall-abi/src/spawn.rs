@@ -117,18 +117,29 @@ pub const fn thread_of(id: u64, warps: u64, lanes: u64) -> Option<u64> {
     }
 }
 
-/// The processors a program of `held_back` threads in a launch of `warps` warps reports
-/// (`available_parallelism`, which sizes a pool such as rayon's): the threads that have a
+/// The processors a program of `held_back` threads in a launch of `warps` warps on a
+/// device of `multiprocessors` SMs (0: unknown) reports (`available_parallelism`, which
+/// sizes a pool such as rayon's): one thread per multiprocessor, and no more than have a
 /// warp to themselves (all of them in a launch of one warp), but never more than half
-/// the held-back threads, at least 1. A pool sized by it then leaves the program threads
+/// the held-back threads, at least 1.
+///
+/// One per multiprocessor because rayon's pool was measured fastest there (H100,
+/// `h100-issue33.md`): a pool of 132 summed 10^8 `u64`s in 167–190 ms, one of 528 (a
+/// thread per warp scheduler) in 256–301 ms and one of 2,112 in 1.4 s, since every
+/// thread more steals more: rayon splits a job again each time one is stolen, and at
+/// 528 threads it ran 3.5 million leaf jobs, most of one element, its workers busy 12 %
+/// of the time (47 % at 132). The half: a pool sized by it leaves the program threads
 /// of its own to spawn beside it, as on a CPU, where the thread limit is far past the
-/// processor count; without the half a launch of one thread per warp gave rayon's pool
-/// every thread, and the program's next `thread::spawn` failed with `EAGAIN`.
-pub const fn processors(held_back: u32, warps: u32) -> u32 {
-    let own_warp = warps.saturating_sub(1);
+/// processor count; without it a launch of one thread per warp gave rayon's pool every
+/// thread, and the program's next `thread::spawn` failed with `EAGAIN`.
+pub const fn processors(held_back: u32, warps: u32, multiprocessors: u32) -> u32 {
     let mut n = held_back / 2;
+    let own_warp = warps.saturating_sub(1);
     if own_warp != 0 && own_warp < n {
         n = own_warp;
+    }
+    if multiprocessors != 0 && multiprocessors < n {
+        n = multiprocessors;
     }
     if n == 0 { 1 } else { n }
 }
@@ -168,18 +179,31 @@ mod tests {
             (16_926, 529),
             (2, 3),
         ] {
-            let p = processors(held_back, warps);
-            assert!(
-                p >= 1 && p <= held_back / 2,
-                "{held_back} in {warps} warps: {p}"
-            );
+            for sms in [0, 1, 132] {
+                let p = processors(held_back, warps, sms);
+                assert!(
+                    p >= 1 && p <= held_back / 2,
+                    "{held_back} in {warps} warps on {sms} SMs: {p}"
+                );
+            }
         }
+        assert_eq!(processors(1, 2, 132), 1, "at least one");
+        assert_eq!(processors(0, 1, 0), 1, "at least one");
+    }
+
+    /// rayon's pool is fastest at one thread per multiprocessor (see [`processors`]).
+    #[test]
+    fn the_processors_are_one_per_multiprocessor_where_known() {
         assert_eq!(
-            processors(16_926, 529),
-            528,
-            "one a warp, where there are enough"
+            processors(16_926, 529, 132),
+            132,
+            "an H100's default launch"
         );
-        assert_eq!(processors(1, 2), 1, "at least one");
-        assert_eq!(processors(0, 1), 1, "at least one");
+        assert_eq!(processors(16_926, 529, 0), 528, "unknown: one a warp");
+        assert_eq!(
+            processors(64, 17, 132),
+            16,
+            "fewer warps than SMs: one a warp"
+        );
     }
 }

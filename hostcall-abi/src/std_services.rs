@@ -114,6 +114,15 @@ std_traits! {
         fn getrandom(&self, buf: &mut [u8]) -> Result<usize, Errno> = 0x8000_0015, quick;
     }
 
+    /// The device heap, which the host maps as the GPU's allocator reaches it
+    /// (`LaunchState::heap_mapped`).
+    pub trait Memory = memory {
+        /// Maps at least the heap's first `to` bytes (counted from its base) before it
+        /// answers; returns how many are mapped now (`ENOMEM` when the GPU has no memory
+        /// for them, `EINVAL` past the heap's end).
+        fn grow_heap(&self, to: u64) -> Result<u64, Errno> = 0x8000_0019, blocks;
+    }
+
     /// The program's environment, as the host grants it.
     pub trait Environment = environment {
         /// The value of variable `name` (`ENOENT` when not granted, `ERANGE` when it does

@@ -10,6 +10,7 @@
 //! warp-synchronous operations are matched by mask value and exited lanes count as
 //! arrived, as on the hardware (the `warp` module).
 
+mod heap;
 mod warp;
 
 use std::alloc::Layout;
@@ -30,8 +31,8 @@ use hostcall_client::{Channel, Platform};
 use self::warp::{Grouping, SyncKind, Warp};
 
 use hostcall_runtime::{
-    DeviceMemory, Error, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, LaunchMemory,
-    ModuleSlot, Result, StreamStop,
+    DeviceHeap, DeviceMemory, Error, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd,
+    LaunchMemory, ModuleSlot, Result, StreamStop,
 };
 
 /// A kernel for the emulator: called once per emulated GPU thread.
@@ -346,6 +347,10 @@ pub struct EmulatedModule {
     running: Option<Running>,
     services: Vec<Signature>,
     bindings: Bindings,
+    /// Bytes of each launch's heap backed at first, if not all ([`EmulatedModule::backing_heap`]).
+    heap_backed: Option<u64>,
+    /// The last launch's heap, when backed in part.
+    heap: Option<Arc<heap::PartlyBacked>>,
 }
 
 impl EmulatedModule {
@@ -371,7 +376,23 @@ impl EmulatedModule {
             running: None,
             services: Vec::new(),
             bindings: Bindings::default(),
+            heap_backed: None,
+            heap: None,
         }
+    }
+
+    /// Backs only the first `bytes` of each launch's heap at first, as a GPU whose
+    /// driver maps memory while a kernel runs does; the rest when the program asks.
+    pub fn backing_heap(mut self, bytes: u64) -> Self {
+        self.heap_backed = Some(bytes);
+        self
+    }
+
+    /// How often the last launch's heap, backed in part, was asked to back more and did.
+    pub fn heap_grown(&self) -> usize {
+        self.heap
+            .as_ref()
+            .map_or(0, |h| h.grown.load(Ordering::Relaxed))
     }
 
     /// Records that the kernels call the declared `services` (`<dyn Trait>::SERVICES`),
@@ -436,6 +457,19 @@ impl GpuModule for EmulatedModule {
 
     fn alloc_device(&mut self, len: usize, _zeroed: usize) -> Result<u64> {
         Ok(self.alloc_zeroed(len)? as u64)
+    }
+
+    fn alloc_heap(&mut self, len: usize, _zeroed: usize) -> Result<Arc<dyn DeviceHeap>> {
+        let base = self.alloc_zeroed(len)? as u64;
+        let len = len as u64;
+        let heap = Arc::new(heap::PartlyBacked {
+            base,
+            len,
+            backed: AtomicU64::new(self.heap_backed.unwrap_or(len).min(len)),
+            grown: Default::default(),
+        });
+        self.heap = Some(heap.clone());
+        Ok(heap)
     }
 
     fn end_launch(&mut self) {

@@ -105,7 +105,11 @@ impl PortBench {
         let device = Arc::new(FakeDevice {
             bytes: std::sync::Mutex::new((0..DEVICE_BYTES).map(|i| i as u8).collect()),
         });
-        let (files, services) = host.services_in(&process, device, None);
+        let heap = Arc::new(crate::module::WholeHeap {
+            base: 0,
+            len: DEVICE_BYTES as u64,
+        });
+        let (files, services) = host.services_in(&process, device, heap, None);
         let ports = crate::server::Ports {
             base: port,
             doorbells: &*doorbell,

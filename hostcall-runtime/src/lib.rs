@@ -36,8 +36,8 @@ pub use host::{
 };
 pub use host::{LaunchServices, Running, Scope};
 pub use module::{
-    Copying, DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, LaunchMemory,
-    ModuleSlot, StreamStop,
+    Copying, DeviceHeap, DeviceMemory, GpuModule, HeapRefused, HostMemory, KernelArg, Launch,
+    LaunchEnd, LaunchMemory, ModuleSlot, StreamStop,
 };
 pub use server::InFlight;
 pub use services::Unserved;

@@ -1,6 +1,8 @@
 //! The backend interface: what the runtime needs from a GPU (or its emulation) to run
 //! one launch while serving hostcalls.
 
+use std::sync::Arc;
+
 use hostcall_abi::DeviceConfig;
 
 use crate::Result;
@@ -111,6 +113,61 @@ pub trait DeviceMemory: Send + Sync {
     fn fill(&self, addr: u64, data: &[u8]) -> Result<(), String>;
 }
 
+/// A launch's device heap: a range of device addresses of which a prefix is backed by
+/// memory, grown on the GPU's request (`Memory::grow_heap`) so that a process pays for
+/// the memory its program touches, not for the whole range at its start and end.
+pub trait DeviceHeap: Send + Sync {
+    /// The device address of its first byte.
+    fn base(&self) -> u64;
+    /// Bytes from the base backed by memory now.
+    fn mapped(&self) -> u64;
+    /// Backs at least the first `to` bytes (at most the heap's length) with memory,
+    /// returning once the GPU can use them; returns the bytes backed now.
+    fn grow(&self, to: u64) -> std::result::Result<u64, HeapRefused>;
+}
+
+/// Why a heap did not grow.
+#[derive(Debug, thiserror::Error)]
+pub enum HeapRefused {
+    /// Past the heap's reserved range.
+    #[error("{asked} bytes asked of a heap of {len}")]
+    PastEnd {
+        /// Bytes asked for.
+        asked: u64,
+        /// The heap's length.
+        len: u64,
+    },
+    /// The launch ended, or the device has no memory left: the driver's words.
+    #[error("{0}")]
+    NoMemory(String),
+}
+
+/// A heap allocated whole: nothing to grow.
+pub(crate) struct WholeHeap {
+    pub(crate) base: u64,
+    pub(crate) len: u64,
+}
+
+impl DeviceHeap for WholeHeap {
+    fn base(&self) -> u64 {
+        self.base
+    }
+
+    fn mapped(&self) -> u64 {
+        self.len
+    }
+
+    fn grow(&self, to: u64) -> std::result::Result<u64, HeapRefused> {
+        if to > self.len {
+            return Err(HeapRefused::PastEnd {
+                asked: to,
+                len: self.len,
+            });
+        }
+        Ok(self.len)
+    }
+}
+
 /// One declared service's slot in a module (`hostcall_abi::typed::ServiceSlot`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModuleSlot {
@@ -136,6 +193,11 @@ pub trait GpuModule {
     fn bind_to_thread(&mut self) -> Result<()> {
         Ok(())
     }
+    /// The device's streaming multiprocessors, 0 where unknown (an emulated device):
+    /// the GPU's `available_parallelism` follows it (`hostcall_abi::spawn::processors`).
+    fn multiprocessors(&self) -> u32 {
+        0
+    }
     /// The module's `__hostcall_abi_version`.
     fn abi_version(&mut self) -> Result<u32>;
     /// Zeroed host memory the GPU can address, aligned to 4096 bytes, for the launch
@@ -146,6 +208,17 @@ pub trait GpuModule {
     /// heap needs only its allocator's state zeroed, and zeroing tens of GiB costs a
     /// start-up tens of milliseconds. Returns its device address.
     fn alloc_device(&mut self, len: usize, zeroed: usize) -> Result<u64>;
+    /// The launch's device heap of `len` bytes (until [`GpuModule::end_launch`]), its
+    /// first `zeroed` bytes zeroed. By default allocated whole; a module that can map
+    /// memory into a reserved range while its kernel runs maps only a first part, and
+    /// the rest as the GPU asks ([`DeviceHeap`]).
+    fn alloc_heap(&mut self, len: usize, zeroed: usize) -> Result<Arc<dyn DeviceHeap>> {
+        let base = self.alloc_device(len, zeroed)?;
+        Ok(Arc::new(WholeHeap {
+            base,
+            len: len as u64,
+        }))
+    }
     /// [`GpuModule::alloc_device`] with every byte zeroed.
     fn alloc_device_zeroed(&mut self, len: usize) -> Result<u64> {
         self.alloc_device(len, len)
@@ -163,7 +236,7 @@ pub trait GpuModule {
     /// Starts the kernel; returns at once.
     fn launch(&mut self, launch: &Launch) -> Result<()>;
     /// A handle the server threads use to read device memory during a launch.
-    fn device_memory(&self) -> std::sync::Arc<dyn DeviceMemory>;
+    fn device_memory(&self) -> Arc<dyn DeviceMemory>;
     /// Whether the last launch has ended; never blocks.
     fn poll(&mut self) -> Result<Option<LaunchEnd>>;
     /// The kernel of the last launch, if it may still run: stopped at its time limit, a

@@ -34,17 +34,19 @@ fn base() -> *mut u8 {
 }
 
 /// Gives the GPU thread of `area` a frame stack if it has none yet, cut from the heap
-/// for good (it keeps it for every thread it runs); false if the heap has no room.
+/// for good (it keeps it for every thread it runs); false if the heap has no room. A
+/// caller with a stack of its own may `grow` the heap; the main thread, which takes the
+/// first stack before it has one, finds it backed (the host backs it before the launch).
 ///
 /// # Safety
 /// `area` must be a thread area of this launch that no other thread writes meanwhile
 /// (the caller's own, or a claimed worker's before its thread is published).
 #[inline(always)] // the start kernel calls it before the main thread has a stack
-pub(crate) unsafe fn give_stack(area: *mut ThreadArea) -> bool {
+pub(crate) unsafe fn give_stack(area: *mut ThreadArea, grow: bool) -> bool {
     // SAFETY: the caller's contract.
     unsafe {
         if (*area).frame_stack == 0 {
-            match crate::heap::take_for_good(FRAME_STACK_BYTES as u64) {
+            match crate::heap::take_for_good(FRAME_STACK_BYTES as u64, grow) {
                 Some(s) => (*area).frame_stack = s,
                 None => return false,
             }

@@ -15,11 +15,12 @@ use core::ffi::{c_int, c_void};
 use core::ptr::null_mut;
 use core::sync::atomic::{
     AtomicU64,
-    Ordering::{AcqRel, Acquire, Relaxed},
+    Ordering::{AcqRel, Acquire, Relaxed, Release},
 };
 
 use hostcall_abi::errno::{EINVAL, ENOMEM, ENOSYS};
-use hostcall_abi::{CACHED_CLASSES, HEAP_RESERVED};
+use hostcall_abi::std_services::Memory;
+use hostcall_abi::{CACHED_CLASSES, HEAP_RESERVED, LaunchState};
 
 use crate::{config, errno::set_errno, thread};
 
@@ -50,6 +51,8 @@ struct Heap {
     control: &'static Control,
     data: *mut u8,
     capacity: u64,
+    /// Bytes of the heap backed by memory, from its base (`LaunchState::heap_mapped`).
+    backed: &'static AtomicU64,
 }
 
 #[inline(always)] // take_for_good calls it where no frame may be taken
@@ -61,6 +64,9 @@ fn heap() -> Heap {
         control: unsafe { &*(c.heap_base as *const Control) },
         data: (c.heap_base as usize + HEAP_RESERVED) as *mut u8,
         capacity: c.heap_size.saturating_sub(HEAP_RESERVED as u64),
+        // SAFETY: the host allocated the launch's LaunchState (atomics only) and set its
+        // word to the bytes backed before the launch.
+        backed: unsafe { &(*(c.launch_state as *const LaunchState)).heap_mapped },
     }
 }
 
@@ -107,16 +113,36 @@ impl Heap {
     }
 
     fn carve(&self, class: usize) -> Option<*mut u8> {
-        self.cut((UNIT as u64) << class)
+        self.cut((UNIT as u64) << class, true)
     }
 
     /// `bytes` (a multiple of [`UNIT`]) cut from the untouched end of the data region
-    /// with one atomic add, or `None` past its end.
+    /// with one atomic add, or `None` past its end, or past what is backed by memory
+    /// unless `grow` lets it ask the host for more ([`Heap::grow`]; a caller without a
+    /// frame stack cannot call the host).
     #[inline(always)] // take_for_good calls it where no frame may be taken
-    fn cut(&self, bytes: u64) -> Option<*mut u8> {
+    fn cut(&self, bytes: u64, grow: bool) -> Option<*mut u8> {
         let start = self.control.bump.fetch_add(bytes, Relaxed);
+        let end = HEAP_RESERVED as u64 + start + bytes;
+        let usable = start + bytes <= self.capacity
+            && (end <= self.backed.load(Acquire) || grow && self.grow(end));
         // SAFETY: checked to lie within the data region.
-        (start + bytes <= self.capacity).then(|| unsafe { self.data.add(start as usize) })
+        usable.then(|| unsafe { self.data.add(start as usize) })
+    }
+
+    /// Asks the host to back the heap's first `end` bytes (it maps them before it
+    /// answers, so they are usable once the answer is read) and raises the word every
+    /// thread looks at to what it says; false if the GPU has no memory left for them.
+    #[cold]
+    #[inline(never)]
+    fn grow(&self, end: u64) -> bool {
+        match crate::host::<dyn Memory>().grow_heap(end) {
+            Ok(backed) => {
+                self.backed.fetch_max(backed, Release);
+                end <= backed
+            }
+            Err(_) => false,
+        }
     }
 
     /// A pointer to `size` bytes aligned to `align` (a power of two), or null.
@@ -162,10 +188,11 @@ impl Heap {
 }
 
 /// `bytes` (a multiple of 16) cut from the heap for good, never freed: a GPU thread's
-/// frame stack (`frames`). No free list, no thread cache, no frame of its own.
+/// frame stack (`frames`). No free list, no thread cache, no frame of its own; only a
+/// caller with a frame stack may `grow` the heap (see [`Heap::cut`]).
 #[inline(always)] // frames.rs calls it where no frame may be taken
-pub(crate) fn take_for_good(bytes: u64) -> Option<u64> {
-    heap().cut(bytes).map(|p| p as u64)
+pub(crate) fn take_for_good(bytes: u64, grow: bool) -> Option<u64> {
+    heap().cut(bytes, grow).map(|p| p as u64)
 }
 
 #[unsafe(no_mangle)]

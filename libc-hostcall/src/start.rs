@@ -26,8 +26,9 @@ pub extern "ptx-kernel" fn __hostcall_start() {
     let me = Nvptx::global_thread();
     let held_back = crate::area::held_back();
     match crate::area::thread_of(me) {
-        // SAFETY: the calling thread's own area. The host sized the heap for this stack.
-        Some(0) if unsafe { crate::frames::give_stack(crate::area::area()) } => {}
+        // SAFETY: the calling thread's own area. The host sized the heap for this stack
+        // and backed it.
+        Some(0) if unsafe { crate::frames::give_stack(crate::area::area(), false) } => {}
         Some(0) => Nvptx::trap(),
         Some(k) if k <= held_back => crate::thread::serve_spawned_threads(),
         _ => return,

@@ -317,11 +317,15 @@ pub extern "C" fn pthread_attr_setstacksize(_attr: *mut c_void, _size: usize) ->
 
 /// The processors a GPU program reports (`sched_getaffinity`, `sysconf`), which std's
 /// `available_parallelism` reads: `hostcall_abi::spawn::processors` of its held-back
-/// threads, so that a pool such as rayon's takes one thread per warp and leaves threads
-/// for the program to spawn beside it.
+/// threads and the device's multiprocessors, so that a pool such as rayon's takes one
+/// thread per multiprocessor and leaves threads for the program to spawn beside it.
 pub(crate) fn processors() -> u32 {
     let workers = crate::launch_state().workers.load(Ordering::Acquire);
-    hostcall_abi::spawn::processors(workers, crate::area::warps() as u32)
+    hostcall_abi::spawn::processors(
+        workers,
+        crate::area::warps() as u32,
+        config().multiprocessors,
+    )
 }
 
 /// The calling process's CPU set: [`processors`] bits, set from bit 0.
@@ -417,7 +421,7 @@ fn ready(id: u64) -> bool {
     #[cfg(feature = "start")]
     // SAFETY: a claimed worker's area, which nobody else writes until its thread is
     // published.
-    return unsafe { crate::frames::give_stack(crate::area::area_of(id)) };
+    return unsafe { crate::frames::give_stack(crate::area::area_of(id), true) };
     #[cfg(not(feature = "start"))]
     {
         let _ = id;

@@ -44,6 +44,7 @@ pub(super) struct Deferred {
     pub(super) memory: Arc<LaunchMemory>,
     pub(super) device: Vec<sys::CUdeviceptr>,
     pub(super) host: Vec<*mut c_void>,
+    pub(super) heaps: Vec<Arc<super::heap::ReservedHeap>>,
 }
 
 /// The pinned buffers and stream of a [`CudaReader`], made on first use.

@@ -14,11 +14,13 @@ use hostcall_abi::{CONFIG_SYMBOL, DeviceConfig, VERSION_SYMBOL};
 
 use crate::error::driver_message;
 use crate::module::{
-    DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, LaunchMemory, ModuleSlot,
+    DeviceHeap, DeviceMemory, GpuModule, HostMemory, KernelArg, Launch, LaunchEnd, LaunchMemory,
+    ModuleSlot, WholeHeap,
 };
 use crate::{Error, Result};
 
 mod driver;
+mod heap;
 mod image;
 mod memory;
 
@@ -145,6 +147,8 @@ pub struct CudaModule {
     load_time: Duration,
     host_allocs: Vec<*mut c_void>,
     device_allocs: Vec<sys::CUdeviceptr>,
+    /// The launch's heap, backed as the GPU reaches it.
+    heaps: Vec<Arc<heap::ReservedHeap>>,
     /// Whether the allocations above may still be read by the launch's services.
     memory: Arc<LaunchMemory>,
     /// Ended launches' memory that a service was still copying out of when they ended.
@@ -259,6 +263,7 @@ impl CudaModule {
             load_time,
             host_allocs: Vec::new(),
             device_allocs: Vec::new(),
+            heaps: Vec::new(),
             memory: Arc::default(),
             deferred: Vec::new(),
             running: false,
@@ -294,26 +299,13 @@ impl CudaModule {
 
     /// The device heap of a program run as a process (`cargo gpu run`, the conformance
     /// suite): half the GPU memory free now, at most [`hostcall_abi::HEAP_MAX_BYTES`]. A
-    /// process's heap is bounded by memory alone, and a heap cannot grow once the
-    /// kernel runs (the GPU's allocator carves one region fixed at launch), so it is
-    /// large from the start (a binary's threads take their frame stacks from it too); the
-    /// other half is left to the driver and other programs. A library embedder sizes its own
-    /// ([`crate::HostBuilder::heap_bytes`]).
+    /// process's heap is bounded by memory alone (a binary's threads take their frame
+    /// stacks from it too); the other half is left to the driver and other programs. It
+    /// is a range of addresses, backed by memory as the program reaches it
+    /// ([`GpuModule::alloc_heap`]), so its size costs nothing until used. A library
+    /// embedder sizes its own ([`crate::HostBuilder::heap_bytes`]).
     pub fn process_heap_bytes(&self) -> Result<u64> {
         Ok((self.memory_free()? / 2).min(hostcall_abi::HEAP_MAX_BYTES))
-    }
-
-    /// The device's streaming multiprocessors (132 on an H100 SXM), for sizing launches.
-    pub fn multiprocessors(&self) -> Result<u32> {
-        // SAFETY: `self.device` is a valid device handle.
-        unsafe {
-            cu::device::get_attribute(
-                self.device,
-                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-            )
-        }
-        .map(|n| n.max(0) as u32)
-        .map_err(|e| Error::cuda("cuDeviceGetAttribute", e))
     }
 
     fn global(&self, name: &str) -> Result<(sys::CUdeviceptr, usize)> {
@@ -331,6 +323,18 @@ impl GpuModule for CudaModule {
 
     fn stack_bytes(&self) -> Option<usize> {
         Some(self.stack_bytes)
+    }
+
+    /// 132 on an H100 SXM; `cargo gpu` sizes its launches by it.
+    fn multiprocessors(&self) -> u32 {
+        // SAFETY: `self.device` is a valid device handle.
+        unsafe {
+            cu::device::get_attribute(
+                self.device,
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+        }
+        .map_or(0, |n| n.max(0) as u32)
     }
 
     fn bind_to_thread(&mut self) -> Result<()> {
@@ -382,6 +386,23 @@ impl GpuModule for CudaModule {
         }
     }
 
+    fn alloc_heap(&mut self, len: usize, zeroed: usize) -> Result<Arc<dyn DeviceHeap>> {
+        // SAFETY: `self.device` is a valid device handle.
+        if !unsafe { heap::supported(self.device) } {
+            let base = self.alloc_device(len, zeroed)?;
+            return Ok(Arc::new(WholeHeap {
+                base,
+                len: len as u64,
+            }));
+        }
+        // SAFETY: the module's context is current (`bind_to_thread`) and its device's.
+        let heap = Arc::new(unsafe {
+            heap::ReservedHeap::new(self.ctx, self.device, len, zeroed, self.memory.clone())
+        }?);
+        self.heaps.push(heap.clone());
+        Ok(heap)
+    }
+
     fn end_launch(&mut self) {
         if self.running {
             // The kernel may still touch it: left until the module is dropped, which
@@ -392,6 +413,7 @@ impl GpuModule for CudaModule {
             memory: std::mem::take(&mut self.memory),
             device: std::mem::take(&mut self.device_allocs),
             host: std::mem::take(&mut self.host_allocs),
+            heaps: std::mem::take(&mut self.heaps),
         });
         let (idle, busy) = std::mem::take(&mut self.deferred)
             .into_iter()
@@ -409,6 +431,9 @@ impl GpuModule for CudaModule {
                 }
                 for p in d.host {
                     let _ = cu::free_host(p);
+                }
+                for h in d.heaps {
+                    h.release();
                 }
             }
         }

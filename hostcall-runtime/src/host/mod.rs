@@ -35,7 +35,7 @@ use self::outcome::{outcome_of, transport_fault};
 use self::process::ProcessState;
 use self::served::closure_extra;
 use crate::guest_log::GuestLog;
-use crate::module::{DeviceMemory, GpuModule, KernelArg, Launch, LaunchEnd};
+use crate::module::{DeviceHeap, DeviceMemory, GpuModule, KernelArg, Launch, LaunchEnd};
 use crate::server::{Ports, Server, Tracing};
 use crate::services::lifetime::{Life, Lifetime, Serving};
 use crate::services::typed::DeviceAccess;
@@ -220,14 +220,22 @@ impl Host {
         // A GPU thread has one call parked at most.
         let wake_words = threads.min(WAKE_WORDS_MAX) as usize;
         let wake = module.alloc_host_mapped(wake_words * size_of::<u64>())?;
+        // libc-hostcall's allocator needs its state zeroed, not the blocks it hands out
+        // (calloc zeroes its own).
+        let heap = module.alloc_heap(self.b.heap_bytes as usize, HEAP_RESERVED)?;
+        if launch.kernel == START_KERNEL {
+            // The main thread takes its frame stack first, before it can ask for more.
+            heap.grow((HEAP_RESERVED + FRAME_STACK_BYTES) as u64)
+                .map_err(|e| {
+                    Error::InvalidLaunch(format!("backing the main thread's frame stack: {e}"))
+                })?;
+        }
         let config = DeviceConfig {
             abi_version: ABI_VERSION,
             num_ports: self.b.ports as u32,
             ports: ports.device,
             port_states: module.alloc_device_zeroed(self.b.ports * size_of::<PortState>())?,
-            // libc-hostcall's allocator needs its state zeroed, not the blocks it hands
-            // out (calloc zeroes its own).
-            heap_base: module.alloc_device(self.b.heap_bytes as usize, HEAP_RESERVED)?,
+            heap_base: heap.base(),
             heap_size: self.b.heap_bytes,
             thread_area: module.alloc_device_zeroed(threads as usize * size_of::<ThreadArea>())?,
             thread_capacity: threads,
@@ -237,7 +245,7 @@ impl Host {
                 0
             },
             gpu: gpu.map_or(0, |g| g + 1),
-            launch_state: module.alloc_device_zeroed(size_of::<LaunchState>())?,
+            launch_state: module.alloc_device_copy(&launch_state(heap.mapped()))?,
             wait_limit_ns: self.b.wait_limit.as_nanos().min(u64::MAX as u128) as u64,
             fault: fault.device,
             doorbells: doorbells.device,
@@ -245,14 +253,14 @@ impl Host {
             wake_words: wake_words as u32,
             thread_lanes: self.b.thread_lanes,
             held_back: self.b.held_back,
-            reserved: 0,
+            multiprocessors: module.multiprocessors(),
         };
         module.write_config(&config)?;
         let (streams, descs) = LaunchStreams::allocate(module, &self.b.streams)?;
         let launch = &with_streams(launch, &descs)?;
 
         let device = module.device_memory();
-        let (files, mut services) = self.services_in(process, device.clone(), own);
+        let (files, mut services) = self.services_in(process, device.clone(), heap, own);
         let reactor = process.reactor.clone();
         let process = &process.process;
         services.device = Some(Arc::new(DeviceAccess {
@@ -367,6 +375,7 @@ impl Host {
         &self,
         process: &ProcessState,
         device: Arc<dyn DeviceMemory>,
+        heap: Arc<dyn DeviceHeap>,
         own: Option<&LaunchServices>,
     ) -> (Arc<Files>, ServiceTable) {
         let log = process.log.clone();
@@ -393,6 +402,7 @@ impl Host {
             self.env.clone(),
             Arc::new(process.process.on_gpu(own.and_then(|c| c.gpu))),
             self.b.net.clone(),
+            heap,
         );
         for e in self.b.extra.iter().chain(own.iter().flat_map(|c| &c.extra)) {
             match &e.name {
@@ -547,4 +557,13 @@ fn with_streams(launch: &Launch, descs: &[u64]) -> Result<Launch> {
         }
     }
     Ok(resolved)
+}
+
+/// A launch's `LaunchState` as the GPU first sees it: zero but for the bytes of the heap
+/// that are mapped (`LaunchState::heap_mapped`).
+fn launch_state(heap_mapped: u64) -> Vec<u8> {
+    let mut state = vec![0u8; size_of::<LaunchState>()];
+    let at = std::mem::offset_of!(LaunchState, heap_mapped);
+    state[at..at + 8].copy_from_slice(&heap_mapped.to_le_bytes());
+    state
 }

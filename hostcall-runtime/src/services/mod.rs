@@ -6,6 +6,7 @@
 mod env;
 mod fd_table;
 mod fs;
+mod heap;
 pub mod lifetime;
 mod net;
 mod process;
@@ -21,9 +22,11 @@ use std::sync::Arc;
 
 use hostcall_abi::Service;
 use hostcall_abi::std_services::{
-    Environment, Fs, Identity, Lifecycle, Net, STD_DECLARED, StdHost, Time, serve_std,
+    Environment, Fs, Identity, Lifecycle, Memory, Net, STD_DECLARED, StdHost, Time, serve_std,
 };
 use hostcall_abi::typed::Signature;
+
+use crate::module::DeviceHeap;
 
 pub(crate) use env::EnvPolicy;
 pub(crate) use fd_table::FdTable;
@@ -352,6 +355,7 @@ impl ServiceTable {
         env: Arc<EnvPolicy>,
         process: Arc<Process>,
         net: Arc<NetPolicy>,
+        heap: Arc<dyn DeviceHeap>,
     ) -> Self {
         let startup_blocks = env.startup();
         let mut t = ServiceTable::default();
@@ -374,6 +378,7 @@ impl ServiceTable {
                 startup: startup_blocks,
             }),
             process,
+            heap: Arc::new(heap::HeapService(heap)),
         };
         let mut each = typed::Collect {
             handlers: Vec::new(),
@@ -393,6 +398,7 @@ pub(crate) struct StdCaps {
     env: Arc<env::HostEnvironment>,
     process: Arc<Process>,
     net: Arc<net::Sockets>,
+    heap: Arc<heap::HeapService>,
 }
 
 impl StdHost for StdCaps {
@@ -402,6 +408,10 @@ impl StdHost for StdCaps {
 
     fn lifecycle(&self) -> Arc<impl Lifecycle> {
         self.process.clone()
+    }
+
+    fn memory(&self) -> Arc<impl Memory> {
+        self.heap.clone()
     }
 
     fn time(&self) -> Arc<impl Time> {
