@@ -29,12 +29,7 @@ impl DeviceHeap for PartlyBacked {
     }
 
     fn grow(&self, to: u64) -> Result<u64, HeapRefused> {
-        if to > self.len {
-            return Err(HeapRefused::PastEnd {
-                asked: to,
-                len: self.len,
-            });
-        }
+        HeapRefused::past_end(to, self.len)?;
         let to = to.next_multiple_of(STEP).min(self.len);
         if self.backed.fetch_max(to, Ordering::AcqRel) < to {
             self.grown.fetch_add(1, Ordering::Relaxed);

@@ -142,6 +142,16 @@ pub enum HeapRefused {
     NoMemory(String),
 }
 
+impl HeapRefused {
+    /// Refuses `asked` bytes of a heap of `len`, as every heap does first.
+    pub fn past_end(asked: u64, len: u64) -> std::result::Result<(), HeapRefused> {
+        if asked > len {
+            return Err(HeapRefused::PastEnd { asked, len });
+        }
+        Ok(())
+    }
+}
+
 /// A heap allocated whole: nothing to grow.
 pub(crate) struct WholeHeap {
     pub(crate) base: u64,
@@ -158,12 +168,7 @@ impl DeviceHeap for WholeHeap {
     }
 
     fn grow(&self, to: u64) -> std::result::Result<u64, HeapRefused> {
-        if to > self.len {
-            return Err(HeapRefused::PastEnd {
-                asked: to,
-                len: self.len,
-            });
-        }
+        HeapRefused::past_end(to, self.len)?;
         Ok(self.len)
     }
 }

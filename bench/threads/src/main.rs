@@ -2,7 +2,8 @@
 //! (`cargo gpu build`), it prints one JSON object per measurement, and the device run
 //! puts both sides in one file (`bench/device-runs/run.sh NAME program-rows`).
 //!
-//!     threads-bench [ELEMENTS]    (default 10^8 u64s for rayon's sum)
+//!     threads-bench [ELEMENTS]            (default 10^8 u64s for rayon's sum)
+//!     threads-bench profile [ELEMENTS]    where rayon's sum spends its time (`profile`)
 //!
 //! - `spawn_join_one_us`: `thread::spawn` then `join`, one thread at a time, mean of 200.
 //! - `spawn_join_many_us`: as many threads at once as the machine reports
@@ -22,11 +23,22 @@ use std::time::Instant;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
+mod profile;
+
 fn main() {
-    let elements: usize = std::env::args()
-        .nth(1)
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let profiling = args.first().is_some_and(|a| a == "profile");
+    if profiling {
+        args.remove(0);
+    }
+    let elements: usize = args
+        .first()
         .and_then(|a| a.parse().ok())
         .unwrap_or(100_000_000);
+    if profiling {
+        profile::rayon_sum(elements, 2);
+        return;
+    }
     let parallelism = std::thread::available_parallelism().map_or(1, |n| n.get());
 
     const ONE_AT_A_TIME: u32 = 200;

@@ -189,12 +189,7 @@ impl DeviceHeap for ReservedHeap {
     }
 
     fn grow(&self, to: u64) -> std::result::Result<u64, HeapRefused> {
-        if to > self.len {
-            return Err(HeapRefused::PastEnd {
-                asked: to,
-                len: self.len,
-            });
-        }
+        HeapRefused::past_end(to, self.len)?;
         if to <= self.mapped() {
             return Ok(self.mapped());
         }
