@@ -86,8 +86,8 @@ fn waiting_host(dir: &std::path::Path) -> HostBuilder {
 
 /// At its timeout a launch whose threads wait in stdin, a FIFO's
 /// `open` and `accept` is stopped: each call is answered `Killed`, each thread traps,
-/// and the run ends within half a second of the timeout, leaving no host thread
-/// behind. Such calls sat in the blocking pool, which the kill did not reach: the launch
+/// and the run ends soon after the timeout (half a second on an idle machine), leaving
+/// no host thread behind. Such calls sat in the blocking pool, which the kill did not reach: the launch
 /// was reported still running, its threads never answered, with no wait limit they
 /// never ended, and a pool thread stayed blocked in the FIFO's `open`.
 #[test]
@@ -117,7 +117,9 @@ fn a_timeout_answers_calls_waiting_in_stdin_a_fifo_and_accept() {
     let mut names: Vec<_> = in_flight.iter().map(|c| c.name.as_str()).collect();
     names.sort_unstable();
     assert_eq!(names, ["Fs.openat", "Fs.read", "Net.accept"], "{err}");
-    assert!(took < Duration::from_millis(1500), "{took:?}");
+    // Half a second past the timeout alone; 2.5 s was seen under Buck2's tests run all
+    // at once on two cores. The bug this guards against never ended.
+    assert!(took < Duration::from_secs(4), "{took:?}");
     assert_eq!(threads_left(), Vec::<String>::new());
 }
 
