@@ -58,6 +58,12 @@ static KEY_GENS: [AtomicU32; MAX_KEYS + 1] = [const { AtomicU32::new(0) }; MAX_K
 /// Per key, its destructor (a function address, 0 for none).
 static KEY_DTORS: [AtomicU64; MAX_KEYS + 1] = [const { AtomicU64::new(0) }; MAX_KEYS + 1];
 
+/// Bit `k` set: key `k` has a destructor, so a thread's end looks at its value. A
+/// thread's end visits these keys only, not all `MAX_KEYS`: each look is a load from
+/// global memory, and visiting every key cost each joined thread about 100 µs on an
+/// H100 (the body's end to `join`'s return: 120 µs against 11 on the CPU).
+static KEYS_WITH_DTORS: AtomicU64 = AtomicU64::new(0);
+
 /// Takes a free key. std creates keys lazily and racing threads each create one, the
 /// losers deleting theirs at once; so when all keys are taken this waits for one to be
 /// freed rather than failing (std aborts on failure). Destructors run when the
@@ -92,6 +98,10 @@ pub unsafe extern "C" fn pthread_key_create(
         destructor.map_or(0, |d| d as usize as u64),
         Ordering::Relaxed,
     );
+    if destructor.is_some() {
+        // Release: a thread's end that sees the bit sees the destructor.
+        KEYS_WITH_DTORS.fetch_or(1 << k, Ordering::Release);
+    }
     KEY_GENS[k as usize].fetch_add(1, Ordering::Release);
     // SAFETY: the caller's contract.
     unsafe { key.write(k) };
@@ -103,6 +113,7 @@ pub extern "C" fn pthread_key_delete(key: c_uint) -> c_int {
     if key == 0 || key as usize > MAX_KEYS {
         return EINVAL;
     }
+    KEYS_WITH_DTORS.fetch_and(!(1u64 << key), Ordering::Relaxed);
     KEY_DTORS[key as usize].store(0, Ordering::Relaxed);
     KEYS_USED.fetch_and(!(1u64 << key), Ordering::AcqRel);
     0
@@ -543,7 +554,10 @@ fn run_key_destructors() {
     }
     for _ in 0..DESTRUCTOR_ROUNDS {
         let mut ran = false;
-        for key in 1..=MAX_KEYS as c_uint {
+        let mut keys = KEYS_WITH_DTORS.load(Ordering::Acquire);
+        while keys != 0 {
+            let key = keys.trailing_zeros();
+            keys &= keys - 1;
             let dtor = KEY_DTORS[key as usize].load(Ordering::Relaxed);
             let value = pthread_getspecific(key);
             if dtor == 0 || value.is_null() {
