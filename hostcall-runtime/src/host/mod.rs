@@ -225,10 +225,9 @@ impl Host {
         let heap = module.alloc_heap(self.b.heap_bytes as usize, HEAP_RESERVED)?;
         if launch.kernel == START_KERNEL {
             // The main thread takes its frame stack first, before it can ask for more.
-            heap.grow((HEAP_RESERVED + FRAME_STACK_BYTES) as u64)
-                .map_err(|e| {
-                    Error::InvalidLaunch(format!("backing the main thread's frame stack: {e}"))
-                })?;
+            heap.grow(MAIN_STACK_HEAP).map_err(|e| {
+                Error::InvalidLaunch(format!("backing the main thread's frame stack: {e}"))
+            })?;
         }
         let config = DeviceConfig {
             abi_version: ABI_VERSION,
@@ -435,7 +434,7 @@ impl Host {
                 self.b.held_back
             )));
         }
-        let least = (HEAP_RESERVED + FRAME_STACK_BYTES) as u64;
+        let least = MAIN_STACK_HEAP;
         if self.b.heap_bytes < least {
             return Err(Error::InvalidLaunch(format!(
                 "a heap of {} bytes has no room for the main thread's frame stack: a \
@@ -558,6 +557,11 @@ fn with_streams(launch: &Launch, descs: &[u64]) -> Result<Launch> {
     }
     Ok(resolved)
 }
+
+/// The heap a binary's launch needs before its first allocation: the allocator's state
+/// and the main thread's frame stack, the first cut from it (checked before the launch,
+/// and backed before it, since the main thread takes it before it can ask for more).
+const MAIN_STACK_HEAP: u64 = (HEAP_RESERVED + FRAME_STACK_BYTES) as u64;
 
 /// A launch's `LaunchState` as the GPU first sees it: zero but for the bytes of the heap
 /// that are mapped (`LaunchState::heap_mapped`).
