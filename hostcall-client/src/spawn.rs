@@ -13,9 +13,16 @@ use hostcall_abi::spawn::{
 
 use crate::Platform;
 
-/// First and longest pause between two looks at a hand-off word: a parked worker or a
-/// joiner polls (device memory, no PCIe), as the futex does.
+/// Pauses between two looks at a hand-off word: a parked worker or a joiner polls
+/// (device memory, no PCIe), as the futex does. The first [`WARM_LOOKS`] looks pause at
+/// most [`WARM_PAUSE_NS`]: hand-offs come in bursts (a program that joined a thread
+/// spawns the next within microseconds, and `pthread_create` offers it first to the
+/// worker freed last, which is still in these looks), so the next thread starts within
+/// a microsecond or two rather than a long pause. Later pauses double to
+/// [`PAUSE_MAX_NS`], so that thousands of parked workers cost the working lanes little.
 const PAUSE_FIRST_NS: u32 = 200;
+const WARM_PAUSE_NS: u32 = 1_000;
+const WARM_LOOKS: u32 = 64;
 const PAUSE_MAX_NS: u32 = 20_000;
 
 /// One held-back thread's hand-off word and the thread it is given.
@@ -51,9 +58,16 @@ pub enum NotJoinable {
 /// Waits with growing pauses until `ready` holds.
 fn wait_until<P: Platform>(mut ready: impl FnMut() -> bool) {
     let mut pause = PAUSE_FIRST_NS;
+    let mut looks = 0u32;
     while !ready() {
         P::nanosleep(pause);
-        pause = (pause * 2).min(PAUSE_MAX_NS);
+        looks = looks.saturating_add(1);
+        let most = if looks < WARM_LOOKS {
+            WARM_PAUSE_NS
+        } else {
+            PAUSE_MAX_NS
+        };
+        pause = (pause * 2).min(most);
     }
 }
 
@@ -177,15 +191,16 @@ impl Slot<'_> {
     }
 
     /// The worker, once the thread and its thread-local destructors are done: `DONE` for
-    /// the joiner, or idle again at once if it was detached.
-    pub fn end_thread(&self) {
-        if self
+    /// the joiner, or idle again at once if it was detached (then true).
+    pub fn end_thread(&self) -> bool {
+        let detached = self
             .state
             .compare_exchange(RUNNING, DONE, Ordering::Release, Ordering::Relaxed)
-            .is_err()
-        {
+            .is_err();
+        if detached {
             self.park();
         }
+        detached
     }
 
     /// The worker, once a thread that panicked and its thread-local destructors are done
