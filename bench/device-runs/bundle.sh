@@ -22,8 +22,8 @@ cpu() { cargo +nightly-2026-10-15 build -q --release --target-dir "$CPU" && cp "
 (cd examples/threads && "$G" build . -o "$NEW/threads.gpu" && cpu threads)
 (cd examples/net && "$G" build . --listen '127.0.0.1:*' --connect '127.0.0.1:*' --connect 'localhost:*' -o "$NEW/net.gpu" && cpu net)
 (cd bench/net && "$G" build . --listen '127.0.0.1:*' --connect '127.0.0.1:*' --max-sockets 1024 -o "$NEW/net-bench.gpu" && cpu net-bench)
-(cd bench/threads && "$G" build . --stack-kib 64 -o "$NEW/threads-bench.gpu" && cpu threads-bench \
-  && "$G" build . --stack-kib 64 --threads 528 -o "$NEW/threads-bench-528.gpu")
+(cd bench/threads && "$G" build . -o "$NEW/threads-bench.gpu" && cpu threads-bench \
+  && "$G" build . --threads 528 -o "$NEW/threads-bench-528.gpu")
 (cd bench/startup && "$G" build . -o "$NEW/startup.gpu" && cpu startup)
 # BASELINE=PATH: an earlier build's hostcall_bench, which bench/gpu-run.sh runs beside this one's.
 if [ -n "${BASELINE:-}" ]; then mkdir -p "$NEW/baseline" && cp "$BASELINE" "$NEW/baseline/" && strip "$NEW/baseline/hostcall_bench"; fi
