@@ -26,9 +26,10 @@ use crate::{BuildError, Result};
 /// an H100 with an unmodified program (`par_sort_unstable` of 10^7 `u64`s, then a
 /// SHA-256 `par_iter` map over 10^6 blocks ten times; 11.4 KiB of frames counted once):
 /// with 16 KiB more it faulted in 6 processes of 6, with 28, 36 and 52 KiB more it
-/// passed 3 of 3 each. This leaves a 48 KiB margin for all recursion alike (formatting
-/// that formats again needs far less); the driver sets it aside for every thread the GPU
-/// can hold (8.25 GiB more on an H100 than 16 KiB did: 2,048 threads x 132 SMs).
+/// passed 3 of 3 each. 48 KiB is that need with room to spare, given to all recursion
+/// alike (formatting that formats again needs far less); the driver sets it aside for
+/// every thread the GPU can hold (8.25 GiB more on an H100 than 16 KiB did: 2,048
+/// threads x 132 SMs).
 pub const RECURSION_STACK_BYTES: u64 = 48 << 10;
 
 /// The stack one kernel needs.
