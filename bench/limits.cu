@@ -22,6 +22,11 @@
 //    writer stores them (32 records of 16 or 72 bytes, word-major, then a commit word),
 //    without and with the system fence before each commit word, 256 batches per warp,
 //    nothing reading them: the ceiling of the streams' GPU side.
+//  - {release_store,fence,rmw_acq_rel}_{gpu,sys}_ns: one GPU thread, 2,000 in a row, each
+//    of `st.release`, `fence.acq_rel` and `atom.acq_rel.add` on device memory at GPU and
+//    at system scope; handoff_two_sms_{gpu,sys}_ns: two threads on two SMs passing a
+//    token through one word (acquire load, release store), per hand-off. What a binary
+//    saves by building its atomics at GPU scope (ptx-builder's `scope`).
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -131,6 +136,42 @@ static float time_kernel(void (*launch)()) {
   float ms;
   CK(cudaEventElapsedTime(&ms, a, b));
   return ms;
+}
+
+// Nanoseconds per operation, one thread: out[0..6] = release store, fence and
+// acquire-release add, each at GPU then at system scope.
+__global__ void scope_costs(unsigned *word, double *out) {
+  const int n = 2000;
+  unsigned long long t;
+#define SCOPE_COST(k, op)                                                                 \
+  t = now_ns();                                                                          \
+  for (int i = 0; i < n; i++) asm volatile(op ::"l"(word), "r"(i) : "memory");           \
+  out[k] = (double)(now_ns() - t) / n;
+  SCOPE_COST(0, "st.release.gpu.u32 [%0], %1;")
+  SCOPE_COST(1, "st.release.sys.u32 [%0], %1;")
+  SCOPE_COST(2, "{ .reg .u32 r; mov.u32 r, %1; fence.acq_rel.gpu; }")
+  SCOPE_COST(3, "{ .reg .u32 r; mov.u32 r, %1; fence.acq_rel.sys; }")
+  SCOPE_COST(4, "{ .reg .u32 r; atom.acq_rel.gpu.add.u32 r, [%0], %1; }")
+  SCOPE_COST(5, "{ .reg .u32 r; atom.acq_rel.sys.add.u32 r, [%0], %1; }")
+#undef SCOPE_COST
+}
+
+// Blocks 0 and 1 pass a token through `word` `rounds` times each way; block 0 writes
+// the nanoseconds per hand-off to `out`.
+template <bool SYS>
+__global__ void handoff(unsigned *word, int rounds, double *out) {
+  unsigned me = blockIdx.x, v;
+  unsigned long long t = now_ns();
+  for (int r = 0; r < rounds; r++) {
+    unsigned want = 2 * r + me;
+    do {
+      if (SYS) asm volatile("ld.acquire.sys.u32 %0, [%1];" : "=r"(v) : "l"(word) : "memory");
+      else asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(word) : "memory");
+    } while (v != want);
+    if (SYS) asm volatile("st.release.sys.u32 [%0], %1;" ::"l"(word), "r"(want + 1) : "memory");
+    else asm volatile("st.release.gpu.u32 [%0], %1;" ::"l"(word), "r"(want + 1) : "memory");
+  }
+  if (me == 0) *out = (double)(now_ns() - t) / (2 * rounds);
 }
 
 int main(int argc, char **argv) {
@@ -247,6 +288,19 @@ int main(int argc, char **argv) {
     }
   }
 
+  unsigned *word;
+  double *scope;
+  CK(cudaMalloc(&word, sizeof *word));
+  CK(cudaMallocManaged(&scope, 8 * sizeof *scope));
+  scope_costs<<<1, 1>>>(word, scope);
+  CK(cudaMemset(word, 0, sizeof *word));
+  handoff<false><<<2, 1>>>(word, 20000, scope + 6);
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemset(word, 0, sizeof *word));
+  handoff<true><<<2, 1>>>(word, 20000, scope + 7);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   FILE *f = fopen(argv[1], "w");
@@ -261,7 +315,11 @@ int main(int argc, char **argv) {
           "\"mapped_batch_gb_per_s_132x256_16b_records\": %.2f, "
           "\"mapped_batch_fenced_gb_per_s_132x256_16b_records\": %.2f, "
           "\"mapped_batch_gb_per_s_132x256_72b_records\": %.2f, "
-          "\"mapped_batch_fenced_gb_per_s_132x256_72b_records\": %.2f}\n",
+          "\"mapped_batch_fenced_gb_per_s_132x256_72b_records\": %.2f, "
+          "\"release_store_gpu_ns\": %.1f, \"release_store_sys_ns\": %.1f, "
+          "\"fence_gpu_ns\": %.1f, \"fence_sys_ns\": %.1f, "
+          "\"rmw_acq_rel_gpu_ns\": %.1f, \"rmw_acq_rel_sys_ns\": %.1f, "
+          "\"handoff_two_sms_gpu_ns\": %.1f, \"handoff_two_sms_sys_ns\": %.1f}\n",
           prop.name, roundtrip_us, (double)chans * chan_iters / (chan_ms / 1e3),
           blocks * threads * lines / (printf_ms / 1e3),
           1056.0 * threads * lines / (printf_big_ms / 1e3),
@@ -269,7 +327,8 @@ int main(int argc, char **argv) {
           copy_bytes / (best_copy_ms / 1e3) / 1e9, copy_bytes / (best_store_ms / 1e3) / 1e9,
           (double)((256u << 20) / 72 * 72) / (best_record_ms / 1e3) / 1e9,
           batch_gb_per_s[0][0], batch_gb_per_s[0][1], batch_gb_per_s[1][0],
-          batch_gb_per_s[1][1]);
+          batch_gb_per_s[1][1], scope[0], scope[1], scope[2], scope[3], scope[4], scope[5],
+          scope[6], scope[7]);
   fclose(f);
   return 0;
 }

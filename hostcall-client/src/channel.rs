@@ -1,8 +1,8 @@
 //! Packets, ports, publication and answers: steps 1–7 of the protocol documented in
 //! `hostcall_abi` (and checked by `hostcall-model`).
 
-use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use core::sync::atomic::{AtomicU64, fence};
+use core::sync::atomic::AtomicU64;
+use core::sync::atomic::Ordering::{Acquire, Relaxed};
 
 use hostcall_abi::answer::{self, Answer};
 use hostcall_abi::park::{PARKED, PARKED_POLL_MAX_NS, Ticket};
@@ -384,7 +384,7 @@ impl Channel {
         if is_leader {
             header.lane_mask.store(mask, Relaxed);
             // SAFETY: `index < num_ports`, the length of the doorbell array (`new`).
-            unsafe { &*self.doorbells.add(index as usize) }.store(seq, Release);
+            P::store_release_system(unsafe { &*self.doorbells.add(index as usize) }, seq);
             if posted {
                 P::lock_store(&state.word, seq << PORT_SEQ_SHIFT | PORT_POSTED);
             }
@@ -418,7 +418,7 @@ impl Channel {
             None => {
                 // The acquire half of the handoff: the word was written (release) after
                 // the slot's results and bulk bytes, so reads after this fence see them.
-                fence(Acquire);
+                P::fence_system();
                 // SAFETY: as above; volatile so that every read goes to host memory.
                 let s = unsafe { slot.read_volatile() };
                 let a = s.args;
@@ -467,7 +467,7 @@ impl Channel {
             P::nanosleep(pause);
             pause = (pause * 2).min(PARKED_POLL_MAX_NS);
         }
-        fence(Acquire);
+        P::fence_system();
     }
 
     /// The lane's answer word once the host has written it. A poll is a PCIe round trip
@@ -526,7 +526,7 @@ impl Channel {
                     // SAFETY: `p < num_ports` (`new`'s contract); the header is atomics only.
                     let header = unsafe { &(*self.ports.add(p as usize)).header };
                     let mut posted = Wait::new(32);
-                    while header.response.load(Acquire) != last {
+                    while P::load_acquire_system(&header.response) != last {
                         if let Some(waited) = posted.pause::<P>(0, self.wait_limit_ns) {
                             self.give_up::<P>(FaultKind::NoPostedAnswer, p, last, waited, 0);
                         }
@@ -576,7 +576,7 @@ impl Channel {
                     (&raw mut (*f).thread).write_volatile(thread);
                     (&raw mut (*f).waited_ns).write_volatile(waited_ns);
                     (&raw mut (*f).detail).write_volatile(detail);
-                    (*f).valid.store(1, Release);
+                    P::store_release_system(&(*f).valid, 1);
                 }
             }
         }

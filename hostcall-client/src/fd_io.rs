@@ -7,8 +7,7 @@
 //! order, nobody waiting ([`write_posted`]). Results
 //! are `i64`: a value, or `-errno` on failure.
 
-use core::sync::atomic::Ordering::Acquire;
-use core::sync::atomic::{AtomicU64, fence};
+use core::sync::atomic::AtomicU64;
 
 use hostcall_abi::errno::{EAGAIN, EINVAL, EIO, ENOSYS};
 use hostcall_abi::std_services::Fs;
@@ -260,7 +259,7 @@ pub fn read<P: Platform + 'static>(ch: &Channel, fd: i32, buf: &mut [u8]) -> i64
         // The host's copy precedes its answer's release; the answer (inline, polled
         // relaxed) then this acquire fence order this lane's reads of `buf` after the
         // copy.
-        fence(Acquire);
+        P::fence_system();
         return count(r);
     }
     count(fs.read(fd, buf).map(|filled| filled.0))

@@ -58,7 +58,15 @@ pub trait Platform {
     fn sync_warp(mask: u32);
     /// A system-scope release/acquire fence: orders this thread's (and, through
     /// `sync_warp`, its warp's) memory accesses with respect to the host.
+    ///
+    /// This and the two below are the transport's only hand-offs with the host, and
+    /// they name the system scope themselves: a binary's other atomics are built at GPU
+    /// scope (ptx-builder's `scope`), which does not order anything with the host.
     fn fence_system();
+    /// Reads a word the host writes, with acquire semantics at system scope.
+    fn load_acquire_system(word: &AtomicU32) -> u32;
+    /// Stores into a word the host reads, with release semantics at system scope.
+    fn store_release_system(word: &AtomicU32, value: u32);
     /// Atomic OR of `bits` into a lock word in device memory that only GPU threads use,
     /// with acquire semantics at GPU scope (no system-wide ordering, which costs far
     /// more); returns the word's previous value.

@@ -156,6 +156,24 @@ impl Platform for Nvptx {
         unsafe { asm!("fence.acq_rel.sys;", options(nostack)) };
     }
 
+    fn load_acquire_system(word: &AtomicU32) -> u32 {
+        let v: u32;
+        // SAFETY: `word` is a valid, aligned 32-bit atomic (a reference); an acquire load.
+        unsafe {
+            asm!("ld.acquire.sys.u32 {v}, [{a}];",
+                v = out(reg32) v, a = in(reg64) word.as_ptr(), options(nostack))
+        };
+        v
+    }
+
+    fn store_release_system(word: &AtomicU32, value: u32) {
+        // SAFETY: as above; a release store to an atomic word.
+        unsafe {
+            asm!("st.release.sys.u32 [{a}], {v};",
+                a = in(reg64) word.as_ptr(), v = in(reg32) value, options(nostack))
+        };
+    }
+
     fn nanosleep(ns: u32) {
         // SAFETY: sleeping has no effect on memory.
         unsafe { asm!("nanosleep.u32 {};", in(reg32) ns, options(nomem, nostack)) };

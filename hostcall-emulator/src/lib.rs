@@ -204,6 +204,14 @@ impl Platform for Emu {
         std::sync::atomic::fence(Ordering::SeqCst);
     }
 
+    fn load_acquire_system(word: &std::sync::atomic::AtomicU32) -> u32 {
+        word.load(Ordering::Acquire)
+    }
+
+    fn store_release_system(word: &std::sync::atomic::AtomicU32, value: u32) {
+        word.store(value, Ordering::Release);
+    }
+
     fn lock_or(word: &std::sync::atomic::AtomicU32, bits: u32) -> u32 {
         word.fetch_or(bits, Ordering::Acquire)
     }

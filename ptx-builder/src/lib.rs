@@ -28,6 +28,7 @@ mod fixups;
 mod frames;
 mod link;
 mod ptxas;
+mod scope;
 pub mod stack;
 pub mod stage;
 mod tools;
@@ -373,11 +374,14 @@ impl PtxBuilder {
             &optimized,
         )?;
         if self.binary.is_some() {
-            // A binary's threads run on other GPU threads, which cannot see its stack.
+            // A binary's threads run on other GPU threads, which cannot see its stack,
+            // and its memory is the GPU's own.
             let framed = out.join(format!("{name}.framed.bc"));
-            let n = link::move_frames(&toolchain, &optimized, &framed)?;
+            let done = link::rewrite_binary(&toolchain, &optimized, &framed)?;
             self.stage(&format!(
-                "moved the locals of {n} functions to global-memory frames (threads share them)"
+                "moved the locals of {} functions to global-memory frames (threads share \
+                 them); gave {} atomics GPU scope",
+                done.framed, done.scoped
             ));
             optimized = framed;
         }

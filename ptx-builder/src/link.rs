@@ -359,23 +359,37 @@ pub(crate) fn attribute(tc: &Toolchain, members: &Path, missing: &[String]) -> V
     list
 }
 
-/// Moves the in-memory locals of `optimized`'s functions to global-memory frames
-/// ([`crate::frames`]), writing `framed`; returns how many functions were rewritten.
-pub(crate) fn move_frames(tc: &Toolchain, optimized: &Path, framed: &Path) -> Result<usize> {
+/// What [`rewrite_binary`] changed.
+pub(crate) struct BinaryRewrite {
+    /// Functions whose locals moved to global-memory frames.
+    pub framed: usize,
+    /// Atomic operations and fences given GPU scope.
+    pub scoped: usize,
+}
+
+/// Rewrites a binary's `optimized` module into `rewritten`: its in-memory locals move to
+/// global-memory frames ([`crate::frames`]), and its synchronizing atomics get GPU scope
+/// ([`crate::scope`]).
+pub(crate) fn rewrite_binary(
+    tc: &Toolchain,
+    optimized: &Path,
+    rewritten: &Path,
+) -> Result<BinaryRewrite> {
     let out = run(Command::new(tc.llvm("llvm-dis"))
         .arg(optimized)
         .args(["-o", "-"]))?;
     let ir = String::from_utf8(out.stdout)
         .map_err(|_| BuildError::Toolchain("llvm-dis wrote IR that is not UTF-8".into()))?;
     let exclude = [FRAME_PUSH, FRAME_POP, START_KERNEL, THREAD_EXIT_KERNEL];
-    let (ir, rewritten) = crate::frames::move_to_global(&ir, &exclude)?;
-    let text = framed.with_extension("ll");
+    let (ir, framed) = crate::frames::move_to_global(&ir, &exclude)?;
+    let (ir, scoped) = crate::scope::gpu_scope(&ir);
+    let text = rewritten.with_extension("ll");
     std::fs::write(&text, ir).map_err(BuildError::io(format!("writing {}", text.display())))?;
     run(Command::new(tc.llvm("llvm-as"))
         .arg(&text)
         .arg("-o")
-        .arg(framed))?;
-    Ok(rewritten)
+        .arg(rewritten))?;
+    Ok(BinaryRewrite { framed, scoped })
 }
 
 #[cfg(test)]

@@ -36,6 +36,38 @@ fn an_unmodified_binary_builds_with_main_as_the_start_kernel_and_frames_in_globa
         "{:?}",
         m.sources
     );
+    synchronizes_at_gpu_scope_but_with_the_host(&ptx);
+}
+
+/// std's atomics that synchronize (an `Arc`'s drop, a `Mutex`, a `Once`) are at GPU
+/// scope in a binary; system scope is left to the transport's own PTX, which spells its
+/// loads and stores with `.u32` where LLVM writes `.b32`, and whose fences are
+/// `fence.acq_rel.sys` (never `fence.sc.sys`).
+fn synchronizes_at_gpu_scope_but_with_the_host(ptx: &str) {
+    const TRANSPORT: [&str; 3] = [
+        "ld.acquire.sys.u32",
+        "st.release.sys.u32",
+        "fence.acq_rel.sys;",
+    ];
+    let system: Vec<&str> = ptx
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            let op = l.split_whitespace().next().unwrap_or("");
+            let synchronizing = [".acquire.", ".release.", ".acq_rel.", ".sc."]
+                .iter()
+                .any(|o| op.contains(o));
+            synchronizing && op.contains(".sys") && !TRANSPORT.contains(&op)
+        })
+        .collect();
+    assert!(
+        system.is_empty(),
+        "{} synchronizing operations at system scope, e.g. {:?}",
+        system.len(),
+        &system[..system.len().min(5)]
+    );
+    let gpu = ptx.matches("atom.acq_rel.gpu").count() + ptx.matches("fence.acq_rel.gpu").count();
+    assert!(gpu > 10, "std's atomics at GPU scope: {gpu}");
 }
 
 #[test]
