@@ -21,6 +21,8 @@
 #   lanes        threads that share warps: bench/threads with every lane held back (the
 #                default) and with one thread a warp (`--threads 528`), and the spawning
 #                conformance programs with all their threads on one warp's lanes
+#   net-summary  bench/net's echo server on the GPU with HOSTCALL_DEBUG=summary, measured
+#                by the CPU client: the calls of a round trip and the host's time in each
 #   startup-ab   bench/startup's `hi` and `threads` against the bundle's
 #                baseline/startup.gpu if any (an earlier commit's), 15 rounds in turn,
 #                each row's times sorted
@@ -66,6 +68,13 @@ net() {
       echo "echo on the $side, round $round: $(cat "$Z/bench-$side-$round.json")"
     done
   done
+}
+
+net_summary() {
+  HOSTCALL_DEBUG=summary timeout 180 ./net-bench.gpu echo 127.0.0.1:7201 2 > "$Z/echo-summary.txt" 2>&1 &
+  timeout 170 ./net-bench-cpu client 127.0.0.1:7201 > "$Z/bench-summary.json" 2>&1
+  wait
+  cat "$Z/bench-summary.json"; grep -v "INFO  hostcall]" "$Z/echo-summary.txt" | tail -25
 }
 
 pairs() {
@@ -156,6 +165,7 @@ for step in "$@"; do
   case $step in
     tests | conformance | net | pairs | bench | programs | stack | startup | lanes) $step ;;
     program-rows) program_rows ;;
+    net-summary) net_summary ;;
     startup-ab) startup_ab ;;
     *) echo "run.sh: no step $step" ;;
   esac
