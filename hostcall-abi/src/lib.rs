@@ -37,10 +37,9 @@
 //!    touch device memory), which also yields the port's last sequence; `shfl.sync`
 //!    hands the port index and `seq = last + 1` to every lane of the packet. If the word
 //!    had [`PORT_POSTED`], the leader first waits for `response == last` (system-scope
-//!    acquire): the
-//!    host has finished reading the posted packet. Posted requests that must keep their
-//!    order (stdout, stderr) take their ticket now, while the port is held, so tickets
-//!    are handed out in nearly the order the host will see them.
+//!    acquire): the host has finished reading the posted packet. Posted requests that
+//!    must keep their order (stdout, stderr) take their ticket now, while the port is
+//!    held, so tickets are handed out in nearly the order the host will see them.
 //! 3. **Request.** Each lane writes its [`LaneSlot`] (service, `seq` with
 //!    [`SLOT_POSTED`] if posted, coordinates, arguments), its bulk bytes, and, unless
 //!    posted, [`answer::PENDING`] into its answer word. In a
@@ -88,7 +87,7 @@
 //! `load_acquire_system`, `store_release_system`); relaxed polls of host memory keep
 //! the compiler's default, system scope. A binary's other atomics order only GPU
 //! threads and are built at GPU scope (ptx-builder's `scope`), which on an H100 costs
-//! about 290 ns less per release, fence or read-modify-write.
+//! 300 to 540 ns less per release, fence or read-modify-write.
 //!
 //! A lane gives up only when a wait exceeds [`DeviceConfig::wait_limit_ns`], or when its
 //! answer word carries another sequence: it writes the launch's [`FaultRecord`] (port,

@@ -257,8 +257,8 @@ pub fn read<P: Platform + 'static>(ch: &Channel, fd: i32, buf: &mut [u8]) -> i64
         let n = buf.len().min(DEVICE_READ_MAX as usize);
         let r = fs.read_to_device(fd, buf.as_mut_ptr() as u64, n as u64);
         // The host's copy precedes its answer's release; the answer (inline, polled
-        // relaxed) then this acquire fence order this lane's reads of `buf` after the
-        // copy.
+        // relaxed) then this system-scope fence order this lane's reads of `buf` after
+        // the copy.
         P::fence_system();
         return count(r);
     }

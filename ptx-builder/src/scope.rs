@@ -16,7 +16,8 @@
 //! acquire, release, acquire-release and sequentially consistent operation or fence
 //! without a scope gets `syncscope("device")` (PTX `.gpu`). Relaxed ones keep the
 //! system scope: a relaxed load or store costs the same at both, and the transport
-//! polls host memory with them. Volatile ones are left as written. This rewrites the textual IR of the optimized module, before `llc`.
+//! polls host memory with them. Volatile ones are left as written. This rewrites the
+//! textual IR of the optimized module, before `llc`.
 
 /// Orderings that synchronize: an operation with one of these gets GPU scope.
 const SYNCHRONIZING: [&str; 4] = ["acquire", "release", "acq_rel", "seq_cst"];
