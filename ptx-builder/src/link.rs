@@ -234,6 +234,8 @@ fn pad_global(line: &str) -> Option<String> {
     let padded = words * 4 / elem;
     let mut values: Vec<&str> = match init {
         Some(i) => match i.strip_prefix('{').and_then(|i| i.strip_suffix('}')) {
+            // All zero or undefined: LLVM writes no value at all.
+            Some("") => vec!["0"],
             Some(list) => list.split(", ").collect(),
             None => vec![i],
         },
@@ -460,6 +462,17 @@ mod tests {
 .global .align 8 .u64 table[2] = {0, generic(x)};
 \tld.relaxed.sys.global.b8 %rs1, [SHOULD_CAPTURE];
 "
+        );
+    }
+
+    /// LLVM writes a constant whose bytes are all zero or undefined (std's
+    /// `<{ [1 x i8] zeroinitializer, [1 x i8] undef }>`, from a `None::<u8>`) as `{}`;
+    /// padded, its list must not begin with an empty value, which ptxas cannot parse.
+    #[test]
+    fn an_empty_initializer_pads_to_zeros() {
+        assert_eq!(
+            word_pad_globals(".global .align 1 .b8 anon_0[2] = {};\n"),
+            ".global .align 4 .b8 anon_0[4] = {0, 0, 0, 0};\n"
         );
     }
 
