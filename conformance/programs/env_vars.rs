@@ -1,4 +1,5 @@
-//! `env::vars()`, `var`, `var_os`, `set_var`, `remove_var`.
+//! `env::vars()`, `var`, `var_os`, `set_var`, `remove_var`, and `home_dir` without `HOME`
+//! (the user database's entry, `getpwuid_r`).
 
 use std::env;
 
@@ -19,4 +20,7 @@ pub fn main() {
     let mut names: Vec<String> = env::vars().map(|(k, _)| k).collect();
     names.sort();
     println!("{names:?}");
+    // SAFETY: as above.
+    unsafe { env::remove_var("HOME") };
+    println!("home without HOME: {:?}", env::home_dir());
 }

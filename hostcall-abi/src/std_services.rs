@@ -91,6 +91,12 @@ std_traits! {
         fn getppid(&self) -> i32 = 0x8000_0011, quick;
         /// Its user's id (`getuid`).
         fn getuid(&self) -> u32 = 0x8000_0018, quick;
+        /// The user database's entry for `uid` as the host's C library finds it
+        /// (`getpwuid_r`, which std's `env::home_dir` calls without `HOME`): in `out`,
+        /// the group id as 4 little-endian bytes, then the name, password, comment,
+        /// home directory and shell, each ending in a NUL. `ENOENT` when there is no
+        /// entry, `ERANGE` when it does not fit in `out`.
+        fn passwd(&self, uid: u32, out: &mut [u8]) -> Result<Filled, Errno> = 0x8000_001A, blocks;
     }
 
     /// How the GPU program ends. The first request of a run decides its exit status.

@@ -7,7 +7,8 @@
 use core::ffi::{CStr, c_char, c_int};
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use hostcall_abi::errno::{EINVAL, ENOMEM};
+use hostcall_abi::errno::{EINVAL, EIO, ENOENT, ENOMEM};
+use hostcall_abi::typed::{Errno, Filled};
 use hostcall_abi::{BULK_PER_LANE, STARTUP_ARGS, STARTUP_ENV};
 use hostcall_client::Platform;
 use hostcall_client::std_services::{Environment, Identity};
@@ -269,4 +270,71 @@ pub extern "C" fn getppid() -> c_int {
 #[unsafe(no_mangle)]
 pub extern "C" fn getuid() -> core::ffi::c_uint {
     host::<dyn Identity>().getuid()
+}
+
+/// C's `struct passwd` as std's Linux code is compiled against it.
+#[repr(C)]
+pub struct Passwd {
+    pw_name: *mut c_char,
+    pw_passwd: *mut c_char,
+    pw_uid: core::ffi::c_uint,
+    pw_gid: core::ffi::c_uint,
+    pw_gecos: *mut c_char,
+    pw_dir: *mut c_char,
+    pw_shell: *mut c_char,
+}
+
+/// The host's user database entry for `uid` (`Identity::passwd`), its strings laid out
+/// in `buf`: 0 with `*result` set, 0 with `*result` null when there is none, or an
+/// errno (`ERANGE`: `buf` is too small; std then tries a larger one).
+///
+/// # Safety
+/// `pwd` and `result` must be valid for writes, `buf` for `buflen` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn getpwuid_r(
+    uid: core::ffi::c_uint,
+    pwd: *mut Passwd,
+    buf: *mut c_char,
+    buflen: usize,
+    result: *mut *mut Passwd,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { *result = core::ptr::null_mut() };
+    // SAFETY: the caller's contract.
+    let out = unsafe { core::slice::from_raw_parts_mut(buf.cast::<u8>(), buflen) };
+    let n = match host::<dyn Identity>().passwd(uid, out) {
+        Ok(Filled(n)) => n,
+        Err(Errno(ENOENT)) => return 0,
+        Err(Errno(e)) => return e,
+    };
+    // The group id, then five NUL-terminated strings, each pointed at where it lies.
+    let Some((gid, strings)) = out[..n.min(buflen)].split_first_chunk::<4>() else {
+        return EIO;
+    };
+    let gid = u32::from_le_bytes(*gid);
+    let mut fields = [core::ptr::null_mut(); 5];
+    let mut at = 0;
+    for f in &mut fields {
+        let Some(len) = strings[at..].iter().position(|&b| b == 0) else {
+            return EIO;
+        };
+        // SAFETY: `4 + at < n <= buflen`: inside `buf`.
+        *f = unsafe { buf.add(4 + at) };
+        at += len + 1;
+    }
+    let [name, passwd, gecos, dir, shell] = fields;
+    // SAFETY: the caller's contract.
+    unsafe {
+        pwd.write(Passwd {
+            pw_name: name,
+            pw_passwd: passwd,
+            pw_uid: uid,
+            pw_gid: gid,
+            pw_gecos: gecos,
+            pw_dir: dir,
+            pw_shell: shell,
+        });
+        *result = pwd;
+    }
+    0
 }

@@ -4,9 +4,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use hostcall_abi::errno::EIO;
+use hostcall_abi::errno::{EIO, ENOENT, ERANGE};
 use hostcall_abi::std_services::{Identity, Lifecycle, Time};
-use hostcall_abi::typed::Errno;
+use hostcall_abi::typed::{Errno, Filled};
 
 use super::{Call, Handler, Malformed, Reply};
 use crate::guest_log::{GuestLog, Kind};
@@ -148,5 +148,90 @@ impl Identity for HostIdentity {
 
     fn getuid(&self) -> u32 {
         rustix::process::getuid().as_raw()
+    }
+
+    fn passwd(&self, uid: u32, out: &mut [u8]) -> Result<Filled, Errno> {
+        let entry = user_entry(uid)?;
+        let to = out.get_mut(..entry.len()).ok_or(Errno(ERANGE))?;
+        to.copy_from_slice(&entry);
+        Ok(Filled(entry.len()))
+    }
+}
+
+/// `uid`'s entry in the user database, through the C library (so that every source it
+/// is configured with answers, as for any program on this host), encoded as
+/// `Identity::passwd` says.
+fn user_entry(uid: u32) -> Result<Vec<u8>, Errno> {
+    let mut buf: Vec<libc::c_char> = vec![0; 1024];
+    loop {
+        let mut pwd = std::mem::MaybeUninit::<libc::passwd>::uninit();
+        let mut found = std::ptr::null_mut();
+        // SAFETY: `pwd` and `found` are valid for writes, and `buf` for `buf.len()` bytes.
+        let rc = unsafe {
+            libc::getpwuid_r(
+                uid,
+                pwd.as_mut_ptr(),
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        if rc == libc::ERANGE && buf.len() < 1 << 20 {
+            buf.resize(buf.len() * 2, 0);
+            continue;
+        }
+        if rc != 0 {
+            return Err(Errno(rc));
+        }
+        if found.is_null() {
+            return Err(Errno(ENOENT));
+        }
+        // SAFETY: `getpwuid_r` succeeded, so it filled `pwd`.
+        let pwd = unsafe { pwd.assume_init() };
+        let mut entry = pwd.pw_gid.to_le_bytes().to_vec();
+        for field in [
+            pwd.pw_name,
+            pwd.pw_passwd,
+            pwd.pw_gecos,
+            pwd.pw_dir,
+            pwd.pw_shell,
+        ] {
+            if !field.is_null() {
+                // SAFETY: a non-null field of a filled entry is a C string in `buf`.
+                entry.extend_from_slice(unsafe { std::ffi::CStr::from_ptr(field) }.to_bytes());
+            }
+            entry.push(0);
+        }
+        return Ok(entry);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_users_entry_is_its_gid_then_five_strings() {
+        let uid = rustix::process::getuid().as_raw();
+        let mut out = [0u8; 4096];
+        let Filled(n) = HostIdentity
+            .passwd(uid, &mut out)
+            .expect("this user has an entry");
+        let gid = u32::from_le_bytes(out[..4].try_into().unwrap());
+        assert_eq!(gid, rustix::process::getgid().as_raw());
+        let fields: Vec<&[u8]> = out[4..n].split(|&b| b == 0).collect();
+        // Five strings, each ending in a NUL: six pieces, the last empty.
+        assert_eq!(fields.len(), 6, "{fields:?}");
+        assert!(fields[3].starts_with(b"/"), "home {:?}", fields[3]);
+    }
+
+    #[test]
+    fn no_entry_is_enoent_and_a_short_buffer_erange() {
+        assert_eq!(
+            HostIdentity.passwd(4_000_000_000, &mut [0; 4096]),
+            Err(Errno(ENOENT))
+        );
+        let uid = rustix::process::getuid().as_raw();
+        assert_eq!(HostIdentity.passwd(uid, &mut [0; 5]), Err(Errno(ERANGE)));
     }
 }
