@@ -112,9 +112,10 @@ pub(crate) struct Nested<'a> {
 }
 
 /// `cargo rustc` for the GPU target in a cleaned environment, with the flags every
-/// nested build shares (so that all of them use one build of std); the caller adds the
+/// nested build shares (so that all of them use one build of std), after `profile`'s
+/// settings (`--config` values, which the shared flags override); the caller adds the
 /// target to build and the flags for rustc.
-fn nested_cargo(n: &Nested<'_>, manifest: &Path) -> Result<Command> {
+fn nested_cargo(n: &Nested<'_>, manifest: &Path, profile: &[String]) -> Result<Command> {
     let (tc, library, target_dir) = (n.tc, n.library, n.target_dir);
     let spec = target_spec(n.out)?;
     let mut cmd = Command::new(&tc.cargo);
@@ -138,11 +139,14 @@ fn nested_cargo(n: &Nested<'_>, manifest: &Path) -> Result<Command> {
             "-Zjson-target-spec",
             "-Zprofile-rustflags",
         ])
-        .arg("--message-format=json-render-diagnostics")
-        // Built for size: on this toolchain a module built so has about half the PTX of
-        // O2/O3 and takes half the JIT time (29k lines in 9.1 s against 51-54k in 21-22 s);
-        // `opt` then runs default<O2> over the linked module.
-        .args(["--config", "profile.release.opt-level=\"s\""])
+        .arg("--message-format=json-render-diagnostics");
+    for setting in profile {
+        cmd.arg("--config").arg(setting);
+    }
+    // Built for size: on this toolchain a module built so has about half the PTX of
+    // O2/O3 and takes half the JIT time (29k lines in 9.1 s against 51-54k in 21-22 s);
+    // `opt` then runs default<O2> over the linked module.
+    cmd.args(["--config", "profile.release.opt-level=\"s\""])
         .args(["--config", "profile.release.panic=\"abort\""])
         .args(["--config", "profile.release.codegen-units=1"]);
     let flags = toml_list(&libc_rustflags());
@@ -231,7 +235,7 @@ fn run_nested(mut cmd: Command, manifest: &Path, quiet: bool) -> Result<Vec<Arti
 pub(crate) fn build(n: &Nested<'_>, krate: &Path) -> Result<Built> {
     let (tc, library) = (n.tc, n.library);
     let manifest = krate.join("Cargo.toml");
-    let mut cmd = nested_cargo(n, &manifest)?;
+    let mut cmd = nested_cargo(n, &manifest, &[])?;
     cmd.arg("--lib");
     if depends_on_libc(tc, &manifest)? {
         // A kernel crate that never names libc-hostcall (nothing to import when it needs
@@ -310,8 +314,10 @@ pub(crate) fn build_bin(n: &Nested<'_>, krate: &Path, bin: Option<&str>) -> Resu
     };
     // libc-hostcall with its start kernel, built against the same std (same flags), for
     // rustc to link into the binary as though it were a dependency.
+    // The binary's release profile, for both runs (`crate::profile`).
+    let profile = crate::profile::release_config(tc, &manifest)?;
     let libc_manifest = libc_hostcall().join("Cargo.toml");
-    let mut cmd = nested_cargo(n, &libc_manifest)?;
+    let mut cmd = nested_cargo(n, &libc_manifest, &profile)?;
     cmd.args(["--lib", "--features", "start"]);
     let runtime = run_nested(cmd, &libc_manifest, n.quiet)?;
     let rmeta = runtime
@@ -337,7 +343,7 @@ pub(crate) fn build_bin(n: &Nested<'_>, krate: &Path, bin: Option<&str>) -> Resu
             BuildError::io(format!("making {} executable", linker.display())),
         )?;
     }
-    let mut cmd = nested_cargo(n, &manifest)?;
+    let mut cmd = nested_cargo(n, &manifest, &profile)?;
     cmd.args(["--bin", &bin, "--", "-C"])
         .arg(format!("linker={}", linker.display()))
         .args(["-Zunstable-options", "--extern"])

@@ -27,6 +27,7 @@ mod error;
 mod fixups;
 mod frames;
 mod link;
+mod profile;
 mod ptxas;
 mod scope;
 pub mod stack;

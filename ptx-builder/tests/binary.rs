@@ -85,3 +85,19 @@ fn a_crate_without_a_binary_is_refused_naming_it() {
         "{msg}"
     );
 }
+
+/// A binary whose workspace sets its own release profile (here overflow checks and debug
+/// assertions, which change how std is built) gets one std: its libc-hostcall, built by
+/// a cargo run of its own, is built with the same profile (else rustc finds two `core`s:
+/// E0152).
+#[test]
+fn a_binary_with_its_own_release_profile_builds() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let m = PtxBuilder::new(root.join("tests/fixtures/custom-profile"))
+        .binary(None)
+        .cubins(Cubins::Off)
+        .quiet(true)
+        .build()
+        .expect("a binary with overflow checks and debug assertions builds for the GPU");
+    assert_eq!(m.ptx.file_stem().unwrap(), "custom-profile");
+}
