@@ -312,10 +312,10 @@ pub(crate) fn build_bin(n: &Nested<'_>, krate: &Path, bin: Option<&str>) -> Resu
         Some(b) => b.to_owned(),
         None => only_bin(tc, &manifest)?,
     };
-    // libc-hostcall with its start kernel, built against the same std (same flags), for
-    // rustc to link into the binary as though it were a dependency.
     // The binary's release profile, for both runs (`crate::profile`).
     let profile = crate::profile::release_config(tc, &manifest)?;
+    // libc-hostcall with its start kernel, built against the same std (same flags), for
+    // rustc to link into the binary as though it were a dependency.
     let libc_manifest = libc_hostcall().join("Cargo.toml");
     let mut cmd = nested_cargo(n, &libc_manifest, &profile)?;
     cmd.args(["--lib", "--features", "start"]);
