@@ -24,7 +24,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use options::RunOptions;
 use package::Program;
-use ptx_builder::{PtxBuilder, PtxasOpt};
+use ptx_builder::{CargoArgs, PtxBuilder, PtxasOpt};
 
 #[derive(Parser)]
 #[command(name = "cargo gpu", bin_name = "cargo gpu", version)]
@@ -35,56 +35,162 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Build the crate's `fn main` for the GPU and run it.
+    /// Build a package's program for the GPU and run its `fn main` there.
     Run {
         #[command(flatten)]
         source: Source,
-        #[command(flatten)]
-        options: RunOptions,
-        /// The program's arguments (after `--`).
+        /// The program's arguments (after `--`)
         #[arg(last = true)]
         args: Vec<String>,
+        #[command(flatten, next_help_heading = "Run Options")]
+        options: RunOptions,
     },
-    /// Build the crate's `fn main` for the GPU into one executable that runs it.
+    /// Build a package's program for the GPU into one executable that runs it.
     Build {
         #[command(flatten)]
         source: Source,
-        #[command(flatten)]
-        options: RunOptions,
-        /// The executable to write.
-        #[arg(short, long)]
+        /// The executable to write
+        #[arg(short, long, value_name = "FILE")]
         out: PathBuf,
+        #[command(flatten, next_help_heading = "Run Options")]
+        options: RunOptions,
     },
 }
 
-/// The binary crate to build.
+/// The program to build, chosen and configured with Cargo's flags, in Cargo's words.
 #[derive(clap::Args)]
 struct Source {
-    /// The crate's folder.
-    #[arg(default_value = ".")]
+    /// The package's folder (as `--manifest-path CRATE/Cargo.toml`)
+    #[arg(default_value = ".", value_name = "CRATE")]
     krate: PathBuf,
-    /// Which binary, when the crate has several.
-    #[arg(long)]
+    /// Do not print cargo gpu's notes
+    #[arg(short, long, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Use verbose output (every stage of the GPU build, and cargo's own output)
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Package with the target to run
+    #[arg(short, long, value_name = "SPEC", help_heading = "Package Selection")]
+    package: Option<String>,
+    /// Name of the bin target to run
+    #[arg(
+        long,
+        value_name = "NAME",
+        help_heading = "Target Selection",
+        conflicts_with = "example"
+    )]
     bin: Option<String>,
-    /// Compile the cubin fast (`ptxas --Ofast-compile=max`): minutes less for a large
-    /// program, slower code.
-    #[arg(long)]
+    /// Name of the example target to run
+    #[arg(long, value_name = "NAME", help_heading = "Target Selection")]
+    example: Option<String>,
+    /// Space or comma separated list of features to activate
+    #[arg(
+        short = 'F',
+        long,
+        value_name = "FEATURES",
+        help_heading = "Feature Selection"
+    )]
+    features: Vec<String>,
+    /// Activate all available features
+    #[arg(long, help_heading = "Feature Selection")]
+    all_features: bool,
+    /// Do not activate the `default` feature
+    #[arg(long, help_heading = "Feature Selection")]
+    no_default_features: bool,
+    /// Build with the release profile (the default: a GPU build is always optimized)
+    #[arg(
+        short,
+        long,
+        help_heading = "Compilation Options",
+        conflicts_with = "profile"
+    )]
+    release: bool,
+    /// Build with the specified profile's settings
+    ///
+    /// Its checks, `lto` and per-package settings; the GPU build is optimized, aborts on
+    /// panic and has one codegen unit whatever it says.
+    #[arg(
+        long,
+        value_name = "PROFILE-NAME",
+        help_heading = "Compilation Options"
+    )]
+    profile: Option<String>,
+    /// Directory for all generated artifacts
+    ///
+    /// Default: the machine's cache, shared by every GPU build, so that std for the GPU
+    /// is compiled once.
+    #[arg(long, value_name = "DIRECTORY", help_heading = "Compilation Options")]
+    target_dir: Option<PathBuf>,
+    /// Compile the cubin fast (`ptxas --Ofast-compile=max`)
+    ///
+    /// Minutes less for a large program; slower code.
+    #[arg(long, help_heading = "Compilation Options")]
     fast_compile: bool,
+    /// Path to Cargo.toml
+    #[arg(
+        long,
+        value_name = "PATH",
+        help_heading = "Manifest Options",
+        conflicts_with = "krate"
+    )]
+    manifest_path: Option<PathBuf>,
+    /// Assert that `Cargo.lock` will remain unchanged
+    #[arg(long, help_heading = "Manifest Options")]
+    locked: bool,
+    /// Run without accessing the network
+    #[arg(long, help_heading = "Manifest Options")]
+    offline: bool,
+    /// Equivalent to specifying both --locked and --offline
+    #[arg(long, help_heading = "Manifest Options")]
+    frozen: bool,
 }
 
 impl Source {
-    /// Builds the module and reads it into a program named after the binary.
-    fn build(&self, options: &RunOptions) -> Result<Program, Box<dyn std::error::Error>> {
-        let module = PtxBuilder::new(&self.krate)
-            .binary(self.bin.as_deref())
+    /// The builder these flags ask for.
+    fn builder(&self) -> Result<PtxBuilder, String> {
+        let krate = match &self.manifest_path {
+            Some(m) if m.file_name().is_some_and(|f| f == "Cargo.toml") => m.as_path(),
+            Some(_) => return Err("the manifest-path must be a path to a Cargo.toml file".into()),
+            None => self.krate.as_path(),
+        };
+        let builder = PtxBuilder::new(krate);
+        let builder = match &self.example {
+            Some(e) => builder.example(e),
+            None => builder.binary(self.bin.as_deref()),
+        };
+        let builder = match &self.target_dir {
+            Some(d) => builder.target_dir(d),
+            None => builder,
+        };
+        let verbose = self.verbose > 0 || std::env::var_os("CARGO_GPU_VERBOSE").is_some();
+        Ok(builder
+            .cargo_args(self.cargo_args())
             .ptxas_opt(if self.fast_compile {
                 PtxasOpt::FastCompile
             } else {
                 PtxasOpt::Full
             })
-            .quiet(std::env::var_os("CARGO_GPU_VERBOSE").is_none())
-            .build()?;
-        // The builder names the module's files after the binary.
+            .quiet(!verbose))
+    }
+
+    /// The flags the builder takes as Cargo's.
+    fn cargo_args(&self) -> CargoArgs {
+        CargoArgs {
+            package: self.package.clone(),
+            features: self.features.clone(),
+            all_features: self.all_features,
+            no_default_features: self.no_default_features,
+            profile: self.profile.clone(),
+            locked: self.locked,
+            offline: self.offline,
+            frozen: self.frozen,
+        }
+    }
+
+    /// Builds the module and reads it into a program named after its target.
+    fn build(&self, options: &RunOptions) -> Result<Program, Box<dyn std::error::Error>> {
+        let module = self.builder()?.build()?;
+        // The builder names the module's files after the target.
         let name = module
             .ptx
             .file_stem()
@@ -125,6 +231,9 @@ fn main() -> ExitCode {
             out,
         } => source.build(&options).and_then(|program| {
             program.write_executable(&std::env::current_exe()?, &out)?;
+            if source.quiet {
+                return Ok(ExitCode::SUCCESS);
+            }
             eprintln!(
                 "cargo gpu: wrote {} (run it as `{} ARGS`; `{} --gpu-grants` shows what it is granted where it runs)",
                 out.display(),
@@ -141,4 +250,79 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         ExitCode::from(TOOL_FAILED)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn source(args: &[&str]) -> Source {
+        let argv = ["cargo-gpu", "build", "-o", "x"].iter().chain(args);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Build { source, .. } => source,
+            Command::Run { .. } => unreachable!("parsed as build"),
+        }
+    }
+
+    #[test]
+    fn cargos_flags_reach_the_builder_with_cargos_meaning() {
+        let s = source(&[
+            "-p",
+            "app@0.1.0",
+            "-F",
+            "a b",
+            "--features",
+            "c",
+            "--all-features",
+            "--no-default-features",
+            "--profile",
+            "gpu",
+            "--locked",
+            "--offline",
+            "--frozen",
+            "--target-dir",
+            "/t",
+            "--manifest-path",
+            "w/Cargo.toml",
+            "--example",
+            "e",
+            "-vv",
+        ]);
+        assert_eq!(
+            s.cargo_args(),
+            CargoArgs {
+                package: Some("app@0.1.0".into()),
+                features: vec!["a b".into(), "c".into()],
+                all_features: true,
+                no_default_features: true,
+                profile: Some("gpu".into()),
+                locked: true,
+                offline: true,
+                frozen: true,
+            }
+        );
+        assert_eq!(s.target_dir.as_deref(), Some(Path::new("/t")));
+        assert_eq!(s.example.as_deref(), Some("e"));
+        assert_eq!(s.verbose, 2);
+        assert!(s.builder().is_ok());
+        let release = source(&["-r", "--bin", "b", "-q"]);
+        assert!(release.release && release.quiet && release.cargo_args() == CargoArgs::default());
+    }
+
+    #[test]
+    fn flags_that_contradict_each_other_are_refused() {
+        for contradiction in [
+            &["--bin", "a", "--example", "b"][..],
+            &["--release", "--profile", "p"],
+            &["-q", "-v"],
+            &["--manifest-path", "a/Cargo.toml", "b"],
+        ] {
+            let argv = ["cargo-gpu", "build", "-o", "x"]
+                .iter()
+                .chain(contradiction);
+            assert!(Cli::try_parse_from(argv).is_err(), "{contradiction:?}");
+        }
+    }
 }

@@ -9,43 +9,50 @@ use hostcall_runtime::HostBuilder;
 /// The program's view of the host, all denied unless granted.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct RunOptions {
-    /// Let the program read and write below DIR, which it sees at GUEST (default: DIR's
-    /// own absolute path, so that paths given as arguments work as on the CPU).
-    /// Repeatable.
+    /// Let the program read and write below DIR, seen at GUEST (repeatable)
+    ///
+    /// GUEST defaults to DIR's own absolute path, so that paths given as arguments work
+    /// as on the CPU.
     #[arg(long = "grant", value_name = "DIR[:GUEST]")]
     pub grants: Vec<String>,
-    /// As --grant, for reading only.
+    /// As --grant, for reading only (repeatable)
     #[arg(long = "grant-ro", value_name = "DIR[:GUEST]")]
     pub grants_ro: Vec<String>,
-    /// Pass an environment variable: NAME=VALUE sets it, NAME alone passes the host's
-    /// value. Repeatable.
+    /// Pass an environment variable: NAME=VALUE sets it, NAME passes the host's (repeatable)
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
     pub env: Vec<String>,
-    /// Let the program read this process's stdin (denied by default).
+    /// Let the program read this process's stdin (denied by default)
     #[arg(long)]
     pub stdin: bool,
-    /// The program's working directory, a guest path (default: this process's, when a
-    /// grant at its own path holds it; else `/`).
+    /// The program's working directory, a guest path
+    ///
+    /// Default: this process's, when a grant at its own path holds it; else `/`.
     #[arg(long, value_name = "GUEST")]
     pub cwd: Option<String>,
-    /// Each GPU thread's stack in KiB (default: what the build computed from ptxas's
-    /// frames and the call graph, at least 16 KiB).
+    /// Each GPU thread's stack in KiB
+    ///
+    /// Default: what the build computed from ptxas's frames and the call graph, at least
+    /// 16 KiB.
     #[arg(long, value_name = "KIB")]
     pub stack_kib: Option<usize>,
-    /// The device heap in MiB (default: half the GPU memory free at start, as a process's
-    /// heap is bounded by memory alone, up to the allocator's 64 GiB).
+    /// The device heap in MiB
+    ///
+    /// Default: half the GPU memory free at start, as a process's heap is bounded by
+    /// memory alone, up to the allocator's 64 GiB.
     #[arg(long, value_name = "MIB")]
     pub heap_mib: Option<u64>,
-    /// Let the program connect (TCP) and send (UDP) to HOST:PORTS: an address, `[v6]`
-    /// or a name, then a port, a range A-B, or `*`. Repeatable; no socket opens
-    /// without a grant.
+    /// Let the program connect (TCP) and send (UDP) to HOST:PORTS (repeatable)
+    ///
+    /// HOST is an address, `[v6]` or a name; PORTS a port, a range A-B, or `*`. No socket
+    /// opens without a grant.
     #[arg(long = "connect", value_name = "HOST:PORTS")]
     pub connect: Vec<String>,
-    /// Let the program listen (TCP) and bind (UDP) on HOST:PORTS. Repeatable.
+    /// Let the program listen (TCP) and bind (UDP) on HOST:PORTS (repeatable)
     #[arg(long = "listen", value_name = "HOST:PORTS")]
     pub listen: Vec<String>,
-    /// Threads the program can have started at once (past it, spawning fails with
-    /// EAGAIN), each a GPU thread held back at launch: spread over four warps per
+    /// Threads the program can have started at once (past it, spawning fails: EAGAIN)
+    ///
+    /// Each is a GPU thread held back at launch: spread over four warps per
     /// multiprocessor (one per warp scheduler), then sharing them lane by lane.
     /// `available_parallelism` is one per multiprocessor of those that have a warp to
     /// themselves, at most half of them (so a pool sized by it leaves threads to spawn;
@@ -54,13 +61,16 @@ pub struct RunOptions {
     /// 1 MiB from the heap when it first runs; a spawn without room fails with EAGAIN.
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,
-    /// Stop the program after SECONDS (0: never). Default: the runtime's limit, 600 s
-    /// or HOSTCALL_TIMEOUT_S, so that a program that hangs does not hold the GPU.
+    /// Stop the program after SECONDS (0: never)
+    ///
+    /// Default: the runtime's limit, 600 s or HOSTCALL_TIMEOUT_S, so that a program that
+    /// hangs does not hold the GPU.
     #[arg(long = "timeout", value_name = "SECONDS")]
     pub timeout_s: Option<u64>,
-    /// Sockets the program may have open at once (each also an open file). Default:
-    /// the runtime's 256, a bound on what a hostile program holds; a server of many
-    /// connections raises it.
+    /// Sockets the program may have open at once (each also an open file)
+    ///
+    /// Default: the runtime's 256, a bound on what a hostile program holds; a server of
+    /// many connections raises it.
     #[arg(long = "max-sockets", value_name = "N")]
     pub max_sockets: Option<usize>,
 }

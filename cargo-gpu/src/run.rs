@@ -12,9 +12,9 @@ use crate::options::RunOptions;
 use crate::package::Program;
 use crate::{recipient, threads};
 
-/// Exit code when the program could not run at all (no GPU, a refused option): the
-/// "internal software error" of sysexits, as the runtime uses for a fault.
-const NOT_RUN: u8 = 70;
+/// Exit code when the program could not run for a reason other than the GPU (a refused
+/// option): the runtime's, as for a fault.
+const NOT_RUN: u8 = hostcall_runtime::EXIT_RUN_FAILED;
 
 /// Runs `program` with `options`, its arguments `args` (after its name), and returns
 /// the program's exit code.
@@ -25,7 +25,11 @@ pub fn run(program: &Program, options: &RunOptions, args: &[String]) -> ExitCode
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::from(NOT_RUN)
+            // No GPU here is told apart from a failed run (`hostcall_runtime::EXIT_NO_GPU`).
+            ExitCode::from(
+                e.downcast_ref::<hostcall_runtime::Error>()
+                    .map_or(NOT_RUN, hostcall_runtime::Error::exit_code),
+            )
         }
     }
 }

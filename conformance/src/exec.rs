@@ -183,16 +183,12 @@ fn on_gpu(r: &Request) -> ExitCode {
     match run_gpu(r) {
         Ok(Outcome::Faulted(why)) => {
             eprintln!("conformance: the GPU run faulted: {why}");
-            ExitCode::from(70)
+            ExitCode::from(hostcall_runtime::EXIT_RUN_FAILED)
         }
         Ok(outcome) => ExitCode::from(outcome.exit_code().clamp(0, 255) as u8),
         Err(e) => {
             eprintln!("conformance: {e}");
-            ExitCode::from(if matches!(e, hostcall_runtime::Error::NoDevice(_)) {
-                2
-            } else {
-                70
-            })
+            ExitCode::from(e.exit_code())
         }
     }
 }

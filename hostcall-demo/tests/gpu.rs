@@ -621,7 +621,7 @@ fn main() {
         report("no_gpu_is_one_clear_sentence", {
             let out = run(&[], &[]);
             let err = String::from_utf8_lossy(&out.stderr);
-            if out.status.code() == Some(2)
+            if out.status.code() == Some(hostcall_runtime::EXIT_NO_GPU.into())
                 && err.lines().count() == 1
                 && err.contains("no NVIDIA GPU is usable here")
             {

@@ -20,6 +20,14 @@ fn in_flight_text(calls: &[InFlight]) -> String {
     text
 }
 
+/// Exit code of a run that could not start for want of a GPU (sysexits' `EX_UNAVAILABLE`),
+/// so that a script tells "no GPU here" from a program's own failure and from a fault.
+pub const EXIT_NO_GPU: u8 = 69;
+
+/// Exit code of a run that faulted, or could not start for any other reason (sysexits'
+/// `EX_SOFTWARE`).
+pub const EXIT_RUN_FAILED: u8 = 70;
+
 /// Why a run could not start or did not finish.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -123,6 +131,16 @@ pub enum Error {
     /// A host-side I/O failure outside any service (e.g. creating a capture).
     #[error(transparent)]
     Io(#[from] std::io::Error),
+}
+
+impl Error {
+    /// The exit code of a process whose run ended in this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::NoDevice(_) => EXIT_NO_GPU,
+            _ => EXIT_RUN_FAILED,
+        }
+    }
 }
 
 impl Error {

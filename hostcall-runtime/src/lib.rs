@@ -27,7 +27,7 @@ mod server;
 pub mod services;
 pub mod stream;
 
-pub use error::{Error, Result};
+pub use error::{EXIT_NO_GPU, EXIT_RUN_FAILED, Error, Result};
 pub use guest_log::{SHOWN_PER_KIND, escaped};
 pub use host::{
     DEFAULT_BLOCKING_THREADS, DEFAULT_CAPTURE_LIMIT, DEFAULT_HEAP_BYTES, DEFAULT_MAX_OPEN_FILES,

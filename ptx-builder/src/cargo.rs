@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use sha2::{Digest, Sha256};
 
 use crate::fixups::{TARGET_SPEC, libc_rustflags};
+use crate::selection::{CargoArgs, Program};
 use crate::tools::Toolchain;
 use crate::{BuildError, Result};
 
@@ -51,11 +52,11 @@ fn toml_list(items: &[&str]) -> String {
     format!("[{}]", quoted.join(","))
 }
 
-/// The package at `manifest`, from `cargo metadata --no-deps`.
-fn package(tc: &Toolchain, manifest: &Path) -> Result<serde_json::Value> {
+/// The packages of the workspace `manifest` belongs to, from `cargo metadata --no-deps`.
+fn workspace_packages(n: &Nested<'_>, manifest: &Path) -> Result<Vec<serde_json::Value>> {
     let out = crate::tools::run(
-        Command::new(&tc.cargo)
-            .env("RUSTC", &tc.rustc)
+        Command::new(&n.tc.cargo)
+            .env("RUSTC", &n.tc.rustc)
             .args([
                 "metadata",
                 "--no-deps",
@@ -63,28 +64,68 @@ fn package(tc: &Toolchain, manifest: &Path) -> Result<serde_json::Value> {
                 "1",
                 "--manifest-path",
             ])
-            .arg(manifest),
+            .arg(manifest)
+            .args(n.args.manifest_flags()),
     )?;
     let mut meta: serde_json::Value = serde_json::from_slice(&out.stdout)
         .map_err(|e| BuildError::Toolchain(format!("reading `cargo metadata`: {e}")))?;
-    let canon = manifest.canonicalize().ok();
-    let packages = meta["packages"].as_array_mut().map(std::mem::take);
-    Ok(packages
-        .into_iter()
-        .flatten()
-        .find(|p| {
-            canon.is_none()
-                || p["manifest_path"]
-                    .as_str()
-                    .map(|m| Path::new(m).canonicalize().ok())
-                    == Some(canon.clone())
-        })
+    Ok(meta["packages"]
+        .as_array_mut()
+        .map(std::mem::take)
         .unwrap_or_default())
 }
 
+/// The package at `manifest`; an error naming the members to pick from with `-p` when
+/// `manifest` is a workspace's without a package of its own.
+fn package(n: &Nested<'_>, manifest: &Path) -> Result<serde_json::Value> {
+    let canon = manifest.canonicalize().ok();
+    let packages = workspace_packages(n, manifest)?;
+    let at = |p: &serde_json::Value| {
+        p["manifest_path"]
+            .as_str()
+            .and_then(|m| Path::new(m).canonicalize().ok())
+            == canon
+    };
+    if let Some(p) = packages.iter().find(|p| at(p)) {
+        return Ok(p.clone());
+    }
+    Err(BuildError::Toolchain(format!(
+        "{} is a workspace's manifest with no package of its own: name a member with -p ({})",
+        manifest.display(),
+        names(&packages).join(", ")
+    )))
+}
+
+/// The packages' names.
+fn names(packages: &[serde_json::Value]) -> Vec<&str> {
+    packages.iter().filter_map(|p| p["name"].as_str()).collect()
+}
+
+/// The folder of the member `spec` (`NAME` or `NAME@VERSION`, as `cargo -p` takes it)
+/// of the workspace `manifest` belongs to.
+pub(crate) fn member(n: &Nested<'_>, manifest: &Path, spec: &str) -> Result<PathBuf> {
+    let packages = workspace_packages(n, manifest)?;
+    let (name, version) = spec.split_once('@').unwrap_or((spec, ""));
+    let found = packages.iter().find(|p| {
+        p["name"] == name && (version.is_empty() || p["version"].as_str() == Some(version))
+    });
+    found
+        .and_then(|p| p["manifest_path"].as_str())
+        .and_then(|m| Path::new(m).parent())
+        .map(Path::to_path_buf)
+        .ok_or_else(|| {
+            BuildError::Toolchain(format!(
+                "package ID specification `{spec}` did not match any packages of the \
+                 workspace of {} (its members: {})",
+                manifest.display(),
+                names(&packages).join(", ")
+            ))
+        })
+}
+
 /// Whether the crate of `manifest` depends on libc-hostcall.
-fn depends_on_libc(tc: &Toolchain, manifest: &Path) -> Result<bool> {
-    Ok(package(tc, manifest)?["dependencies"]
+fn depends_on_libc(n: &Nested<'_>, manifest: &Path) -> Result<bool> {
+    Ok(package(n, manifest)?["dependencies"]
         .as_array()
         .into_iter()
         .flatten()
@@ -102,9 +143,11 @@ fn target_spec(out: &Path) -> Result<PathBuf> {
 }
 
 /// Where and how nested builds run: the toolchain, the patched rust-src, the shared
-/// target dir, the builder's output folder, and whether cargo's progress is hidden.
+/// target dir, the builder's output folder, whether cargo's progress is hidden, and the
+/// user's Cargo options.
 pub(crate) struct Nested<'a> {
     pub tc: &'a Toolchain,
+    pub args: &'a CargoArgs,
     pub library: &'a Path,
     pub target_dir: &'a Path,
     pub out: &'a Path,
@@ -139,7 +182,8 @@ fn nested_cargo(n: &Nested<'_>, manifest: &Path, profile: &[String]) -> Result<C
             "-Zjson-target-spec",
             "-Zprofile-rustflags",
         ])
-        .arg("--message-format=json-render-diagnostics");
+        .arg("--message-format=json-render-diagnostics")
+        .args(n.args.manifest_flags());
     for setting in profile {
         cmd.arg("--config").arg(setting);
     }
@@ -233,11 +277,12 @@ fn run_nested(mut cmd: Command, manifest: &Path, quiet: bool) -> Result<Vec<Arti
 
 /// Builds the crate at `krate` into a staticlib for the GPU target.
 pub(crate) fn build(n: &Nested<'_>, krate: &Path) -> Result<Built> {
-    let (tc, library) = (n.tc, n.library);
+    let library = n.library;
     let manifest = krate.join("Cargo.toml");
-    let mut cmd = nested_cargo(n, &manifest, &[])?;
-    cmd.arg("--lib");
-    if depends_on_libc(tc, &manifest)? {
+    let profile = crate::profile::config(n.tc, &manifest, n.args.profile_name())?;
+    let mut cmd = nested_cargo(n, &manifest, &profile)?;
+    cmd.arg("--lib").args(n.args.feature_flags());
+    if depends_on_libc(n, &manifest)? {
         // A kernel crate that never names libc-hostcall (nothing to import when it needs
         // no GPU coordinates) would be built without it, and std's libc calls would go
         // unresolved: link it in whether named or not (these flags reach the kernel
@@ -303,17 +348,17 @@ for a in "$@"; do
 done > "$out"
 "#;
 
-/// Builds binary `bin` of the crate at `krate` for the GPU target (its `fn main` run by
+/// Builds `program` of the crate at `krate` for the GPU target (its `fn main` run by
 /// the kernel `START_KERNEL`) and returns the bitcode its link would take.
-pub(crate) fn build_bin(n: &Nested<'_>, krate: &Path, bin: Option<&str>) -> Result<Built> {
-    let (tc, library, out) = (n.tc, n.library, n.out);
+pub(crate) fn build_bin(n: &Nested<'_>, krate: &Path, program: &Program) -> Result<Built> {
+    let (library, out) = (n.library, n.out);
     let manifest = krate.join("Cargo.toml");
-    let bin = match bin {
-        Some(b) => b.to_owned(),
-        None => only_bin(tc, &manifest)?,
+    let bin = match program {
+        Program::Bin(Some(b)) | Program::Example(b) => b.clone(),
+        Program::Bin(None) => default_bin(n, &manifest)?,
     };
-    // The binary's release profile, for both runs (`crate::profile`).
-    let profile = crate::profile::release_config(tc, &manifest)?;
+    // The binary's profile, for both runs (`crate::profile`).
+    let profile = crate::profile::config(n.tc, &manifest, n.args.profile_name())?;
     // libc-hostcall with its start kernel, built against the same std (same flags), for
     // rustc to link into the binary as though it were a dependency.
     let libc_manifest = libc_hostcall().join("Cargo.toml");
@@ -344,7 +389,9 @@ pub(crate) fn build_bin(n: &Nested<'_>, krate: &Path, bin: Option<&str>) -> Resu
         )?;
     }
     let mut cmd = nested_cargo(n, &manifest, &profile)?;
-    cmd.args(["--bin", &bin, "--", "-C"])
+    cmd.args(program.cargo_args(&bin))
+        .args(n.args.feature_flags())
+        .args(["--", "-C"])
         .arg(format!("linker={}", linker.display()))
         .args(["-Zunstable-options", "--extern"])
         .arg(format!(
@@ -365,11 +412,12 @@ pub(crate) fn build_bin(n: &Nested<'_>, krate: &Path, bin: Option<&str>) -> Resu
     }
     let ours = run_nested(cmd, &manifest, n.quiet)?
         .into_iter()
-        .find(|a| a.ours && a.kinds.iter().any(|k| k == "bin"));
+        .find(|a| a.ours && a.kinds.iter().any(|k| k == program.artifact_kind()));
     let Some(line) = ours.and_then(|a| a.executable) else {
         return Err(BuildError::Toolchain(format!(
-            "{} built no binary `{bin}`",
-            manifest.display()
+            "{} built no {} `{bin}`",
+            manifest.display(),
+            program.artifact_kind()
         )));
     };
     let text = std::fs::read_to_string(&line)
@@ -400,9 +448,14 @@ fn link_inputs(line: &str) -> Vec<PathBuf> {
     inputs
 }
 
-/// The name of the crate's only binary; an error listing them when there are several.
-fn only_bin(tc: &Toolchain, manifest: &Path) -> Result<String> {
-    let bins: Vec<String> = package(tc, manifest)?["targets"]
+/// The binary `cargo run` would pick: the package's `default-run`, else its only one;
+/// an error listing them when there are several.
+fn default_bin(n: &Nested<'_>, manifest: &Path) -> Result<String> {
+    let package = package(n, manifest)?;
+    if let Some(bin) = package["default_run"].as_str() {
+        return Ok(bin.to_owned());
+    }
+    let bins: Vec<String> = package["targets"]
         .as_array()
         .into_iter()
         .flatten()
@@ -420,7 +473,7 @@ fn only_bin(tc: &Toolchain, manifest: &Path) -> Result<String> {
             manifest.display()
         ))),
         many => Err(BuildError::Toolchain(format!(
-            "{} has several binaries ({}): name one",
+            "{} has several binaries ({}): name one with --bin, or set `default-run`",
             manifest.display(),
             many.join(", ")
         ))),

@@ -30,7 +30,7 @@ pub enum PtxasOpt {
 
 impl PtxasOpt {
     /// ptxas's arguments for this level.
-    fn args(self) -> &'static [&'static str] {
+    pub(crate) fn args(self) -> &'static [&'static str] {
         match self {
             PtxasOpt::Full => &["-O3"],
             PtxasOpt::FastCompile => &["--Ofast-compile=max"],
@@ -80,6 +80,7 @@ pub(crate) fn make(
         .arg(ptx)
         .arg("-o")
         .arg(&partial))
+    .map_err(|e| killed(e, opt, &text))
     .map_err(without_info)?;
     let report = stack::frames_file(&stack::frames(&String::from_utf8_lossy(&output.stderr)));
     let bytes = std::fs::read(&partial).map_err(io("reading", &partial))?;
@@ -92,6 +93,18 @@ pub(crate) fn make(
         cache::write_atomically(&cached, &bytes)?;
     }
     Ok(Made::Compiled)
+}
+
+/// A ptxas killed by a signal 9 (`BuildError::Tool`'s status is the `ExitStatus`'s text)
+/// said in one sentence that names the way around it.
+fn killed(e: BuildError, opt: PtxasOpt, ptx: &[u8]) -> BuildError {
+    match e {
+        BuildError::Tool { status, .. } if status.contains("SIGKILL") => BuildError::PtxasKilled {
+            lines: ptx.iter().filter(|&&b| b == b'\n').count(),
+            opt,
+        },
+        other => other,
+    }
 }
 
 /// A ptxas failure without the `--verbose` report of every function that compiled, so
@@ -139,6 +152,35 @@ fn key(ptxas_version: &str, args: &[String], ptx: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A ptxas the system kills (here it kills itself) is one sentence naming
+    /// `--fast-compile`, not a signal number.
+    #[test]
+    fn a_ptxas_killed_for_memory_says_so_and_names_fast_compile() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let ptxas = dir.path().join("ptxas");
+        std::fs::write(
+            &ptxas,
+            "#!/bin/sh\n[ \"$1\" = --version ] && { echo killed-ptxas 1; exit 0; }\nkill -9 $$\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&ptxas, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let ptx = dir.path().join("m.ptx");
+        std::fs::write(&ptx, ".version 8.0\n.target sm_90\n").unwrap();
+        let (out, frames) = (dir.path().join("m.cubin"), dir.path().join("m.frames"));
+        let err = make(&ptxas, &ptx, 90, PtxasOpt::Full, &out, &frames)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "ptxas was killed (SIGKILL) compiling 2 lines of PTX at `-O3`, most likely by the \
+             system for want of memory: build with `--fast-compile` (`PtxasOpt::FastCompile`: \
+             ptxas `--Ofast-compile=max`, a fraction of the memory and time, slower code), or \
+             on a machine with more memory"
+        );
+        assert!(!out.exists());
+    }
 
     #[test]
     fn the_key_changes_with_every_input() {

@@ -54,6 +54,14 @@ pub enum BuildError {
     /// The kernel crate defines no `extern "ptx-kernel"` function.
     #[error("the kernel crate defines no `extern \"ptx-kernel\" fn` marked #[unsafe(no_mangle)]")]
     NoKernels,
+    /// ptxas was killed, as the system does to the largest process when memory runs out.
+    #[error("{}", killed_message(*.lines, *.opt))]
+    PtxasKilled {
+        /// The module's lines of PTX.
+        lines: usize,
+        /// The optimization ptxas was compiling at.
+        opt: crate::PtxasOpt,
+    },
     /// Cubins were required but no ptxas was found.
     #[error(
         "no ptxas found (set PTXAS, put a CUDA toolkit on PATH, or `pip install nvidia-cuda-nvcc-cu12`)"
@@ -69,6 +77,22 @@ pub struct Unresolved {
     /// Crates whose bitcode references it before dead-code elimination (so std may be
     /// listed for code the kernel never reaches); empty if it could not be attributed.
     pub needed_by: Vec<String>,
+}
+
+fn killed_message(lines: usize, opt: crate::PtxasOpt) -> String {
+    let instead = match opt {
+        crate::PtxasOpt::FastCompile => "build on a machine with more memory",
+        _ => {
+            "build with `--fast-compile` (`PtxasOpt::FastCompile`: ptxas \
+             `--Ofast-compile=max`, a fraction of the memory and time, slower code), or on a \
+             machine with more memory"
+        }
+    };
+    format!(
+        "ptxas was killed (SIGKILL) compiling {lines} lines of PTX at `{}`, most likely by \
+         the system for want of memory: {instead}",
+        opt.args().join(" ")
+    )
 }
 
 fn unresolved_message(list: &[Unresolved]) -> String {

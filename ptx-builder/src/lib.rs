@@ -30,6 +30,7 @@ mod link;
 mod profile;
 mod ptxas;
 mod scope;
+mod selection;
 pub mod stack;
 pub mod stage;
 mod tools;
@@ -42,6 +43,7 @@ use sha2::{Digest, Sha256};
 pub use cubin::{Made, PtxasOpt};
 pub use error::{BuildError, Result, Unresolved};
 pub use link::{bound_threads_per_block, unresolved_in_ptx};
+pub use selection::{CargoArgs, Program};
 
 /// The SM version built for unless set (Hopper: H100, H200).
 pub const DEFAULT_SM: u32 = 90;
@@ -78,7 +80,8 @@ pub struct PtxBuilder {
     max_threads_per_block: u32,
     target_dir: Option<PathBuf>,
     quiet: bool,
-    binary: Option<Option<String>>,
+    binary: Option<Program>,
+    args: CargoArgs,
 }
 
 /// What a build produced.
@@ -217,6 +220,7 @@ impl PtxBuilder {
             target_dir: None,
             quiet: false,
             binary: None,
+            args: CargoArgs::default(),
         }
     }
 
@@ -276,7 +280,25 @@ impl PtxBuilder {
     /// with the host's arguments, ending the run with its exit code. The crate needs no
     /// change: libc-hostcall is linked in by the builder.
     pub fn binary(mut self, bin: Option<&str>) -> Self {
-        self.binary = Some(bin.map(str::to_owned));
+        self.binary = Some(Program::Bin(bin.map(str::to_owned)));
+        self
+    }
+
+    /// Builds the crate's example `name` as the program, as [`PtxBuilder::binary`] builds
+    /// a binary.
+    pub fn example(mut self, name: &str) -> Self {
+        self.binary = Some(Program::Example(name.to_owned()));
+        self
+    }
+
+    /// Cargo's options, with Cargo's meaning: the workspace member (`-p`), features,
+    /// `--locked`/`--offline`/`--frozen`, and the profile. The GPU build takes the
+    /// profile's settings (its `[profile.NAME]` over what it inherits: checks, `lto`,
+    /// per-package settings; `crate::profile` says how) but is always optimized
+    /// (`opt-level = "s"`, then `opt` at O2 and ptxas at its [`PtxasOpt`]), aborts on
+    /// panic and has one codegen unit, whatever the profile says.
+    pub fn cargo_args(mut self, args: CargoArgs) -> Self {
+        self.args = args;
         self
     }
 
@@ -326,7 +348,7 @@ impl PtxBuilder {
             p.canonicalize()
                 .map_err(BuildError::io(format!("resolving {}", p.display())))
         };
-        let krate = canonical(&self.krate)?;
+        let mut krate = canonical(&self.krate)?;
         let target = self
             .target_dir
             .clone()
@@ -344,14 +366,18 @@ impl PtxBuilder {
         );
         let nested = cargo::Nested {
             tc: &toolchain,
+            args: &self.args,
             library: &library,
             target_dir: &target,
             out: &out,
             quiet: self.quiet,
         };
+        if let Some(spec) = &self.args.package {
+            krate = cargo::member(&nested, &krate.join("Cargo.toml"), spec)?;
+        }
         let built = match &self.binary {
             None => cargo::build(&nested, &krate)?,
-            Some(bin) => cargo::build_bin(&nested, &krate, bin.as_deref())?,
+            Some(program) => cargo::build_bin(&nested, &krate, program)?,
         };
         let name = built.name.clone();
         let out = out.join(crate_dir_name(&name, &krate));

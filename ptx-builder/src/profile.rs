@@ -1,13 +1,16 @@
-//! The release profile of the workspace a binary belongs to, for the nested build of
-//! libc-hostcall beside it.
+//! The profile a binary is built with (`--profile`, default `release`), for both nested
+//! builds: the binary's and its libc-hostcall's.
 //!
 //! A binary's libc-hostcall is built by a cargo run of its own (`cargo::build_bin`), in
 //! libc-hostcall's workspace, and std is built anew in each run under that run's
-//! profile. Were the binary's workspace to set `overflow-checks` or `debug-assertions`
-//! for release, its std and libc-hostcall's would differ, and rustc would meet two
-//! `core`s in one link (E0152, "duplicate lang item"). So both runs get the binary's
-//! workspace's `[profile.release]`, as `--config` arguments, before the builder's own
-//! settings (which come after them and win: `opt-level`, `panic`, `codegen-units`).
+//! profile. Were the binary's profile to set `overflow-checks` or `debug-assertions`,
+//! its std and libc-hostcall's would differ, and rustc would meet two `core`s in one link
+//! (E0152, "duplicate lang item"). So both runs build as `release` with the chosen
+//! profile's settings given as `--config` values for `[profile.release]`: the profile's
+//! table in the binary's workspace manifest, over those of the profiles it inherits
+//! from, over Cargo's defaults for `dev` where the chain starts there (its checks on).
+//! The builder's own settings come after them and win (`opt-level`, `panic`,
+//! `codegen-units`): a GPU build is always optimized and aborts on panic.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,18 +18,14 @@ use std::process::Command;
 use crate::tools::{Toolchain, run};
 use crate::{BuildError, Result};
 
-/// `--config` values (without the flag) that set `[profile.release]` of the workspace
-/// `manifest` belongs to, one per key; none when it sets none.
-pub(crate) fn release_config(tc: &Toolchain, manifest: &Path) -> Result<Vec<String>> {
+/// `--config` values (without the flag) that give `[profile.release]` the settings of
+/// profile `name` of the workspace `manifest` belongs to, one per key.
+pub(crate) fn config(tc: &Toolchain, manifest: &Path, name: &str) -> Result<Vec<String>> {
     let root = workspace_manifest(tc, manifest)?;
     let text = std::fs::read_to_string(&root)
         .map_err(BuildError::io(format!("reading {}", root.display())))?;
-    config_of(&text).map_err(|e| {
-        BuildError::Toolchain(format!(
-            "reading [profile.release] of {}: {e}",
-            root.display()
-        ))
-    })
+    config_of(&text, name)
+        .map_err(|e| BuildError::Toolchain(format!("profile `{name}` of {}: {e}", root.display())))
 }
 
 /// The root manifest of the workspace `manifest` belongs to.
@@ -40,22 +39,70 @@ fn workspace_manifest(tc: &Toolchain, manifest: &Path) -> Result<PathBuf> {
     Ok(PathBuf::from(path))
 }
 
-/// The `[profile.release]` of a manifest's text as `--config` values.
-fn config_of(manifest: &str) -> std::result::Result<Vec<String>, toml::de::Error> {
-    let doc: toml::Table = manifest.parse()?;
-    let mut out = Vec::new();
-    if let Some(release) = doc
-        .get("profile")
-        .and_then(|p| p.get("release"))
-        .and_then(toml::Value::as_table)
-    {
-        flatten("profile.release", release, &mut out);
+/// Cargo's own settings of its root profiles that change how std is built.
+fn builtin(root: &str) -> &'static [(&'static str, bool)] {
+    match root {
+        "dev" => &[("debug-assertions", true), ("overflow-checks", true)],
+        _ => &[],
     }
-    Ok(out)
 }
 
-/// One `key=value` per leaf of `table`, its key under `prefix` (package names quoted).
-fn flatten(prefix: &str, table: &toml::Table, out: &mut Vec<String>) {
+/// The profile `name` of a workspace manifest's text as `--config` values for
+/// `[profile.release]`.
+fn config_of(manifest: &str, name: &str) -> std::result::Result<Vec<String>, String> {
+    let doc: toml::Table = manifest.parse().map_err(|e| format!("{e}"))?;
+    let profiles = doc.get("profile").and_then(toml::Value::as_table);
+    // The chain from `name` to its root (`dev` or `release`), leaf first.
+    let mut chain: Vec<(&str, Option<&toml::Table>)> = Vec::new();
+    let mut at = name;
+    loop {
+        if chain.iter().any(|(n, _)| *n == at) {
+            return Err(format!("its `inherits` chain comes back to `{at}`"));
+        }
+        let table = profiles
+            .and_then(|p| p.get(at))
+            .and_then(toml::Value::as_table);
+        chain.push((at, table));
+        let inherits = table
+            .and_then(|t| t.get("inherits"))
+            .and_then(toml::Value::as_str);
+        at = match (at, inherits) {
+            ("dev" | "release", _) => break,
+            (_, Some(parent)) => parent,
+            ("test", None) => "dev",
+            ("bench", None) => "release",
+            (_, None) if table.is_none() => return Err(format!("profile `{at}` is not defined")),
+            (_, None) => return Err(format!("profile `{at}` has no `inherits` key")),
+        };
+    }
+    let mut settings: Vec<(String, String)> = Vec::new();
+    let mut set = |key: String, value: String| match settings.iter_mut().find(|(k, _)| *k == key) {
+        Some(kv) => kv.1 = value,
+        None => settings.push((key, value)),
+    };
+    let root = chain.last().map_or("release", |(n, _)| n);
+    for (k, v) in builtin(root) {
+        set(format!("profile.release.{k}"), v.to_string());
+    }
+    for (_, table) in chain.iter().rev() {
+        let mut leaves = Vec::new();
+        if let Some(t) = table {
+            flatten("profile.release", t, &mut leaves);
+        }
+        for (k, v) in leaves {
+            if k != "profile.release.inherits" {
+                set(k, v);
+            }
+        }
+    }
+    Ok(settings
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect())
+}
+
+/// One key and value per leaf of `table`, its key under `prefix` (package names quoted).
+fn flatten(prefix: &str, table: &toml::Table, out: &mut Vec<(String, String)>) {
     for (k, v) in table {
         let bare = !k.is_empty()
             && k.chars()
@@ -67,7 +114,7 @@ fn flatten(prefix: &str, table: &toml::Table, out: &mut Vec<String>) {
         };
         match v {
             toml::Value::Table(t) => flatten(&key, t, out),
-            v => out.push(format!("{key}={v}")),
+            v => out.push((key, v.to_string())),
         }
     }
 }
@@ -97,7 +144,7 @@ opt-level = "z"
 [profile.dev]
 opt-level = 1
 "#;
-        let mut got = config_of(manifest).unwrap();
+        let mut got = config_of(manifest, "release").unwrap();
         got.sort();
         assert_eq!(
             got,
@@ -114,11 +161,88 @@ opt-level = 1
 
     #[test]
     fn a_manifest_without_a_release_profile_gives_none() {
-        assert!(config_of("[package]\nname = \"p\"\n").unwrap().is_empty());
         assert!(
-            config_of("[profile.dev]\nopt-level = 1\n")
+            config_of("[package]\nname = \"p\"\n", "release")
                 .unwrap()
                 .is_empty()
+        );
+        assert!(
+            config_of("[profile.dev]\nopt-level = 1\n", "release")
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_profile_takes_what_it_inherits_under_its_own_settings() {
+        let manifest = r#"
+[profile.release]
+lto = "thin"
+debug = 1
+
+[profile.checked]
+inherits = "release"
+overflow-checks = true
+debug = 0
+
+[profile.checked.package.serde]
+opt-level = 1
+
+[profile.dev]
+opt-level = 1
+
+[profile.gpu-dev]
+inherits = "dev"
+debug-assertions = false
+"#;
+        let mut checked = config_of(manifest, "checked").unwrap();
+        checked.sort();
+        assert_eq!(
+            checked,
+            [
+                "profile.release.debug=0",
+                "profile.release.lto=\"thin\"",
+                "profile.release.overflow-checks=true",
+                "profile.release.package.serde.opt-level=1",
+            ]
+        );
+        // `dev` starts from Cargo's checks, which its descendants may turn off.
+        let mut dev = config_of(manifest, "gpu-dev").unwrap();
+        dev.sort();
+        assert_eq!(
+            dev,
+            [
+                "profile.release.debug-assertions=false",
+                "profile.release.opt-level=1",
+                "profile.release.overflow-checks=true",
+            ]
+        );
+        let mut test = config_of("", "test").unwrap();
+        test.sort();
+        assert_eq!(
+            test,
+            [
+                "profile.release.debug-assertions=true",
+                "profile.release.overflow-checks=true",
+            ]
+        );
+        assert!(config_of("", "bench").unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_unknown_or_looping_profile_is_refused_naming_it() {
+        assert_eq!(
+            config_of("", "fast").unwrap_err(),
+            "profile `fast` is not defined"
+        );
+        let looping = "[profile.a]\ninherits = \"b\"\n[profile.b]\ninherits = \"a\"\n";
+        assert_eq!(
+            config_of(looping, "a").unwrap_err(),
+            "its `inherits` chain comes back to `a`"
+        );
+        assert_eq!(
+            config_of("[profile.x]\nlto = true\n", "x").unwrap_err(),
+            "profile `x` has no `inherits` key"
         );
     }
 }

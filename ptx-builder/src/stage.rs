@@ -27,6 +27,7 @@ pub fn bitcode(krate: &Path, target_dir: Option<&Path>, staticlib: &Path) -> Res
     std::fs::create_dir_all(&out).map_err(io("creating", &out))?;
     let nested = cargo::Nested {
         tc: &tc,
+        args: &crate::CargoArgs::default(),
         library: &library,
         target_dir: &target_dir,
         out: &out,

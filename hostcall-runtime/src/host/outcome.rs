@@ -64,7 +64,7 @@ impl Outcome {
             Outcome::Exited(c) => *c as i32,
             Outcome::Aborted { panicked: true, .. } => 101,
             Outcome::Aborted { .. } => 134,
-            Outcome::Faulted(_) => 70,
+            Outcome::Faulted(_) => crate::EXIT_RUN_FAILED.into(),
         }
     }
 }

@@ -1,0 +1,133 @@
+//! What a Cargo command line selects, with Cargo's meaning, for a GPU build: the
+//! workspace member, the program target, the features, the profile whose settings the
+//! build takes, and whether the lockfile may change and the network be used. `cargo gpu`
+//! maps its flags here; a build script sets them on [`crate::PtxBuilder`].
+
+/// The target whose `fn main` becomes the program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Program {
+    /// A `[[bin]]` target: the one named, else the package's `default-run` or only one.
+    Bin(Option<String>),
+    /// An `[[example]]` target.
+    Example(String),
+}
+
+impl Program {
+    /// The nested `cargo rustc`'s flags that select this target.
+    pub(crate) fn cargo_args(&self, bin: &str) -> [String; 2] {
+        match self {
+            Program::Bin(_) => ["--bin".into(), bin.into()],
+            Program::Example(e) => ["--example".into(), e.clone()],
+        }
+    }
+
+    /// The kind Cargo reports for this target's artifact.
+    pub(crate) fn artifact_kind(&self) -> &'static str {
+        match self {
+            Program::Bin(_) => "bin",
+            Program::Example(_) => "example",
+        }
+    }
+}
+
+/// Cargo's package, feature, profile and manifest options, as `cargo build` takes them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CargoArgs {
+    /// `-p`: the workspace member to build, `NAME` or `NAME@VERSION` (default: the
+    /// package whose folder the builder was given).
+    pub package: Option<String>,
+    /// `--features`: space- or comma-separated, as Cargo takes them (`member/feature`
+    /// too).
+    pub features: Vec<String>,
+    /// `--all-features`.
+    pub all_features: bool,
+    /// `--no-default-features`.
+    pub no_default_features: bool,
+    /// `--profile`: the profile whose settings the GPU build takes (default `release`;
+    /// [`crate::PtxBuilder::cargo_args`] says which settings).
+    pub profile: Option<String>,
+    /// `--locked`: the lockfile must not change.
+    pub locked: bool,
+    /// `--offline`: no network.
+    pub offline: bool,
+    /// `--frozen`: both.
+    pub frozen: bool,
+}
+
+impl CargoArgs {
+    /// The profile whose settings the build takes.
+    pub fn profile_name(&self) -> &str {
+        self.profile.as_deref().unwrap_or("release")
+    }
+
+    /// Flags for every cargo command of the build (`metadata`, the nested builds).
+    pub(crate) fn manifest_flags(&self) -> Vec<&'static str> {
+        [
+            (self.locked, "--locked"),
+            (self.offline, "--offline"),
+            (self.frozen, "--frozen"),
+        ]
+        .into_iter()
+        .filter_map(|(on, flag)| on.then_some(flag))
+        .collect()
+    }
+
+    /// Flags for the nested build of the selected package (not of libc-hostcall).
+    pub(crate) fn feature_flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        if !self.features.is_empty() {
+            flags.push("--features".to_owned());
+            flags.push(self.features.join(","));
+        }
+        if self.all_features {
+            flags.push("--all-features".to_owned());
+        }
+        if self.no_default_features {
+            flags.push("--no-default-features".to_owned());
+        }
+        flags
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_option_becomes_cargos_own_flag() {
+        let all = CargoArgs {
+            package: Some("app".into()),
+            features: vec!["a b".into(), "m/c".into()],
+            all_features: true,
+            no_default_features: true,
+            profile: Some("gpu".into()),
+            locked: true,
+            offline: true,
+            frozen: true,
+        };
+        assert_eq!(all.manifest_flags(), ["--locked", "--offline", "--frozen"]);
+        assert_eq!(
+            all.feature_flags(),
+            [
+                "--features",
+                "a b,m/c",
+                "--all-features",
+                "--no-default-features"
+            ]
+        );
+        assert_eq!(all.profile_name(), "gpu");
+        let none = CargoArgs::default();
+        assert!(none.manifest_flags().is_empty() && none.feature_flags().is_empty());
+        assert_eq!(none.profile_name(), "release");
+    }
+
+    #[test]
+    fn a_program_is_selected_by_its_target_kind() {
+        let bin = Program::Bin(None);
+        assert_eq!(bin.cargo_args("app"), ["--bin", "app"]);
+        assert_eq!(bin.artifact_kind(), "bin");
+        let ex = Program::Example("demo".into());
+        assert_eq!(ex.cargo_args("ignored"), ["--example", "demo"]);
+        assert_eq!(ex.artifact_kind(), "example");
+    }
+}
