@@ -182,8 +182,7 @@ fn nested_cargo(n: &Nested<'_>, manifest: &Path, profile: &[String]) -> Result<C
             "-Zjson-target-spec",
             "-Zprofile-rustflags",
         ])
-        .arg("--message-format=json-render-diagnostics")
-        .args(n.args.manifest_flags());
+        .arg("--message-format=json-render-diagnostics");
     for setting in profile {
         cmd.arg("--config").arg(setting);
     }
@@ -281,7 +280,9 @@ pub(crate) fn build(n: &Nested<'_>, krate: &Path) -> Result<Built> {
     let manifest = krate.join("Cargo.toml");
     let profile = crate::profile::config(n.tc, &manifest, n.args.profile_name())?;
     let mut cmd = nested_cargo(n, &manifest, &profile)?;
-    cmd.arg("--lib").args(n.args.feature_flags());
+    cmd.arg("--lib")
+        .args(n.args.manifest_flags())
+        .args(n.args.feature_flags());
     if depends_on_libc(n, &manifest)? {
         // A kernel crate that never names libc-hostcall (nothing to import when it needs
         // no GPU coordinates) would be built without it, and std's libc calls would go
@@ -317,19 +318,6 @@ pub(crate) fn build(n: &Nested<'_>, krate: &Path) -> Result<Built> {
     })
 }
 
-/// The variable that names the libc-hostcall folder a binary is built with, when not the
-/// one beside this builder's sources (Buck2 builds the builder from a copy of them).
-pub(crate) const LIBC_DIR_VAR: &str = "HOSTCALL_LIBC_DIR";
-
-/// The libc-hostcall a binary is built with (its `start` feature holds the kernel that
-/// runs `main`): `$HOSTCALL_LIBC_DIR`, else the one beside this builder's sources.
-fn libc_hostcall() -> PathBuf {
-    std::env::var_os(LIBC_DIR_VAR).map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../libc-hostcall"),
-        PathBuf::from,
-    )
-}
-
 /// The linker of a binary's nested build: rustc hands it every bitcode object and rlib
 /// the binary needs, in link order, and it writes that list, one argument a line, as the
 /// "executable", with the objects (rustc's temporary files) copied into `<output>.o/`.
@@ -361,13 +349,15 @@ pub(crate) fn build_bin(n: &Nested<'_>, krate: &Path, program: &Program) -> Resu
     let profile = crate::profile::config(n.tc, &manifest, n.args.profile_name())?;
     // libc-hostcall with its start kernel, built against the same std (same flags), for
     // rustc to link into the binary as though it were a dependency.
-    let libc_manifest = libc_hostcall().join("Cargo.toml");
+    // Its package pins every crate it builds to one version (`crate::libc_crate`), so
+    // its lockfile, written here, holds nothing `--locked` could check.
+    let libc_manifest = crate::libc_crate::package(out)?;
     let mut cmd = nested_cargo(n, &libc_manifest, &profile)?;
-    cmd.args(["--lib", "--features", "start"]);
+    cmd.arg("--lib").args(n.args.network_flags());
     let runtime = run_nested(cmd, &libc_manifest, n.quiet)?;
     let rmeta = runtime
         .iter()
-        .filter(|a| a.ours)
+        .filter(|a| a.name == crate::libc_crate::CRATE)
         .flat_map(|a| &a.filenames)
         .find(|f| f.extension().is_some_and(|x| x == "rmeta"))
         .cloned()
@@ -390,6 +380,7 @@ pub(crate) fn build_bin(n: &Nested<'_>, krate: &Path, program: &Program) -> Resu
     }
     let mut cmd = nested_cargo(n, &manifest, &profile)?;
     cmd.args(program.cargo_args(&bin))
+        .args(n.args.manifest_flags())
         .args(n.args.feature_flags())
         .args(["--", "-C"])
         .arg(format!("linker={}", linker.display()))

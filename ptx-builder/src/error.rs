@@ -18,7 +18,7 @@ pub enum BuildError {
     },
     /// A fixup no longer applies to this toolchain's rust-src.
     #[error(
-        "fixup {patch} does not apply to {file}: {why} (was the toolchain changed? see fixups/)"
+        "fixup {patch} does not apply to {file}: {why} (was the toolchain changed? see ptx-builder/fixups/)"
     )]
     Fixup {
         /// The patch file name.

@@ -17,55 +17,55 @@ use crate::{BuildError, Result};
 pub const PATCHES: &[(&str, &str)] = &[
     (
         "0001-alloc-min-align.patch",
-        include_str!("../../fixups/0001-alloc-min-align.patch"),
+        include_str!("../fixups/0001-alloc-min-align.patch"),
     ),
     (
         "0002-linux-raw-stat.patch",
-        include_str!("../../fixups/0002-linux-raw-stat.patch"),
+        include_str!("../fixups/0002-linux-raw-stat.patch"),
     ),
     (
         "0003-personality-data-reg.patch",
-        include_str!("../../fixups/0003-personality-data-reg.patch"),
+        include_str!("../fixups/0003-personality-data-reg.patch"),
     ),
     (
         "0004-gpu-print-without-stdout-lock.patch",
-        include_str!("../../fixups/0004-gpu-print-without-stdout-lock.patch"),
+        include_str!("../fixups/0004-gpu-print-without-stdout-lock.patch"),
     ),
     (
         "0005-gpu-args.patch",
-        include_str!("../../fixups/0005-gpu-args.patch"),
+        include_str!("../fixups/0005-gpu-args.patch"),
     ),
     (
         "0006-gpu-environ.patch",
-        include_str!("../../fixups/0006-gpu-environ.patch"),
+        include_str!("../fixups/0006-gpu-environ.patch"),
     ),
     (
         "0007-gpu-thread-name.patch",
-        include_str!("../../fixups/0007-gpu-thread-name.patch"),
+        include_str!("../fixups/0007-gpu-thread-name.patch"),
     ),
     (
         "0008-gpu-thread-handle-name.patch",
-        include_str!("../../fixups/0008-gpu-thread-handle-name.patch"),
+        include_str!("../fixups/0008-gpu-thread-handle-name.patch"),
     ),
     (
         "0009-gpu-panic-exit-code.patch",
-        include_str!("../../fixups/0009-gpu-panic-exit-code.patch"),
+        include_str!("../fixups/0009-gpu-panic-exit-code.patch"),
     ),
     (
         "0010-gpu-thread-panic-lands.patch",
-        include_str!("../../fixups/0010-gpu-thread-panic-lands.patch"),
+        include_str!("../fixups/0010-gpu-thread-panic-lands.patch"),
     ),
     (
         "0011-gpu-thread-start-arms-landing.patch",
-        include_str!("../../fixups/0011-gpu-thread-start-arms-landing.patch"),
+        include_str!("../fixups/0011-gpu-thread-start-arms-landing.patch"),
     ),
 ];
 
 /// Extra rustc flags for the crates that need them (libc and unwind), one per line.
-pub const LIBC_RUSTFLAGS: &str = include_str!("../../fixups/libc.rustflags");
+pub const LIBC_RUSTFLAGS: &str = include_str!("../fixups/libc.rustflags");
 
 /// The target spec the GPU crates build for.
-pub const TARGET_SPEC: &str = include_str!("../../target_specs/nvptx64-linux-gnu.json");
+pub const TARGET_SPEC: &str = include_str!("../target_specs/nvptx64-linux-gnu.json");
 
 /// The flags of [`LIBC_RUSTFLAGS`], comments dropped.
 pub fn libc_rustflags() -> Vec<&'static str> {

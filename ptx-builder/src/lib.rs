@@ -26,6 +26,7 @@ mod cubin;
 mod error;
 mod fixups;
 mod frames;
+mod libc_crate;
 mod link;
 mod profile;
 mod ptxas;

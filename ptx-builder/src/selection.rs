@@ -72,6 +72,15 @@ impl CargoArgs {
         .collect()
     }
 
+    /// `--offline` when the network may not be used (`--offline` or `--frozen`).
+    pub(crate) fn network_flags(&self) -> &'static [&'static str] {
+        if self.offline || self.frozen {
+            &["--offline"]
+        } else {
+            &[]
+        }
+    }
+
     /// Flags for the nested build of the selected package (not of libc-hostcall).
     pub(crate) fn feature_flags(&self) -> Vec<String> {
         let mut flags = Vec::new();
@@ -106,6 +115,7 @@ mod tests {
             frozen: true,
         };
         assert_eq!(all.manifest_flags(), ["--locked", "--offline", "--frozen"]);
+        assert_eq!(all.network_flags(), ["--offline"]);
         assert_eq!(
             all.feature_flags(),
             [
@@ -118,6 +128,7 @@ mod tests {
         assert_eq!(all.profile_name(), "gpu");
         let none = CargoArgs::default();
         assert!(none.manifest_flags().is_empty() && none.feature_flags().is_empty());
+        assert!(none.network_flags().is_empty());
         assert_eq!(none.profile_name(), "release");
     }
 
