@@ -18,7 +18,7 @@ cp "$(ls -t target/release/build/hostcall-demo/*/out/gpu-* | grep -v '\.d$' | he
 cpu() { cargo +nightly-2026-10-15 build -q --release --target-dir "$CPU" && cp "$CPU/release/$1" "$NEW/$1-cpu"; }
 (cd examples/unmodified && "$G" build . --grant . --env WORKERS --env SUMMARY -o "$NEW/unmodified.gpu" \
   && "$G" build . --grant . --env WORKERS --threads 4 -o "$NEW/unmodified-4.gpu" && cpu unmodified)
-(cd examples/rayon-json && "$G" build . --fast-compile --env WORKERS --env SUMMARY -o "$NEW/rayon-json.gpu" && cpu rayon-json)
+(cd examples/rayon-json && "$G" build . --env WORKERS --env SUMMARY -o "$NEW/rayon-json.gpu" && cpu rayon-json)
 (cd examples/threads && "$G" build . -o "$NEW/threads.gpu" && cpu threads)
 (cd examples/net && "$G" build . --listen '127.0.0.1:*' --connect '127.0.0.1:*' --connect 'localhost:*' -o "$NEW/net.gpu" && cpu net)
 (cd bench/net && "$G" build . --listen '127.0.0.1:*' --connect '127.0.0.1:*' --max-sockets 1024 -o "$NEW/net-bench.gpu" && cpu net-bench)

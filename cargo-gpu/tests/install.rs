@@ -180,6 +180,10 @@ fn cargo_gpu_installs_from_its_packages_and_builds_a_fresh_crate() {
         .args(["gpu", "build", "--offline", "--fast-compile", "-v", "-o"])
         .arg(&exe)
         .env_remove("HOSTCALL_LIBC_DIR")
+        // As a user runs it: no toolchain named, so it picks its own pinned nightly.
+        .env_remove("CARGO")
+        .env_remove("RUSTC")
+        .env_remove("RUSTUP_TOOLCHAIN")
         .output()
         .unwrap();
     let log = String::from_utf8_lossy(&built.stderr);
@@ -196,7 +200,10 @@ fn cargo_gpu_installs_from_its_packages_and_builds_a_fresh_crate() {
         env!("CARGO_PKG_VERSION"),
         unpacked(&crates)[WORKSPACE_CRATES.len()].1
     );
-    assert!(log.contains(&libc_from_package), "{libc_from_package}, in:\n{log}");
+    assert!(
+        log.contains(&libc_from_package),
+        "{libc_from_package}, in:\n{log}"
+    );
     let ran = Command::new(&exe).output().unwrap();
     let stderr = String::from_utf8_lossy(&ran.stderr);
     if ran.status.code() == Some(hostcall_runtime::EXIT_NO_GPU.into()) {

@@ -1,20 +1,27 @@
-//! PTX to a cubin with ptxas, at the optimization the module asks for, kept in the
-//! machine's cache under a key of everything the cubin depends on.
+//! PTX to a cubin: ptxas compiles the module separately (`-c`), in parts
+//! ([`crate::split`]) on every core, at the optimization it asks for; nvJitLink links
+//! the objects; the result is kept in the machine's cache under a key of everything the
+//! cubin depends on.
 //!
-//! ptxas compiles a module as one whole program, and its time and memory grow much
-//! faster than the module: on the 315k-line conformance module, `-O3` ran past 23
-//! minutes at 8.7 GB, while `--Ofast-compile=max` takes 13 s at 1.2 GB. Modules that
-//! users and benchmarks run keep `-O3` ([`PtxasOpt::Full`]); a module that only tests
-//! correctness may ask for [`PtxasOpt::FastCompile`]. Either way the cubin a binary
-//! embeds is the one its tests ran.
+//! Whole-program compilation, ptxas's default, is what made large Rust programs take
+//! tens of minutes and tens of gigabytes: on the build machine (2 cores, ptxas 12.9),
+//! `examples/rayon-json`'s 153k lines of PTX took 176 s and 2.4 GB at `-O3` (`-O1`: 116 s,
+//! 1.9 GB) against 10 s and 0.67 GB separately; the registry program's 638k lines passed
+//! 17 GB in under 4 minutes at `-O3`, and 16 GB even at `--Ofast-compile=mid`. Separate
+//! compilation optimizes each function at `-O3` as before but across calls keeps to the
+//! ABI, whose registers per function are bounded as the kernels' `.maxntid` bounds the
+//! whole program's ([`device_registers`]); on an H100 both programs ran as fast as (or
+//! faster than) before. Either way the cubin a binary embeds is the one its tests ran.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use sha2::{Digest, Sha256};
 
 use crate::tools::run;
-use crate::{BuildError, Result, cache, ptxas, stack};
+use crate::{BuildError, Result, cache, nvjitlink, ptxas, split, stack};
 
 /// How hard ptxas optimizes a module.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -23,8 +30,9 @@ pub enum PtxasOpt {
     /// `-O3`: for modules whose speed matters (everything users and benchmarks run).
     #[default]
     Full,
-    /// `--Ofast-compile=max`: minutes and gigabytes less on large modules, slower code;
-    /// for modules that test correctness only.
+    /// `--Ofast-compile=max`: a little less time (the registry program's build: 57 s
+    /// against 62 on 2 cores), code several times slower (`rayon-json`: 3.6 s against
+    /// 1.0); for modules that test correctness only.
     FastCompile,
 }
 
@@ -48,11 +56,52 @@ pub enum Made {
     Compiled,
 }
 
-/// Compiles `ptx` into the cubin `out` for `sm` with `ptxas` at `opt`, writing each
-/// function's stack frame as ptxas reported it to `frames` (for [`crate::stack`]), or
-/// copies both from the cache. Returns how the cubin was made.
+/// The tools that make a cubin: ptxas, and nvJitLink to link what it compiled.
+#[derive(Clone, Debug)]
+pub(crate) struct Tools {
+    ptxas: PathBuf,
+    nvjitlink: PathBuf,
+}
+
+impl Tools {
+    /// Both tools ([`ptxas::find`], [`nvjitlink::find`]); an error naming the one missing.
+    pub(crate) fn find() -> Result<Tools> {
+        let ptxas = ptxas::find().ok_or(BuildError::NoPtxas)?;
+        let nvjitlink = nvjitlink::find().ok_or(BuildError::NoNvJitLink)?;
+        Ok(Tools { ptxas, nvjitlink })
+    }
+
+    /// Where ptxas is, for progress messages.
+    pub(crate) fn ptxas(&self) -> &Path {
+        &self.ptxas
+    }
+}
+
+/// The most registers a device function may use (`--device-function-maxrregcount`): as
+/// many as every kernel of the module can give each of its threads at its `.maxntid`
+/// (65,536 registers per block on sm_90), which whole-program compilation derived itself.
+pub(crate) fn device_registers(ptx: &str) -> u32 {
+    let threads = ptx
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix(".maxntid "))
+        .filter_map(|l| {
+            l.split(',')
+                .map(|d| d.trim().parse::<u32>().ok())
+                .product::<Option<u32>>()
+        })
+        .max()
+        .unwrap_or(0);
+    match threads {
+        0 => 255,
+        n => (65_536 / n).clamp(16, 255),
+    }
+}
+
+/// Compiles `ptx` into the cubin `out` for `sm` at `opt`, writing each function's stack
+/// frame as ptxas reported it to `frames` (for [`crate::stack`]), or copies both from the
+/// cache. Returns how the cubin was made.
 pub(crate) fn make(
-    ptxas: &Path,
+    tools: &Tools,
     ptx: &Path,
     sm: u32,
     opt: PtxasOpt,
@@ -61,9 +110,22 @@ pub(crate) fn make(
 ) -> Result<Made> {
     let io = |what: &str, p: &Path| BuildError::io(format!("{what} {}", p.display()));
     let text = std::fs::read(ptx).map_err(io("reading", ptx))?;
-    let mut args = vec![format!("-arch=sm_{sm}")];
+    let mut args = vec![
+        format!("-arch=sm_{sm}"),
+        "-c".to_owned(),
+        format!(
+            "--device-function-maxrregcount={}",
+            device_registers(&String::from_utf8_lossy(&text))
+        ),
+    ];
     args.extend(opt.args().iter().map(|a| a.to_string()));
-    let key = key(&ptxas::version(ptxas)?, &args, &text);
+    let versions = format!(
+        "{}\n{}\nparts of {} lines",
+        ptxas::version(&tools.ptxas)?,
+        nvjitlink::version(&tools.nvjitlink)?,
+        split::PART_LINES
+    );
+    let key = key(&versions, &args, &text);
     let cached = cache::cubin_path(&key);
     let cached_frames = cached.with_extension("frames");
     if cache::cubins_enabled() && cached.is_file() && cached_frames.is_file() {
@@ -71,20 +133,9 @@ pub(crate) fn make(
         std::fs::copy(&cached_frames, frames).map_err(io("copying", &cached_frames))?;
         return Ok(Made::Cached(cached));
     }
-    // ptxas writes `out` in place: a cubin left by an interrupted run must not be taken
-    // for a finished one, so it writes beside it and the result is renamed.
-    let partial = out.with_extension("cubin.partial");
-    let output = run(Command::new(ptxas)
-        .args(&args)
-        .arg("--verbose")
-        .arg(ptx)
-        .arg("-o")
-        .arg(&partial))
-    .map_err(|e| killed(e, opt, &text))
-    .map_err(without_info)?;
-    let report = stack::frames_file(&stack::frames(&String::from_utf8_lossy(&output.stderr)));
-    let bytes = std::fs::read(&partial).map_err(io("reading", &partial))?;
-    let _ = std::fs::remove_file(&partial);
+    let parts = split::split(&String::from_utf8_lossy(&text), split::PART_LINES);
+    let (objects, report) = compile_parts(tools, &parts, &args, opt, out)?;
+    let bytes = nvjitlink::link(&tools.nvjitlink, &objects, sm)?;
     cache::write_atomically(out, &bytes)?;
     cache::write_atomically(frames, report.as_bytes())?;
     if cache::cubins_enabled() {
@@ -93,6 +144,74 @@ pub(crate) fn make(
         cache::write_atomically(&cached, &bytes)?;
     }
     Ok(Made::Compiled)
+}
+
+/// One part compiled: its object and ptxas's report.
+struct Compiled {
+    object: Vec<u8>,
+    report: String,
+}
+
+/// Compiles each part with ptxas (`args`, `-c`), as many at once as there are cores,
+/// each beside `out` until read; returns the objects and the frames file of them all.
+fn compile_parts(
+    tools: &Tools,
+    parts: &[String],
+    args: &[String],
+    opt: PtxasOpt,
+    out: &Path,
+) -> Result<(Vec<Vec<u8>>, String)> {
+    let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let next = AtomicUsize::new(0);
+    let compile = |i: usize| -> Result<Compiled> {
+        let io = |what: &str, p: &Path| BuildError::io(format!("{what} {}", p.display()));
+        let ptx = out.with_extension(format!("part{i}.ptx"));
+        let object = out.with_extension(format!("part{i}.o"));
+        std::fs::write(&ptx, &parts[i]).map_err(io("writing", &ptx))?;
+        let output = run(Command::new(&tools.ptxas)
+            .args(args)
+            .arg("--verbose")
+            .arg(&ptx)
+            .arg("-o")
+            .arg(&object))
+        .map_err(|e| killed(e, opt, parts[i].as_bytes()))
+        .map_err(without_info);
+        let _ = std::fs::remove_file(&ptx);
+        let report = String::from_utf8_lossy(&output?.stderr).into_owned();
+        let bytes = std::fs::read(&object).map_err(io("reading", &object));
+        let _ = std::fs::remove_file(&object);
+        Ok(Compiled {
+            object: bytes?,
+            report,
+        })
+    };
+    // Each worker takes the next part until none is left.
+    let mut results: Vec<(usize, Result<Compiled>)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..jobs.min(parts.len()))
+            .map(|_| {
+                s.spawn(|| {
+                    std::iter::from_fn(|| {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        (i < parts.len()).then(|| (i, compile(i)))
+                    })
+                    .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a ptxas worker panicked"))
+            .collect()
+    });
+    results.sort_by_key(|(i, _)| *i);
+    let mut objects = Vec::with_capacity(parts.len());
+    let mut frames = HashMap::new();
+    for (_, r) in results {
+        let Compiled { object, report } = r?;
+        frames.extend(stack::frames(&report));
+        objects.push(object);
+    }
+    Ok((objects, stack::frames_file(&frames)))
 }
 
 /// A ptxas killed by a signal 9 (`BuildError::Tool`'s status is the `ExitStatus`'s text)
@@ -169,15 +288,26 @@ mod tests {
         let ptx = dir.path().join("m.ptx");
         std::fs::write(&ptx, ".version 8.0\n.target sm_90\n").unwrap();
         let (out, frames) = (dir.path().join("m.cubin"), dir.path().join("m.frames"));
-        let err = make(&ptxas, &ptx, 90, PtxasOpt::Full, &out, &frames)
-            .unwrap_err()
-            .to_string();
+        let Some(nvjitlink) = nvjitlink::find() else {
+            println!("a_ptxas_killed_for_memory_says_so: SKIPPED (no nvJitLink here)");
+            return;
+        };
+        let err = make(
+            &Tools { ptxas, nvjitlink },
+            &ptx,
+            90,
+            PtxasOpt::Full,
+            &out,
+            &frames,
+        )
+        .unwrap_err()
+        .to_string();
         assert_eq!(
             err,
             "ptxas was killed (SIGKILL) compiling 2 lines of PTX at `-O3`, most likely by the \
              system for want of memory: build with `--fast-compile` (`PtxasOpt::FastCompile`: \
-             ptxas `--Ofast-compile=max`, a fraction of the memory and time, slower code), or \
-             on a machine with more memory"
+             ptxas `--Ofast-compile=max`, less memory, slower code), or on a machine with more \
+             memory"
         );
         assert!(!out.exists());
     }

@@ -67,6 +67,12 @@ pub enum BuildError {
         "no ptxas found (set PTXAS, put a CUDA toolkit on PATH, or `pip install nvidia-cuda-nvcc-cu12`)"
     )]
     NoPtxas,
+    /// Cubins were required but no nvJitLink (which links what ptxas compiled) was found.
+    #[error(
+        "no nvJitLink found (set NVJITLINK to libnvJitLink.so, put a CUDA toolkit at \
+         CUDA_HOME, or `pip install nvidia-nvjitlink-cu12`)"
+    )]
+    NoNvJitLink,
 }
 
 /// A function the linked module references but does not define.
@@ -84,8 +90,8 @@ fn killed_message(lines: usize, opt: crate::PtxasOpt) -> String {
         crate::PtxasOpt::FastCompile => "build on a machine with more memory",
         _ => {
             "build with `--fast-compile` (`PtxasOpt::FastCompile`: ptxas \
-             `--Ofast-compile=max`, a fraction of the memory and time, slower code), or on a \
-             machine with more memory"
+             `--Ofast-compile=max`, less memory, slower code), or on a machine with more \
+             memory"
         }
     };
     format!(

@@ -244,7 +244,7 @@ mod tests {
 
     #[test]
     fn every_file_in_fixups_is_embedded() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixups");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixups");
         let mut on_disk: Vec<String> = fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())

@@ -28,10 +28,12 @@ mod fixups;
 mod frames;
 mod libc_crate;
 mod link;
+mod nvjitlink;
 mod profile;
 mod ptxas;
 mod scope;
 mod selection;
+mod split;
 pub mod stack;
 pub mod stage;
 mod tools;
@@ -45,6 +47,7 @@ pub use cubin::{Made, PtxasOpt};
 pub use error::{BuildError, Result, Unresolved};
 pub use link::{bound_threads_per_block, unresolved_in_ptx};
 pub use selection::{CargoArgs, Program};
+pub use tools::PINNED_TOOLCHAIN;
 
 /// The SM version built for unless set (Hopper: H100, H200).
 pub const DEFAULT_SM: u32 = 90;
@@ -436,20 +439,21 @@ impl PtxBuilder {
         let mut cubins = Vec::new();
         let mut frames_files = Vec::new();
         if self.cubins != Cubins::Off {
-            match ptxas::find() {
-                Some(bin) => {
+            match cubin::Tools::find() {
+                Ok(tools) => {
                     for &sm in &self.cubin_sms {
                         let cubin = ptx.with_extension(format!("sm_{sm}.cubin"));
                         let frames = ptx.with_extension(format!("sm_{sm}.frames"));
-                        let made = cubin::make(&bin, &ptx, sm, self.ptxas_opt, &cubin, &frames)?;
-                        self.stage(&made_message(&made, sm, self.ptxas_opt, &bin));
+                        let made = cubin::make(&tools, &ptx, sm, self.ptxas_opt, &cubin, &frames)?;
+                        self.stage(&made_message(&made, sm, self.ptxas_opt, tools.ptxas()));
                         cubins.push((sm, cubin));
                         frames_files.push(frames);
                     }
                 }
-                None if self.cubins == Cubins::Required => return Err(BuildError::NoPtxas),
-                None => self
-                    .stage("no ptxas found: the module will carry PTX only (JIT-compiled at load)"),
+                Err(e) if self.cubins == Cubins::Required => return Err(e),
+                Err(e) => self.stage(&format!(
+                    "{e}: the module will carry PTX only (JIT-compiled at load)"
+                )),
             }
         }
 

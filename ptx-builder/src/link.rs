@@ -182,9 +182,54 @@ pub(crate) fn emit_ptx(
         .arg(ptx))?;
     let io = |what: &str| BuildError::io(format!("{what} {}", ptx.display()));
     let text = std::fs::read_to_string(ptx).map_err(io("reading"))?;
-    let text = word_pad_globals(&bound_threads_per_block(&text, max_threads));
+    let text = word_pad_globals(&bound_threads_per_block(
+        &own_system_call_names(&text),
+        max_threads,
+    ));
     std::fs::write(ptx, text).map_err(io("writing"))?;
     Ok(())
+}
+
+/// Functions of PTX's system calls, which ptxas and nvJitLink supply themselves when a
+/// module only declares them (CUDA's device `malloc` has an 8 MiB heap).
+const SYSTEM_CALLS: [&str; 4] = ["malloc", "free", "vprintf", "__assertfail"];
+
+/// What a module's own function of a system call's name is called instead.
+const OWN_PREFIX: &str = "__hostcall_own_";
+
+/// `ptx` with the module's own functions named as PTX's system calls (libc-hostcall's
+/// `malloc`) renamed, [`OWN_PREFIX`] before the name: a module compiled in parts
+/// (`crate::split`) declares them in every part but one, and a declared `malloc` is
+/// CUDA's, not the module's (seen on an H200: rayon's registry got a null pointer from
+/// it). The module defines every function it names ([`unresolved_in_ptx`]), so each such
+/// name here is its own.
+fn own_system_call_names(ptx: &str) -> String {
+    if !SYSTEM_CALLS.iter().any(|n| ptx.contains(n)) {
+        return ptx.to_owned();
+    }
+    let mut out = String::with_capacity(ptx.len() + 4096);
+    for line in ptx.lines() {
+        let mut rest = line;
+        while let Some(at) = rest.find(|c: char| is_ident(c)) {
+            out.push_str(&rest[..at]);
+            rest = &rest[at..];
+            let end = rest.find(|c: char| !is_ident(c)).unwrap_or(rest.len());
+            let word = &rest[..end];
+            if SYSTEM_CALLS.contains(&word) {
+                out.push_str(OWN_PREFIX);
+            }
+            out.push_str(word);
+            rest = &rest[end..];
+        }
+        out.push_str(rest);
+        out.push('\n');
+    }
+    out
+}
+
+/// Whether `c` may be part of a PTX identifier (as llc names Rust's symbols).
+pub(crate) fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_' || c == '$'
 }
 
 /// `ptx` with every global of alignment 1 or 2 aligned to 4 and padded with zeros to a
@@ -397,6 +442,31 @@ pub(crate) fn rewrite_binary(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_modules_own_malloc_is_renamed_so_no_part_takes_cudas() {
+        let ptx = ".func  (.param .b64 func_retval0) malloc(\n\
+                   \t.param .b64 malloc_param_0\n\
+                   )\n\
+                   {\n\
+                   \tcall.uni (retval0), malloc, (param0);\n\
+                   \tmov.u64 %rd1, free;\n\
+                   \tcall.uni my_malloc2, (param0);\n\
+                   }\n";
+        let renamed = own_system_call_names(ptx);
+        assert_eq!(
+            renamed,
+            ".func  (.param .b64 func_retval0) __hostcall_own_malloc(\n\
+             \t.param .b64 malloc_param_0\n\
+             )\n\
+             {\n\
+             \tcall.uni (retval0), __hostcall_own_malloc, (param0);\n\
+             \tmov.u64 %rd1, __hostcall_own_free;\n\
+             \tcall.uni my_malloc2, (param0);\n\
+             }\n"
+        );
+        assert_eq!(own_system_call_names("no such names\n"), "no such names\n");
+    }
 
     #[test]
     fn slot_definitions_are_read_from_ir() {

@@ -17,6 +17,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
+use crate::link::is_ident;
 use crate::{BuildError, Result};
 
 /// What a path that can recurse gets beyond its cycles counted once. rayon recurses
@@ -197,11 +198,6 @@ fn header(text: &str) -> Option<(bool, String, Signature)> {
             (types(params), types(results)),
         )
     })
-}
-
-/// Whether `c` may be part of a PTX identifier (as llc names Rust's symbols).
-fn is_ident(c: char) -> bool {
-    c.is_alphanumeric() || c == '_' || c == '$'
 }
 
 /// The identifiers of a line of PTX.

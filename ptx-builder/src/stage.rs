@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::tools::Toolchain;
-use crate::{BuildError, PtxModule, PtxasOpt, Result, cargo, cubin, fixups, link, ptxas, stack};
+use crate::{BuildError, PtxModule, PtxasOpt, Result, cargo, cubin, fixups, link, stack};
 
 fn io(what: &str, p: &Path) -> impl FnOnce(std::io::Error) -> BuildError {
     BuildError::io(format!("{what} {}", p.display()))
@@ -97,14 +97,17 @@ pub fn check(ptx: &Path, staticlib: &Path) -> Result<String> {
     Err(BuildError::Unresolved(attributed?))
 }
 
-/// Compiles `ptx` into `cubin` for `sm` at `opt` with the ptxas [`crate::PtxBuilder`]
-/// would find (`$PTXAS`, `PATH`, the CUDA toolkit, the PyPI wheel), or takes it from the
-/// machine's cache, with each function's stack frame in `frames`; no ptxas is
-/// [`BuildError::NoPtxas`].
+/// Compiles `ptx` into `cubin` for `sm` at `opt` with the ptxas and nvJitLink
+/// [`crate::PtxBuilder`] would find (`$PTXAS`/`$NVJITLINK`, the CUDA toolkit, the PyPI
+/// wheels), or takes it from the machine's cache, with each function's stack frame in
+/// `frames`; a missing tool is [`BuildError::NoPtxas`] or [`BuildError::NoNvJitLink`].
 pub fn cubin(ptx: &Path, sm: u32, opt: PtxasOpt, cubin: &Path, frames: &Path) -> Result<()> {
-    let bin = ptxas::find().ok_or(BuildError::NoPtxas)?;
-    let made = cubin::make(&bin, ptx, sm, opt, cubin, frames)?;
-    eprintln!("ptx-build: {}", crate::made_message(&made, sm, opt, &bin));
+    let tools = cubin::Tools::find()?;
+    let made = cubin::make(&tools, ptx, sm, opt, cubin, frames)?;
+    eprintln!(
+        "ptx-build: {}",
+        crate::made_message(&made, sm, opt, tools.ptxas())
+    );
     Ok(())
 }
 

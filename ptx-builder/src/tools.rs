@@ -21,8 +21,13 @@ pub(crate) fn run(cmd: &mut Command) -> Result<Output> {
     Ok(out)
 }
 
-/// The rustup toolchain that compiled this crate (rustup's proxies set it for cargo).
-const BUILT_WITH: Option<&str> = option_env!("RUSTUP_TOOLCHAIN");
+/// The nightly the fixups are written against and std for the GPU is built with, as the
+/// repository's `rust-toolchain.toml` names it (a test keeps the two one): an installed
+/// builder uses it whatever toolchain compiled it or is the default where it runs.
+pub const PINNED_TOOLCHAIN: &str = "nightly-2026-10-15";
+
+/// The components of [`PINNED_TOOLCHAIN`] a build needs.
+const COMPONENTS: [&str; 2] = ["rust-src", "llvm-tools"];
 
 /// The pinned toolchain as the build sees it.
 #[derive(Clone, Debug)]
@@ -36,12 +41,13 @@ pub(crate) struct Toolchain {
 }
 
 impl Toolchain {
-    /// The toolchain of the calling cargo (`RUSTC`/`CARGO` in build scripts), else the
-    /// rustup toolchain this builder was compiled with, else the one on PATH.
+    /// The toolchain of the calling cargo (`RUSTC`/`CARGO` in build scripts), else rustup's
+    /// [`PINNED_TOOLCHAIN`], installed with its components the first time (rustup says
+    /// what it downloads), else the one on PATH when there is no rustup.
     pub fn detect() -> Result<Toolchain> {
         let (rustc, cargo) = match (std::env::var_os("RUSTC"), std::env::var_os("CARGO")) {
             (Some(rustc), Some(cargo)) => (PathBuf::from(rustc), PathBuf::from(cargo)),
-            (rustc, cargo) => match Self::built_with()? {
+            (rustc, cargo) => match Self::pinned()? {
                 Some(bin) => (bin.join("rustc"), bin.join("cargo")),
                 None => (
                     PathBuf::from(rustc.unwrap_or_else(|| "rustc".into())),
@@ -82,20 +88,52 @@ impl Toolchain {
         })
     }
 
-    /// An LLVM tool of the same LLVM as rustc (`llvm-link`, `opt`, `llc`, ...).
-    /// The `bin/` of the rustup toolchain this builder was compiled with, if rustup
-    /// compiled it. Used when no `RUSTC`/`CARGO` is given (the CLI outside a build
-    /// script): from another directory, `rustc` would be that directory's default
-    /// toolchain (say, stable, which cannot build std for the GPU).
-    fn built_with() -> Result<Option<PathBuf>> {
-        let Some(toolchain) = BUILT_WITH else {
-            return Ok(None);
+    /// The `bin/` of rustup's [`PINNED_TOOLCHAIN`] with its [`COMPONENTS`], installing
+    /// what is missing; `None` without rustup. Used when no `RUSTC`/`CARGO` is given
+    /// (the CLI outside a build script): from another directory, `rustc` would be that
+    /// directory's default toolchain (say, stable, which cannot build std for the GPU).
+    fn pinned() -> Result<Option<PathBuf>> {
+        let sysroot = || {
+            Command::new("rustc")
+                .env("RUSTUP_TOOLCHAIN", PINNED_TOOLCHAIN)
+                .args(["--print", "sysroot"])
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
         };
-        let out = run(Command::new("rustc")
-            .env("RUSTUP_TOOLCHAIN", toolchain)
-            .args(["--print", "sysroot"]))?;
-        let bin = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("bin");
-        Ok(bin.join("cargo").exists().then_some(bin))
+        let complete = |root: &Path| {
+            root.join("bin/cargo").exists()
+                && root.join("lib/rustlib/src/rust/library/std").exists()
+                && llvm_tools_present(root)
+        };
+        if let Some(root) = sysroot().filter(|r| complete(r)) {
+            return Ok(Some(root.join("bin")));
+        }
+        if Command::new("rustup").arg("--version").output().is_err() {
+            return Ok(None);
+        }
+        eprintln!(
+            "ptx-builder: installing {PINNED_TOOLCHAIN} with {} (once: std for the GPU is \
+             built with it)",
+            COMPONENTS.join(", ")
+        );
+        run(Command::new("rustup")
+            .args([
+                "toolchain",
+                "install",
+                PINNED_TOOLCHAIN,
+                "--profile",
+                "minimal",
+            ])
+            .args(COMPONENTS.iter().flat_map(|c| ["--component", c])))?;
+        match sysroot() {
+            Some(root) if complete(&root) => Ok(Some(root.join("bin"))),
+            _ => Err(BuildError::Toolchain(format!(
+                "rustup installed {PINNED_TOOLCHAIN}, but it lacks {}",
+                COMPONENTS.join(" or ")
+            ))),
+        }
     }
 
     /// The path of LLVM tool `name` (`llvm-link`, `opt`, ...) of this toolchain.
@@ -114,4 +152,13 @@ pub(crate) fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     p.metadata()
         .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Whether a sysroot has llvm-tools (`llvm-link` under its host's `rustlib/*/bin`).
+fn llvm_tools_present(sysroot: &Path) -> bool {
+    std::fs::read_dir(sysroot.join("lib/rustlib"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.path().join("bin/llvm-link").exists())
 }

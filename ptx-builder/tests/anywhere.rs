@@ -31,3 +31,16 @@ fn the_cli_builds_a_crate_that_never_names_libc_from_any_directory() {
         "libc-hostcall was not linked"
     );
 }
+
+/// The builder's pinned nightly is the repository's: the fixups are written against its
+/// rust-src, and an installed builder, with no `rust-toolchain.toml` beside it, uses it.
+#[test]
+fn the_pinned_toolchain_is_the_repositorys() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let toml = std::fs::read_to_string(root.join("../rust-toolchain.toml")).unwrap();
+    let channel = toml
+        .lines()
+        .find_map(|l| l.strip_prefix("channel = "))
+        .map(|c| c.trim_matches('"'));
+    assert_eq!(channel, Some(ptx_builder::PINNED_TOOLCHAIN));
+}
