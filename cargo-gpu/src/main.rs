@@ -24,7 +24,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use options::RunOptions;
 use package::Program;
-use ptx_builder::{CargoArgs, PtxBuilder, PtxasOpt};
+use ptx_builder::{CargoArgs, Progress, PtxBuilder, PtxasOpt};
 
 #[derive(Parser)]
 #[command(name = "cargo gpu", bin_name = "cargo gpu", version)]
@@ -63,7 +63,7 @@ struct Source {
     /// The package's folder (as `--manifest-path CRATE/Cargo.toml`)
     #[arg(default_value = ".", value_name = "CRATE")]
     krate: PathBuf,
-    /// Do not print cargo gpu's notes
+    /// Do not print cargo log messages (the build's steps, cargo gpu's notes)
     #[arg(short, long, conflicts_with = "verbose")]
     quiet: bool,
     /// Use verbose output (every stage of the GPU build, and cargo's own output)
@@ -163,7 +163,13 @@ impl Source {
             Some(d) => builder.target_dir(d),
             None => builder,
         };
-        let verbose = self.verbose > 0 || std::env::var_os("CARGO_GPU_VERBOSE").is_some();
+        let progress = if self.quiet {
+            Progress::Quiet
+        } else if self.verbose > 0 || std::env::var_os("CARGO_GPU_VERBOSE").is_some() {
+            Progress::Stages
+        } else {
+            Progress::Status
+        };
         Ok(builder
             .cargo_args(self.cargo_args())
             .ptxas_opt(if self.fast_compile {
@@ -171,7 +177,7 @@ impl Source {
             } else {
                 PtxasOpt::Full
             })
-            .quiet(!verbose))
+            .progress(progress))
     }
 
     /// The flags the builder takes as Cargo's.

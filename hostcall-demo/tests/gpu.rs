@@ -234,7 +234,7 @@ const GPU_CASES: &[Case] = &[
         check: || {
             expect(
                 &run(&["--blocks", "1", "--threads", "2048"], &[]),
-                2,
+                hostcall_runtime::EXIT_RUN_FAILED.into(),
                 &["kmain takes at most 1024 threads per block"],
             )
         },
@@ -328,7 +328,7 @@ const GPU_CASES: &[Case] = &[
             );
             expect(
                 &overflow,
-                70,
+                hostcall_runtime::EXIT_RUN_FAILED.into(),
                 &[
                     "kernel `kmain` ended with",
                     "overflowed its stack of 16384 bytes",
@@ -574,7 +574,7 @@ fn killed_within(mode: &str, stderr_has: &str) -> Result<(), String> {
     let took = started.elapsed().as_secs_f64();
     expect(
         &out,
-        2,
+        hostcall_runtime::EXIT_RUN_FAILED.into(),
         &["kernel `kmain` was stopped after 10", stderr_has],
     )?;
     let err = String::from_utf8_lossy(&out.stderr);

@@ -143,15 +143,15 @@ fn target_spec(out: &Path) -> Result<PathBuf> {
 }
 
 /// Where and how nested builds run: the toolchain, the patched rust-src, the shared
-/// target dir, the builder's output folder, whether cargo's progress is hidden, and the
-/// user's Cargo options.
+/// target dir, the builder's output folder, what the build reports, and the user's Cargo
+/// options.
 pub(crate) struct Nested<'a> {
     pub tc: &'a Toolchain,
     pub args: &'a CargoArgs,
     pub library: &'a Path,
     pub target_dir: &'a Path,
     pub out: &'a Path,
-    pub quiet: bool,
+    pub progress: crate::Progress,
 }
 
 /// `cargo rustc` for the GPU target in a cleaned environment, with the flags every
@@ -215,7 +215,12 @@ struct Artifact {
 
 /// Runs a nested build and returns its artifacts; a failed build is an error naming
 /// `manifest` (with cargo's diagnostics on stderr).
-fn run_nested(mut cmd: Command, manifest: &Path, quiet: bool) -> Result<Vec<Artifact>> {
+fn run_nested(
+    mut cmd: Command,
+    manifest: &Path,
+    progress: crate::Progress,
+) -> Result<Vec<Artifact>> {
+    let quiet = !progress.shows_cargo();
     cmd.stdout(Stdio::piped()).stderr(if quiet {
         Stdio::piped()
     } else {
@@ -295,7 +300,7 @@ pub(crate) fn build(n: &Nested<'_>, krate: &Path) -> Result<Built> {
             "force:libc_hostcall",
         ]);
     }
-    let ours = run_nested(cmd, &manifest, n.quiet)?
+    let ours = run_nested(cmd, &manifest, n.progress)?
         .into_iter()
         .find(|a| a.ours && a.kinds.iter().any(|k| k == "staticlib"));
     let Some((name, staticlib)) = ours.and_then(|a| {
@@ -354,7 +359,7 @@ pub(crate) fn build_bin(n: &Nested<'_>, krate: &Path, program: &Program) -> Resu
     let libc_manifest = crate::libc_crate::package(out)?;
     let mut cmd = nested_cargo(n, &libc_manifest, &profile)?;
     cmd.arg("--lib").args(n.args.network_flags());
-    let runtime = run_nested(cmd, &libc_manifest, n.quiet)?;
+    let runtime = run_nested(cmd, &libc_manifest, n.progress)?;
     let rmeta = runtime
         .iter()
         .filter(|a| a.name == crate::libc_crate::CRATE)
@@ -401,7 +406,7 @@ pub(crate) fn build_bin(n: &Nested<'_>, krate: &Path, program: &Program) -> Resu
     for d in dirs {
         cmd.arg("-L").arg(format!("dependency={}", d.display()));
     }
-    let ours = run_nested(cmd, &manifest, n.quiet)?
+    let ours = run_nested(cmd, &manifest, n.progress)?
         .into_iter()
         .find(|a| a.ours && a.kinds.iter().any(|k| k == program.artifact_kind()));
     let Some(line) = ours.and_then(|a| a.executable) else {

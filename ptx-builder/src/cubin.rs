@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use sha2::{Digest, Sha256};
 
+use crate::progress::{Counter, Progress};
 use crate::tools::run;
 use crate::{BuildError, Result, cache, nvjitlink, ptxas, split, stack};
 
@@ -107,6 +108,7 @@ pub(crate) fn make(
     opt: PtxasOpt,
     out: &Path,
     frames: &Path,
+    progress: Progress,
 ) -> Result<Made> {
     let io = |what: &str, p: &Path| BuildError::io(format!("{what} {}", p.display()));
     let text = std::fs::read(ptx).map_err(io("reading", ptx))?;
@@ -134,7 +136,17 @@ pub(crate) fn make(
         return Ok(Made::Cached(cached));
     }
     let parts = split::split(&String::from_utf8_lossy(&text), split::PART_LINES);
-    let (objects, report) = compile_parts(tools, &parts, &args, opt, out)?;
+    let counter = progress.counter(
+        "Compiling",
+        format!(
+            "{} for sm_{sm}: ptxas {}, {}k lines of PTX",
+            ptx.file_stem().unwrap_or_default().to_string_lossy(),
+            opt.args().join(" "),
+            text.iter().filter(|&&b| b == b'\n').count() / 1000
+        ),
+        parts.len(),
+    );
+    let (objects, report) = compile_parts(tools, &parts, &args, opt, out, counter)?;
     let bytes = nvjitlink::link(&tools.nvjitlink, &objects, sm)?;
     cache::write_atomically(out, &bytes)?;
     cache::write_atomically(frames, report.as_bytes())?;
@@ -160,9 +172,10 @@ fn compile_parts(
     args: &[String],
     opt: PtxasOpt,
     out: &Path,
+    mut counter: Counter,
 ) -> Result<(Vec<Vec<u8>>, String)> {
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let next = AtomicUsize::new(0);
+    let (next, finished) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let compile = |i: usize| -> Result<Compiled> {
         let io = |what: &str, p: &Path| BuildError::io(format!("{what} {}", p.display()));
         let ptx = out.with_extension(format!("part{i}.ptx"));
@@ -192,18 +205,27 @@ fn compile_parts(
                 s.spawn(|| {
                     std::iter::from_fn(|| {
                         let i = next.fetch_add(1, Ordering::Relaxed);
-                        (i < parts.len()).then(|| (i, compile(i)))
+                        (i < parts.len()).then(|| {
+                            let compiled = compile(i);
+                            finished.fetch_add(1, Ordering::Relaxed);
+                            (i, compiled)
+                        })
                     })
                     .collect::<Vec<_>>()
                 })
             })
             .collect();
+        while !workers.iter().all(|w| w.is_finished()) {
+            counter.update(finished.load(Ordering::Relaxed));
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
         workers
             .into_iter()
             .flat_map(|w| w.join().expect("a ptxas worker panicked"))
             .collect()
     });
     results.sort_by_key(|(i, _)| *i);
+    counter.finish();
     let mut objects = Vec::with_capacity(parts.len());
     let mut frames = HashMap::new();
     for (_, r) in results {
@@ -299,6 +321,7 @@ mod tests {
             PtxasOpt::Full,
             &out,
             &frames,
+            Progress::Quiet,
         )
         .unwrap_err()
         .to_string();

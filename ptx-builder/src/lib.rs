@@ -30,6 +30,7 @@ mod libc_crate;
 mod link;
 mod nvjitlink;
 mod profile;
+mod progress;
 mod ptxas;
 mod scope;
 mod selection;
@@ -46,6 +47,7 @@ use sha2::{Digest, Sha256};
 pub use cubin::{Made, PtxasOpt};
 pub use error::{BuildError, Result, Unresolved};
 pub use link::{bound_threads_per_block, unresolved_in_ptx};
+pub use progress::Progress;
 pub use selection::{CargoArgs, Program};
 pub use tools::PINNED_TOOLCHAIN;
 
@@ -83,7 +85,7 @@ pub struct PtxBuilder {
     kernels: Option<Vec<String>>,
     max_threads_per_block: u32,
     target_dir: Option<PathBuf>,
-    quiet: bool,
+    progress: Progress,
     binary: Option<Program>,
     args: CargoArgs,
 }
@@ -222,7 +224,7 @@ impl PtxBuilder {
             kernels: None,
             max_threads_per_block: DEFAULT_MAX_THREADS_PER_BLOCK,
             target_dir: None,
-            quiet: false,
+            progress: Progress::default(),
             binary: None,
             args: CargoArgs::default(),
         }
@@ -306,16 +308,14 @@ impl PtxBuilder {
         self
     }
 
-    /// Suppress stage messages on stderr.
-    pub fn quiet(mut self, quiet: bool) -> Self {
-        self.quiet = quiet;
+    /// What the build reports on stderr (default [`Progress::Stages`]).
+    pub fn progress(mut self, progress: Progress) -> Self {
+        self.progress = progress;
         self
     }
 
     fn stage(&self, msg: &str) {
-        if !self.quiet {
-            eprintln!("ptx-builder: {msg}");
-        }
+        self.progress.stage(msg);
     }
 
     /// For a build script: runs the pipeline, prints `cargo:rerun-if-changed` for its
@@ -374,7 +374,7 @@ impl PtxBuilder {
             library: &library,
             target_dir: &target,
             out: &out,
-            quiet: self.quiet,
+            progress: self.progress,
         };
         if let Some(spec) = &self.args.package {
             krate = cargo::member(&nested, &krate.join("Cargo.toml"), spec)?;
@@ -384,6 +384,10 @@ impl PtxBuilder {
             Some(program) => cargo::build_bin(&nested, &krate, program)?,
         };
         let name = built.name.clone();
+        self.progress.status(
+            "Linking",
+            &format!("{name} for the GPU (llvm-link, opt, llc)"),
+        );
         let out = out.join(crate_dir_name(&name, &krate));
         std::fs::create_dir_all(&out)
             .map_err(BuildError::io(format!("creating {}", out.display())))?;
@@ -444,7 +448,15 @@ impl PtxBuilder {
                     for &sm in &self.cubin_sms {
                         let cubin = ptx.with_extension(format!("sm_{sm}.cubin"));
                         let frames = ptx.with_extension(format!("sm_{sm}.frames"));
-                        let made = cubin::make(&tools, &ptx, sm, self.ptxas_opt, &cubin, &frames)?;
+                        let made = cubin::make(
+                            &tools,
+                            &ptx,
+                            sm,
+                            self.ptxas_opt,
+                            &cubin,
+                            &frames,
+                            self.progress,
+                        )?;
                         self.stage(&made_message(&made, sm, self.ptxas_opt, tools.ptxas()));
                         cubins.push((sm, cubin));
                         frames_files.push(frames);
@@ -469,6 +481,14 @@ impl PtxBuilder {
             text.lines().count(),
             cubins.len()
         ));
+        let name = ptx.file_stem().unwrap_or_default().to_string_lossy();
+        self.progress.status(
+            "Finished",
+            &format!(
+                "the GPU build of {name} in {:.1} s",
+                started.elapsed().as_secs_f64()
+            ),
+        );
         Ok(PtxModule {
             ptx,
             cubins,

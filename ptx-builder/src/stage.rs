@@ -31,7 +31,7 @@ pub fn bitcode(krate: &Path, target_dir: Option<&Path>, staticlib: &Path) -> Res
         library: &library,
         target_dir: &target_dir,
         out: &out,
-        quiet: false,
+        progress: crate::Progress::Stages,
     };
     let built = cargo::build(&nested, &krate)?;
     std::fs::copy(&built.inputs[0], staticlib).map_err(io("writing", staticlib))?;
@@ -103,7 +103,7 @@ pub fn check(ptx: &Path, staticlib: &Path) -> Result<String> {
 /// `frames`; a missing tool is [`BuildError::NoPtxas`] or [`BuildError::NoNvJitLink`].
 pub fn cubin(ptx: &Path, sm: u32, opt: PtxasOpt, cubin: &Path, frames: &Path) -> Result<()> {
     let tools = cubin::Tools::find()?;
-    let made = cubin::make(&tools, ptx, sm, opt, cubin, frames)?;
+    let made = cubin::make(&tools, ptx, sm, opt, cubin, frames, crate::Progress::Quiet)?;
     eprintln!(
         "ptx-build: {}",
         crate::made_message(&made, sm, opt, tools.ptxas())

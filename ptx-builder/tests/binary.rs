@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use hostcall_abi::{FRAME_PUSH, START_KERNEL, THREAD_EXIT_KERNEL};
-use ptx_builder::{Cubins, PtxBuilder};
+use ptx_builder::{Cubins, Progress, PtxBuilder};
 
 #[test]
 fn an_unmodified_binary_builds_with_main_as_the_start_kernel_and_frames_in_global_memory() {
@@ -13,7 +13,7 @@ fn an_unmodified_binary_builds_with_main_as_the_start_kernel_and_frames_in_globa
     let m = PtxBuilder::new(root.join("examples/unmodified"))
         .binary(None)
         .cubins(Cubins::Off)
-        .quiet(true)
+        .progress(Progress::Quiet)
         .build()
         .expect("the example program builds for the GPU");
     let mut kernels = m.kernels.clone();
@@ -76,7 +76,7 @@ fn a_crate_without_a_binary_is_refused_naming_it() {
     let err = PtxBuilder::new(root.join("hostcall-abi"))
         .binary(None)
         .cubins(Cubins::Off)
-        .quiet(true)
+        .progress(Progress::Quiet)
         .build()
         .expect_err("a library has no main to run");
     let msg = err.to_string();
@@ -96,7 +96,7 @@ fn a_binary_with_its_own_release_profile_builds() {
     let m = PtxBuilder::new(root.join("tests/fixtures/custom-profile"))
         .binary(None)
         .cubins(Cubins::Off)
-        .quiet(true)
+        .progress(Progress::Quiet)
         .build()
         .expect("a binary with overflow checks and debug assertions builds for the GPU");
     assert_eq!(m.ptx.file_stem().unwrap(), "custom-profile");

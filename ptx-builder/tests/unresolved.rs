@@ -3,14 +3,14 @@
 
 use std::path::Path;
 
-use ptx_builder::{BuildError, Cubins, PtxBuilder};
+use ptx_builder::{BuildError, Cubins, Progress, PtxBuilder};
 
 #[test]
 fn a_kernel_calling_an_undefined_libc_function_fails_naming_it() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let err = PtxBuilder::new(root.join("tests/fixtures/calls-vfork"))
         .cubins(Cubins::Off)
-        .quiet(true)
+        .progress(Progress::Quiet)
         .build()
         .expect_err("a module calling vfork must not build");
     let BuildError::Unresolved(list) = &err else {
