@@ -5,8 +5,8 @@
 
 use std::ffi::{CString, c_char, c_void};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use crate::tools::python_package_dir;
 use crate::{BuildError, Result};
 
 /// `nvJitLinkInputType::NVJITLINK_INPUT_CUBIN`: a cubin, relocatable or not.
@@ -32,16 +32,10 @@ pub fn find() -> Option<PathBuf> {
         .or_else(from_python_wheel)
 }
 
+/// The library of PyPI's `nvidia-nvjitlink-cu12` wheel (`libnvJitLink.so.12`).
 fn from_python_wheel() -> Option<PathBuf> {
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import nvidia.nvjitlink as m; print(list(m.__path__)[0])",
-        ])
-        .output()
-        .ok()?;
-    let lib = Path::new(String::from_utf8(out.stdout).ok()?.trim()).join("lib");
-    let found = std::fs::read_dir(&lib)
+    let lib = python_package_dir("nvidia.nvjitlink")?.join("lib");
+    std::fs::read_dir(&lib)
         .ok()?
         .flatten()
         .map(|e| e.path())
@@ -49,8 +43,7 @@ fn from_python_wheel() -> Option<PathBuf> {
             p.file_name()
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n.starts_with("libnvJitLink.so"))
-        });
-    out.status.success().then_some(found).flatten()
+        })
 }
 
 /// The library's entry points.

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::Result;
-use crate::tools::{is_executable, run};
+use crate::tools::{is_executable, python_package_dir, run};
 
 /// A ptxas, looked for in this order: `$PTXAS`, `PATH`, `$CUDA_HOME`/`$CUDA_PATH`,
 /// `/usr/local/cuda`, then the PyPI wheel `nvidia-cuda-nvcc-cu12` of `python3`.
@@ -31,17 +31,10 @@ pub fn find() -> Option<PathBuf> {
         .or_else(from_python_wheel)
 }
 
+/// ptxas of PyPI's `nvidia-cuda-nvcc-cu12` wheel.
 fn from_python_wheel() -> Option<PathBuf> {
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import nvidia.cuda_nvcc as m; print(list(m.__path__)[0])",
-        ])
-        .output()
-        .ok()?;
-    let dir = String::from_utf8(out.stdout).ok()?;
-    let p = Path::new(dir.trim()).join("bin/ptxas");
-    (out.status.success() && is_executable(&p)).then_some(p)
+    let p = python_package_dir("nvidia.cuda_nvcc")?.join("bin/ptxas");
+    is_executable(&p).then_some(p)
 }
 
 /// What `ptxas --version` prints (part of the cubin cache key).

@@ -162,3 +162,17 @@ fn llvm_tools_present(sysroot: &Path) -> bool {
         .flatten()
         .any(|e| e.path().join("bin/llvm-link").exists())
 }
+
+/// The folder of the Python package `module` (`nvidia.cuda_nvcc`, a namespace package of
+/// NVIDIA's PyPI wheels) as `python3` imports it, if it does.
+pub(crate) fn python_package_dir(module: &str) -> Option<PathBuf> {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            &format!("import {module} as m; print(list(m.__path__)[0])"),
+        ])
+        .output()
+        .ok()?;
+    let dir = String::from_utf8(out.stdout).ok()?;
+    out.status.success().then(|| PathBuf::from(dir.trim()))
+}

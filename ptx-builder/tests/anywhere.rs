@@ -44,3 +44,36 @@ fn the_pinned_toolchain_is_the_repositorys() {
         .map(|c| c.trim_matches('"'));
     assert_eq!(channel, Some(ptx_builder::PINNED_TOOLCHAIN));
 }
+
+/// The same crate gives the same bytes: PTX, and the cubin ptxas compiles in parts and
+/// nvJitLink links (with the cubin cache off, so that the second build compiles again),
+/// after the crate itself is compiled again. A cubin that differed would miss the cache
+/// and cost a user the whole ptxas step a second time.
+#[test]
+fn the_same_crate_builds_to_the_same_bytes() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let krate = root.join("tests/fixtures/custom-profile");
+    let build = |out: &Path| {
+        let run = Command::new(env!("CARGO_BIN_EXE_ptx-build"))
+            .arg(&krate)
+            .args(["--bin", "--require-cubins", "--out-dir"])
+            .arg(out)
+            .env("HOSTCALL_CACHE", "off")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(run.status.success(), "ptx-build failed:\n{stderr}");
+        assert!(stderr.contains("compiled by"), "ptxas did not run:\n{stderr}");
+        let read = |f: &str| std::fs::read(out.join(f)).unwrap();
+        (read("module.ptx"), read("module.sm_90.cubin"))
+    };
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let first = build(a.path());
+    // rustc compiles the crate again (its source is newer than what it built).
+    let main = krate.join("src/main.rs");
+    let text = std::fs::read(&main).unwrap();
+    std::fs::write(&main, text).unwrap();
+    let second = build(b.path());
+    assert!(first.0 == second.0, "the PTX differs");
+    assert!(first.1 == second.1, "the cubin differs");
+}
