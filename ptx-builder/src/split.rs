@@ -10,7 +10,9 @@
 //! those it defines, `.extern` for the others), its share of the function definitions
 //! (made `.visible`, so that the other parts' calls resolve at the link), and the
 //! module's variables: defined (made `.visible`) in the first part, declared `.extern`
-//! in the others. Kernels keep their own linkage.
+//! in the others. Kernels keep their own linkage. A function the module names as one of
+//! PTX's system calls (libc-hostcall's `malloc`) must be renamed before
+//! (`link::own_system_call_names`): a part that only declares `malloc` gets CUDA's.
 
 /// The most lines of function bodies one part holds.
 pub(crate) const PART_LINES: usize = 60_000;

@@ -63,7 +63,10 @@ fn the_same_crate_builds_to_the_same_bytes() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&run.stderr);
         assert!(run.status.success(), "ptx-build failed:\n{stderr}");
-        assert!(stderr.contains("compiled by"), "ptxas did not run:\n{stderr}");
+        assert!(
+            stderr.contains("compiled by"),
+            "ptxas did not run:\n{stderr}"
+        );
         let read = |f: &str| std::fs::read(out.join(f)).unwrap();
         (read("module.ptx"), read("module.sm_90.cubin"))
     };
