@@ -188,7 +188,7 @@ fn compare_one(
         None
     };
     if let Some(Ok(o)) = &other
-        && o.code == 2
+        && o.code == i32::from(hostcall_runtime::EXIT_NO_GPU)
         && String::from_utf8_lossy(&o.stderr).contains("no NVIDIA GPU")
     {
         *gpu = false;
