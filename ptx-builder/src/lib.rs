@@ -463,7 +463,7 @@ impl PtxBuilder {
                     }
                 }
                 Err(e) if self.cubins == Cubins::Required => return Err(e),
-                Err(e) => self.stage(&format!(
+                Err(e) => self.progress.warn(&format!(
                     "{e}: the module will carry PTX only (JIT-compiled at load)"
                 )),
             }

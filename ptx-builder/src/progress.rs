@@ -42,6 +42,13 @@ impl Progress {
         }
     }
 
+    /// Something the user should know (`warning: {msg}`), shown unless [`Progress::Quiet`].
+    pub(crate) fn warn(self, msg: &str) {
+        if self != Progress::Quiet {
+            eprintln!("warning: {msg}");
+        }
+    }
+
     /// A step counted in parts (ptxas's), reported live on a terminal at
     /// [`Progress::Status`] and once done.
     pub(crate) fn counter(self, verb: &'static str, what: String, total: usize) -> Counter {
