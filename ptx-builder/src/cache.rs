@@ -10,6 +10,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use sha2::{Digest, Sha256};
+
 use crate::{BuildError, Result};
 
 /// The variable that moves the cache (`off` turns the cubin cache off).
@@ -56,6 +58,25 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     f.write_all(bytes).map_err(io("writing", &tmp))?;
     drop(f);
     std::fs::rename(&tmp, path).map_err(io("renaming", &tmp))
+}
+
+/// Writes `text` to `path` unless it already holds exactly that (a file many builds
+/// share, written once per content); returns whether it wrote.
+pub(crate) fn write_if_changed(path: &Path, text: &str) -> Result<bool> {
+    if std::fs::read_to_string(path).ok().as_deref() == Some(text) {
+        return Ok(false);
+    }
+    write_atomically(path, text.as_bytes())?;
+    Ok(true)
+}
+
+/// The first `bytes` bytes of `data`'s SHA-256, in hex: a name that changes with content.
+pub(crate) fn short_hash(data: &[u8], bytes: usize) -> String {
+    Sha256::digest(data)
+        .iter()
+        .take(bytes)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[cfg(test)]

@@ -5,8 +5,6 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use sha2::{Digest, Sha256};
-
 use crate::fixups::{TARGET_SPEC, libc_rustflags};
 use crate::selection::{CargoArgs, Program};
 use crate::tools::Toolchain;
@@ -135,10 +133,7 @@ fn depends_on_libc(n: &Nested<'_>, manifest: &Path) -> Result<bool> {
 /// Writes the target spec into `out` (once per content) and returns its path.
 fn target_spec(out: &Path) -> Result<PathBuf> {
     let spec = out.join("nvptx64-linux-gnu.json");
-    if std::fs::read_to_string(&spec).ok().as_deref() != Some(TARGET_SPEC) {
-        std::fs::write(&spec, TARGET_SPEC)
-            .map_err(BuildError::io(format!("writing {}", spec.display())))?;
-    }
+    crate::cache::write_if_changed(&spec, TARGET_SPEC)?;
     Ok(spec)
 }
 
@@ -370,14 +365,11 @@ pub(crate) fn build_bin(n: &Nested<'_>, krate: &Path, program: &Program) -> Resu
 
     // Named by its content, so that a change to it reaches cargo's fingerprint (its path
     // is one of rustc's flags) and relinks every binary.
-    let script_hash = Sha256::digest(LINK_LINE_SCRIPT);
     let linker = out.join(format!(
-        "ptx-link-line-{:02x}{:02x}{:02x}{:02x}",
-        script_hash[0], script_hash[1], script_hash[2], script_hash[3]
+        "ptx-link-line-{}",
+        crate::cache::short_hash(LINK_LINE_SCRIPT.as_bytes(), 4)
     ));
-    if std::fs::read_to_string(&linker).ok().as_deref() != Some(LINK_LINE_SCRIPT) {
-        std::fs::write(&linker, LINK_LINE_SCRIPT)
-            .map_err(BuildError::io(format!("writing {}", linker.display())))?;
+    if crate::cache::write_if_changed(&linker, LINK_LINE_SCRIPT)? {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&linker, std::fs::Permissions::from_mode(0o755)).map_err(
             BuildError::io(format!("making {} executable", linker.display())),

@@ -16,13 +16,14 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use sha2::{Digest, Sha256};
 
+use crate::nvjitlink::{self, NvJitLink};
 use crate::progress::{Counter, Progress};
 use crate::tools::run;
-use crate::{BuildError, Result, cache, nvjitlink, ptxas, split, stack};
+use crate::{BuildError, Result, cache, ptxas, split, stack};
 
 /// How hard ptxas optimizes a module.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -111,23 +112,21 @@ pub(crate) fn make(
     progress: Progress,
 ) -> Result<Made> {
     let io = |what: &str, p: &Path| BuildError::io(format!("{what} {}", p.display()));
-    let text = std::fs::read(ptx).map_err(io("reading", ptx))?;
+    let text = std::fs::read_to_string(ptx).map_err(io("reading", ptx))?;
     let mut args = vec![
         format!("-arch=sm_{sm}"),
         "-c".to_owned(),
-        format!(
-            "--device-function-maxrregcount={}",
-            device_registers(&String::from_utf8_lossy(&text))
-        ),
+        format!("--device-function-maxrregcount={}", device_registers(&text)),
     ];
     args.extend(opt.args().iter().map(|a| a.to_string()));
+    let linker = NvJitLink::load(&tools.nvjitlink)?;
     let versions = format!(
         "{}\n{}\nparts of {} lines",
         ptxas::version(&tools.ptxas)?,
-        nvjitlink::version(&tools.nvjitlink)?,
+        linker.version()?,
         split::PART_LINES
     );
-    let key = key(&versions, &args, &text);
+    let key = key(&versions, &args, text.as_bytes());
     let cached = cache::cubin_path(&key);
     let cached_frames = cached.with_extension("frames");
     if cache::cubins_enabled() && cached.is_file() && cached_frames.is_file() {
@@ -135,19 +134,19 @@ pub(crate) fn make(
         std::fs::copy(&cached_frames, frames).map_err(io("copying", &cached_frames))?;
         return Ok(Made::Cached(cached));
     }
-    let parts = split::split(&String::from_utf8_lossy(&text), split::PART_LINES);
+    let parts = split::split(&text, split::PART_LINES);
     let counter = progress.counter(
         "Compiling",
         format!(
             "{} for sm_{sm}: ptxas {}, {}k lines of PTX",
             ptx.file_stem().unwrap_or_default().to_string_lossy(),
             opt.args().join(" "),
-            text.iter().filter(|&&b| b == b'\n').count() / 1000
+            text.lines().count() / 1000
         ),
         parts.len(),
     );
     let (objects, report) = compile_parts(tools, &parts, &args, opt, out, counter)?;
-    let bytes = nvjitlink::link(&tools.nvjitlink, &objects, sm)?;
+    let bytes = linker.link(&objects, sm)?;
     cache::write_atomically(out, &bytes)?;
     cache::write_atomically(frames, report.as_bytes())?;
     if cache::cubins_enabled() {
@@ -176,6 +175,8 @@ fn compile_parts(
 ) -> Result<(Vec<Vec<u8>>, String)> {
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
     let (next, finished) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    // Once a part fails, the parts not yet started are not compiled: the build has failed.
+    let failed = AtomicBool::new(false);
     let compile = |i: usize| -> Result<Compiled> {
         let io = |what: &str, p: &Path| BuildError::io(format!("{what} {}", p.display()));
         let ptx = out.with_extension(format!("part{i}.ptx"));
@@ -187,7 +188,7 @@ fn compile_parts(
             .arg(&ptx)
             .arg("-o")
             .arg(&object))
-        .map_err(|e| killed(e, opt, parts[i].as_bytes()))
+        .map_err(|e| killed(e, opt, &parts[i]))
         .map_err(without_info);
         let _ = std::fs::remove_file(&ptx);
         let report = String::from_utf8_lossy(&output?.stderr).into_owned();
@@ -205,8 +206,9 @@ fn compile_parts(
                 s.spawn(|| {
                     std::iter::from_fn(|| {
                         let i = next.fetch_add(1, Ordering::Relaxed);
-                        (i < parts.len()).then(|| {
+                        (i < parts.len() && !failed.load(Ordering::Relaxed)).then(|| {
                             let compiled = compile(i);
+                            failed.fetch_or(compiled.is_err(), Ordering::Relaxed);
                             finished.fetch_add(1, Ordering::Relaxed);
                             (i, compiled)
                         })
@@ -238,10 +240,10 @@ fn compile_parts(
 
 /// A ptxas killed by a signal 9 (`BuildError::Tool`'s status is the `ExitStatus`'s text)
 /// said in one sentence that names the way around it.
-fn killed(e: BuildError, opt: PtxasOpt, ptx: &[u8]) -> BuildError {
+fn killed(e: BuildError, opt: PtxasOpt, ptx: &str) -> BuildError {
     match e {
         BuildError::Tool { status, .. } if status.contains("SIGKILL") => BuildError::PtxasKilled {
-            lines: ptx.iter().filter(|&&b| b == b'\n').count(),
+            lines: ptx.lines().count(),
             opt,
         },
         other => other,

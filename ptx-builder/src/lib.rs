@@ -503,8 +503,7 @@ impl PtxBuilder {
 /// The folder of one kernel crate's outputs in a shared target dir: its name and a hash
 /// of its path, so same-named crates of two checkouts never share files.
 fn crate_dir_name(name: &str, krate: &Path) -> String {
-    let hash = Sha256::digest(krate.as_os_str().as_encoded_bytes());
-    let short: String = hash.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    let short = cache::short_hash(krate.as_os_str().as_encoded_bytes(), 6);
     format!("{name}-{short}")
 }
 

@@ -10,8 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
+use crate::cache::{short_hash, write_if_changed};
 use crate::{BuildError, Result};
 
 /// The variable that names the libc-hostcall folder a binary is built with, when not the
@@ -58,18 +57,10 @@ pub(crate) fn package(out: &Path) -> Result<PathBuf> {
          libc-hostcall = {}\n\n[workspace]\n",
         dependency(local_dir()?.as_deref(), env!("CARGO_PKG_VERSION"))
     );
-    let hash = Sha256::digest(&manifest);
-    let dir = out.join(format!(
-        "libc-{:02x}{:02x}{:02x}{:02x}",
-        hash[0], hash[1], hash[2], hash[3]
-    ));
-    let io = |what: &str, p: &Path| BuildError::io(format!("{what} {}", p.display()));
-    std::fs::create_dir_all(&dir).map_err(io("creating", &dir))?;
-    let (toml, lib) = (dir.join("Cargo.toml"), dir.join("lib.rs"));
-    if std::fs::read_to_string(&toml).ok().as_deref() != Some(manifest.as_str()) {
-        std::fs::write(&lib, "#![no_std]\n").map_err(io("writing", &lib))?;
-        std::fs::write(&toml, &manifest).map_err(io("writing", &toml))?;
-    }
+    let dir = out.join(format!("libc-{}", short_hash(manifest.as_bytes(), 4)));
+    let toml = dir.join("Cargo.toml");
+    write_if_changed(&dir.join("lib.rs"), "#![no_std]\n")?;
+    write_if_changed(&toml, &manifest)?;
     Ok(toml)
 }
 

@@ -46,8 +46,8 @@ fn from_python_wheel() -> Option<PathBuf> {
         })
 }
 
-/// The library's entry points.
-struct Api {
+/// The library, loaded: its entry points.
+pub(crate) struct NvJitLink {
     create: unsafe extern "C" fn(*mut Handle, u32, *const *const c_char) -> u32,
     add_data: unsafe extern "C" fn(Handle, u32, *const c_void, usize, *const c_char) -> u32,
     complete: unsafe extern "C" fn(Handle) -> u32,
@@ -65,8 +65,9 @@ fn failed(what: String) -> BuildError {
     BuildError::Toolchain(format!("nvJitLink: {what}"))
 }
 
-impl Api {
-    fn load(path: &Path) -> Result<Api> {
+impl NvJitLink {
+    /// Loads the library at `path` (from [`find`]).
+    pub(crate) fn load(path: &Path) -> Result<NvJitLink> {
         // SAFETY: loading runs the library's initializers; libnvJitLink is NVIDIA's,
         // found where its toolkit or wheel puts it, and has no initializers with
         // preconditions of ours.
@@ -80,7 +81,7 @@ impl Api {
                     .map_err(|e| failed(format!("{} in {}: {e}", $name, path.display())))?
             };
         }
-        Ok(Api {
+        Ok(NvJitLink {
             create: sym!("nvJitLinkCreate"),
             add_data: sym!("nvJitLinkAddData"),
             complete: sym!("nvJitLinkComplete"),
@@ -93,41 +94,39 @@ impl Api {
             _lib: lib,
         })
     }
-}
 
-/// The library's version (`major.minor`), part of the cubin cache key.
-pub(crate) fn version(path: &Path) -> Result<String> {
-    let api = Api::load(path)?;
-    let (mut major, mut minor) = (0, 0);
-    // SAFETY: two out-pointers to live u32s.
-    let r = unsafe { (api.version)(&mut major, &mut minor) };
-    if r != 0 {
-        return Err(failed(format!("nvJitLinkVersion returned {r}")));
+    /// The library's version (`major.minor`), part of the cubin cache key.
+    pub(crate) fn version(&self) -> Result<String> {
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: two out-pointers to live u32s.
+        let r = unsafe { (self.version)(&mut major, &mut minor) };
+        if r != 0 {
+            return Err(failed(format!("nvJitLinkVersion returned {r}")));
+        }
+        Ok(format!("nvJitLink {major}.{minor}"))
     }
-    Ok(format!("nvJitLink {major}.{minor}"))
-}
 
-/// Links the relocatable `objects` (ptxas `-c`) for `sm` into an executable cubin.
-pub(crate) fn link(path: &Path, objects: &[Vec<u8>], sm: u32) -> Result<Vec<u8>> {
-    let api = Api::load(path)?;
-    let arch = CString::new(format!("-arch=sm_{sm}")).expect("no NUL");
-    let options = [arch.as_ptr()];
-    let mut handle: Handle = std::ptr::null_mut();
-    // SAFETY: `handle` is an out-pointer; `options` holds one NUL-terminated string that
-    // outlives the call.
-    let r = unsafe { (api.create)(&mut handle, 1, options.as_ptr()) };
-    if r != 0 {
-        return Err(failed(format!("nvJitLinkCreate({arch:?}) returned {r}")));
+    /// Links the relocatable `objects` (ptxas `-c`) for `sm` into an executable cubin.
+    pub(crate) fn link(&self, objects: &[Vec<u8>], sm: u32) -> Result<Vec<u8>> {
+        let arch = CString::new(format!("-arch=sm_{sm}")).expect("no NUL");
+        let options = [arch.as_ptr()];
+        let mut handle: Handle = std::ptr::null_mut();
+        // SAFETY: `handle` is an out-pointer; `options` holds one NUL-terminated string
+        // that outlives the call.
+        let r = unsafe { (self.create)(&mut handle, 1, options.as_ptr()) };
+        if r != 0 {
+            return Err(failed(format!("nvJitLinkCreate({arch:?}) returned {r}")));
+        }
+        let linked = Linking { api: self, handle }.run(objects);
+        // SAFETY: `handle` was created above and is destroyed once.
+        unsafe { (self.destroy)(&mut handle) };
+        linked
     }
-    let linked = Linking { api: &api, handle }.run(objects);
-    // SAFETY: `handle` was created above and is destroyed once.
-    unsafe { (api.destroy)(&mut handle) };
-    linked
 }
 
 /// One link in progress.
 struct Linking<'a> {
-    api: &'a Api,
+    api: &'a NvJitLink,
     handle: Handle,
 }
 
