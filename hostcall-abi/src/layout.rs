@@ -370,6 +370,9 @@ pub struct ThreadArea {
     /// taken from the heap for good when it is first given a thread, or as the main
     /// thread starts), 0 until then.
     pub frame_stack: u64,
+    /// The exception this thread is unwinding with ([`crate::unwind`]), 0 while it is
+    /// not.
+    pub unwinding: u64,
 }
 
 const _: () = {
@@ -386,5 +389,5 @@ const _: () = {
     assert!(offset_of!(Port, lanes) == 64 + 8 * WARP_SIZE);
     assert!(offset_of!(Port, bulk) == 64 + 72 * WARP_SIZE);
     assert!(size_of::<Port>() == 64 + 72 * WARP_SIZE + BULK_PER_LANE * WARP_SIZE);
-    assert!(size_of::<ThreadArea>() == 488);
+    assert!(size_of::<ThreadArea>() == 496);
 };

@@ -146,6 +146,7 @@ pub mod stat;
 pub mod std_services;
 pub mod stream;
 pub mod typed;
+pub mod unwind;
 
 pub use fcntl::{AT_FDCWD, AT_REMOVEDIR};
 pub use layout::{
@@ -159,10 +160,11 @@ pub use service::{
     STD_BASE, Service, Status,
 };
 pub use spawn::{FRAME_POP, FRAME_PUSH, FRAME_STACK_BYTES};
+pub use unwind::{UNWIND_RESUME, UNWIND_TAKE, UNWINDERS, UNWINDING};
 
 /// The version both halves must agree on; bump it on any change to this crate's layouts
 /// or to the transport's own services' ids and argument conventions ([`Service`]).
 /// Declared services (std's included) need no bump: each carries a fingerprint of its
 /// signature, which the host checks when it loads a module. The host refuses a module
 /// built with another version.
-pub const ABI_VERSION: u32 = 13;
+pub const ABI_VERSION: u32 = 14;

@@ -190,6 +190,7 @@ impl Heap {
 /// `bytes` (a multiple of 16) cut from the heap for good, never freed: a GPU thread's
 /// frame stack (`frames`). No free list, no thread cache, no frame of its own; only a
 /// caller with a frame stack may `grow` the heap (see [`Heap::cut`]).
+#[cfg(feature = "start")]
 #[inline(always)] // frames.rs calls it where no frame may be taken
 pub(crate) fn take_for_good(bytes: u64, grow: bool) -> Option<u64> {
     heap().cut(bytes, grow).map(|p| p as u64)

@@ -30,6 +30,7 @@ mod start;
 mod thread;
 mod time;
 mod unsupported;
+mod unwind;
 
 use hostcall_abi::{ABI_VERSION, DeviceConfig, LaunchState};
 pub use hostcall_client::nvptx::Nvptx;

@@ -163,19 +163,6 @@ pub unsafe extern "C" fn getrandom(buf: *mut c_void, len: usize, _flags: c_uint)
     ret(host::<dyn Time>().getrandom(out)) as isize
 }
 
-/// `_URC_END_OF_STACK`: GPU code has no unwind tables, so backtraces are empty.
-const URC_END_OF_STACK: c_int = 5;
-
-#[unsafe(no_mangle)]
-pub extern "C" fn _Unwind_Backtrace(_trace: *const c_void, _arg: *mut c_void) -> c_int {
-    URC_END_OF_STACK
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn _Unwind_GetIP(_ctx: *const c_void) -> usize {
-    0
-}
-
 /// There are no loaded objects to list.
 #[unsafe(no_mangle)]
 pub extern "C" fn dl_iterate_phdr(_cb: *const c_void, _data: *mut c_void) -> c_int {

@@ -38,6 +38,7 @@ mod split;
 pub mod stack;
 pub mod stage;
 mod tools;
+mod unwind;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -301,8 +302,10 @@ impl PtxBuilder {
     /// `--locked`/`--offline`/`--frozen`, and the profile. The GPU build takes the
     /// profile's settings (its `[profile.NAME]` over what it inherits: checks, `lto`,
     /// per-package settings; `crate::profile` says how) but is always optimized
-    /// (`opt-level = "s"`, then `opt` at O2 and ptxas at its [`PtxasOpt`]), aborts on
-    /// panic and has one codegen unit, whatever the profile says.
+    /// (`opt-level = "s"`, then `opt` at O2 and ptxas at its [`PtxasOpt`]) and has one
+    /// codegen unit, whatever the profile says. A binary takes the profile's `panic`
+    /// (Cargo's default, `unwind`: `catch_unwind` catches, destructors run); a kernel
+    /// library always aborts on panic.
     pub fn cargo_args(mut self, args: CargoArgs) -> Self {
         self.args = args;
         self
@@ -398,7 +401,14 @@ impl PtxBuilder {
         link::link(&toolchain, &built.inputs, &members, &linked)?;
         let mut optimized = out.join(format!("{name}.opt.bc"));
         let keep: &[&str] = match self.binary {
-            Some(_) => &[hostcall_abi::FRAME_PUSH, hostcall_abi::FRAME_POP],
+            Some(_) => &[
+                hostcall_abi::FRAME_PUSH,
+                hostcall_abi::FRAME_POP,
+                hostcall_abi::UNWINDING,
+                hostcall_abi::UNWIND_TAKE,
+                hostcall_abi::UNWIND_RESUME,
+                hostcall_abi::UNWINDERS,
+            ],
             None => &[],
         };
         let kernels = link::optimize_kernels(
@@ -414,9 +424,14 @@ impl PtxBuilder {
             let framed = out.join(format!("{name}.framed.bc"));
             let done = link::rewrite_binary(&toolchain, &optimized, &framed)?;
             self.stage(&format!(
-                "moved the locals of {} functions to global-memory frames (threads share \
+                "lowered unwinding in {} functions ({} landing pads, {} calls looked after); \
+                 moved the locals of {} functions to global-memory frames (threads share \
                  them); gave {} atomics GPU scope",
-                done.framed, done.scoped
+                done.unwound.functions,
+                done.unwound.pads,
+                done.unwound.looks,
+                done.framed,
+                done.scoped
             ));
             optimized = framed;
         }

@@ -408,14 +408,17 @@ pub(crate) fn attribute(tc: &Toolchain, members: &Path, missing: &[String]) -> V
 
 /// What [`rewrite_binary`] changed.
 pub(crate) struct BinaryRewrite {
+    /// What lowering unwinding changed.
+    pub unwound: crate::unwind::Lowered,
     /// Functions whose locals moved to global-memory frames.
     pub framed: usize,
     /// Atomic operations and fences given GPU scope.
     pub scoped: usize,
 }
 
-/// Rewrites a binary's `optimized` module into `rewritten`: its in-memory locals move to
-/// global-memory frames ([`crate::frames`]), and its synchronizing atomics get GPU scope
+/// Rewrites a binary's `optimized` module into `rewritten`: unwinding becomes returns
+/// ([`crate::unwind`]), its in-memory locals move to global-memory frames
+/// ([`crate::frames`]), and its synchronizing atomics get GPU scope
 /// ([`crate::scope`]).
 pub(crate) fn rewrite_binary(
     tc: &Toolchain,
@@ -427,6 +430,7 @@ pub(crate) fn rewrite_binary(
         .args(["-o", "-"]))?;
     let ir = String::from_utf8(out.stdout)
         .map_err(|_| BuildError::Toolchain("llvm-dis wrote IR that is not UTF-8".into()))?;
+    let (ir, unwound) = crate::unwind::lower(&ir)?;
     let exclude = [FRAME_PUSH, FRAME_POP, START_KERNEL, THREAD_EXIT_KERNEL];
     let (ir, framed) = crate::frames::move_to_global(&ir, &exclude)?;
     let (ir, scoped) = crate::scope::gpu_scope(&ir);
@@ -436,7 +440,11 @@ pub(crate) fn rewrite_binary(
         .arg(&text)
         .arg("-o")
         .arg(rewritten))?;
-    Ok(BinaryRewrite { framed, scoped })
+    Ok(BinaryRewrite {
+        unwound,
+        framed,
+        scoped,
+    })
 }
 
 #[cfg(test)]

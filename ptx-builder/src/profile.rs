@@ -9,14 +9,18 @@
 //! profile's settings given as `--config` values for `[profile.release]`: the profile's
 //! table in the binary's workspace manifest, over those of the profiles it inherits
 //! from, over Cargo's defaults for `dev` where the chain starts there (its checks on).
-//! The builder's own settings come after them and win (`opt-level`, `panic`,
-//! `codegen-units`): a GPU build is always optimized and aborts on panic.
+//! The builder's own settings come after them and win (`opt-level`, `codegen-units`): a
+//! GPU build is always optimized. `panic` is the profile's for a binary (Cargo's default
+//! `unwind`, lowered by `crate::unwind`) and [`ABORT`] for a kernel library.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::tools::{Toolchain, run};
 use crate::{BuildError, Result};
+
+/// The setting that makes a build abort on panic.
+pub(crate) const ABORT: &str = "profile.release.panic=\"abort\"";
 
 /// `--config` values (without the flag) that give `[profile.release]` the settings of
 /// profile `name` of the workspace `manifest` belongs to, one per key.
