@@ -8,6 +8,8 @@
 //!   runner, the module and the options, to carry to a machine with a GPU and run there
 //!   as `FILE ARGS`. Its user sees what it is granted there (`FILE --gpu-grants`) and may
 //!   take grants away (`recipient`).
+//! - `cargo gpu test [CRATE] [OPTIONS] [TESTNAME] -- ARGS`: builds the package's test
+//!   targets as `cargo test` does and runs each one's libtest on the GPU (`test`).
 //!
 //! The program sees only what OPTIONS grant (directories, variables, stdin, sockets).
 
@@ -15,6 +17,7 @@ mod options;
 mod package;
 mod recipient;
 mod run;
+mod test;
 mod threads;
 
 use std::ffi::OsString;
@@ -39,6 +42,8 @@ enum Command {
     Run {
         #[command(flatten)]
         source: Source,
+        #[command(flatten)]
+        target: RunTarget,
         /// The program's arguments (after `--`)
         #[arg(last = true)]
         args: Vec<String>,
@@ -49,12 +54,58 @@ enum Command {
     Build {
         #[command(flatten)]
         source: Source,
+        #[command(flatten)]
+        target: RunTarget,
         /// The executable to write
         #[arg(short, long, value_name = "FILE")]
         out: PathBuf,
         #[command(flatten, next_help_heading = "Run Options")]
         options: RunOptions,
     },
+    /// Build a package's tests for the GPU and run them there, as `cargo test` does.
+    Test {
+        #[command(flatten)]
+        source: Source,
+        #[command(flatten)]
+        select: test::Selection,
+        #[command(flatten)]
+        how: test::How,
+        /// If specified, only run tests containing this string in their names
+        #[arg(value_name = "TESTNAME")]
+        filter: Option<String>,
+        /// Arguments for libtest (after `--`): `--test-threads N`, `--nocapture`,
+        /// `--ignored`, `--list`, `--exact`, ...
+        #[arg(last = true)]
+        args: Vec<String>,
+        #[command(flatten, next_help_heading = "Run Options")]
+        options: RunOptions,
+    },
+}
+
+/// The program target of `run` and `build`.
+#[derive(clap::Args)]
+struct RunTarget {
+    /// Name of the bin target to run
+    #[arg(
+        long,
+        value_name = "NAME",
+        help_heading = "Target Selection",
+        conflicts_with = "example"
+    )]
+    bin: Option<String>,
+    /// Name of the example target to run
+    #[arg(long, value_name = "NAME", help_heading = "Target Selection")]
+    example: Option<String>,
+}
+
+impl RunTarget {
+    /// `builder` set to build this target.
+    fn select(&self, builder: PtxBuilder) -> PtxBuilder {
+        match &self.example {
+            Some(e) => builder.example(e),
+            None => builder.binary(self.bin.as_deref()),
+        }
+    }
 }
 
 /// The program to build, chosen and configured with Cargo's flags, in Cargo's words.
@@ -72,17 +123,6 @@ struct Source {
     /// Package with the target to run
     #[arg(short, long, value_name = "SPEC", help_heading = "Package Selection")]
     package: Option<String>,
-    /// Name of the bin target to run
-    #[arg(
-        long,
-        value_name = "NAME",
-        help_heading = "Target Selection",
-        conflicts_with = "example"
-    )]
-    bin: Option<String>,
-    /// Name of the example target to run
-    #[arg(long, value_name = "NAME", help_heading = "Target Selection")]
-    example: Option<String>,
     /// Space or comma separated list of features to activate
     #[arg(
         short = 'F',
@@ -97,7 +137,8 @@ struct Source {
     /// Do not activate the `default` feature
     #[arg(long, help_heading = "Feature Selection")]
     no_default_features: bool,
-    /// Build with the release profile (the default: a GPU build is always optimized)
+    /// Build with the release profile (the default for `run` and `build`; `test` uses
+    /// the test profile, optimized)
     #[arg(
         short,
         long,
@@ -107,8 +148,8 @@ struct Source {
     release: bool,
     /// Build with the specified profile's settings
     ///
-    /// Its checks, `lto` and per-package settings; the GPU build is optimized, aborts on
-    /// panic and has one codegen unit whatever it says.
+    /// Its checks, `lto`, `panic` and per-package settings; the GPU build is optimized
+    /// and has one codegen unit whatever it says.
     #[arg(
         long,
         value_name = "PROFILE-NAME",
@@ -147,18 +188,20 @@ struct Source {
 }
 
 impl Source {
-    /// The builder these flags ask for.
+    /// The package's folder (or its workspace's, with `-p`).
+    fn folder(&self) -> Result<&std::path::Path, String> {
+        match &self.manifest_path {
+            Some(m) if m.file_name().is_some_and(|f| f == "Cargo.toml") => {
+                Ok(m.parent().unwrap_or(std::path::Path::new(".")))
+            }
+            Some(_) => Err("the manifest-path must be a path to a Cargo.toml file".into()),
+            None => Ok(self.krate.as_path()),
+        }
+    }
+
+    /// The builder these flags ask for, its target still to choose.
     fn builder(&self) -> Result<PtxBuilder, String> {
-        let krate = match &self.manifest_path {
-            Some(m) if m.file_name().is_some_and(|f| f == "Cargo.toml") => m.as_path(),
-            Some(_) => return Err("the manifest-path must be a path to a Cargo.toml file".into()),
-            None => self.krate.as_path(),
-        };
-        let builder = PtxBuilder::new(krate);
-        let builder = match &self.example {
-            Some(e) => builder.example(e),
-            None => builder.binary(self.bin.as_deref()),
-        };
+        let builder = PtxBuilder::new(self.folder()?);
         let builder = match &self.target_dir {
             Some(d) => builder.target_dir(d),
             None => builder,
@@ -194,9 +237,13 @@ impl Source {
         }
     }
 
-    /// Builds the module and reads it into a program named after its target.
-    fn build(&self, options: &RunOptions) -> Result<Program, Box<dyn std::error::Error>> {
-        let module = self.builder()?.build()?;
+    /// Builds the module of `target` and reads it into a program named after it.
+    fn build(
+        &self,
+        target: &RunTarget,
+        options: &RunOptions,
+    ) -> Result<Program, Box<dyn std::error::Error>> {
+        let module = target.select(self.builder()?).build()?;
         // The builder names the module's files after the target.
         let name = module
             .ptx
@@ -227,16 +274,26 @@ fn main() -> ExitCode {
     let result = match Cli::parse_from(argv).command {
         Command::Run {
             source,
+            target,
             options,
             args,
         } => source
-            .build(&options)
+            .build(&target, &options)
             .map(|program| run::run(&program, &options, &args)),
+        Command::Test {
+            source,
+            select,
+            how,
+            filter,
+            args,
+            options,
+        } => test::test(&source, &select, &how, &options, filter, args),
         Command::Build {
             source,
+            target,
             options,
             out,
-        } => source.build(&options).and_then(|program| {
+        } => source.build(&target, &options).and_then(|program| {
             program.write_executable(&std::env::current_exe()?, &out)?;
             if source.quiet {
                 return Ok(ExitCode::SUCCESS);
@@ -265,17 +322,17 @@ mod tests {
 
     use super::*;
 
-    fn source(args: &[&str]) -> Source {
+    fn source(args: &[&str]) -> (Source, RunTarget) {
         let argv = ["cargo-gpu", "build", "-o", "x"].iter().chain(args);
         match Cli::try_parse_from(argv).unwrap().command {
-            Command::Build { source, .. } => source,
-            Command::Run { .. } => unreachable!("parsed as build"),
+            Command::Build { source, target, .. } => (source, target),
+            _ => unreachable!("parsed as build"),
         }
     }
 
     #[test]
     fn cargos_flags_reach_the_builder_with_cargos_meaning() {
-        let s = source(&[
+        let (s, target) = source(&[
             "-p",
             "app@0.1.0",
             "-F",
@@ -311,10 +368,10 @@ mod tests {
             }
         );
         assert_eq!(s.target_dir.as_deref(), Some(Path::new("/t")));
-        assert_eq!(s.example.as_deref(), Some("e"));
+        assert_eq!(target.example.as_deref(), Some("e"));
         assert_eq!(s.verbose, 2);
         assert!(s.builder().is_ok());
-        let release = source(&["-r", "--bin", "b", "-q"]);
+        let (release, _) = source(&["-r", "--bin", "b", "-q"]);
         assert!(release.release && release.quiet && release.cargo_args() == CargoArgs::default());
     }
 

@@ -19,17 +19,20 @@ const NOT_RUN: u8 = hostcall_runtime::EXIT_RUN_FAILED;
 /// Runs `program` with `options`, its arguments `args` (after its name), and returns
 /// the program's exit code.
 pub fn run(program: &Program, options: &RunOptions, args: &[String]) -> ExitCode {
+    ExitCode::from(exit_code(program, options, args))
+}
+
+/// [`run`], its exit code as a number.
+pub fn exit_code(program: &Program, options: &RunOptions, args: &[String]) -> u8 {
     // The runtime's warnings (a stack below the module's need, say) reach stderr.
     hostcall_runtime::init_logging();
     match launch(program, options, args) {
-        Ok(code) => ExitCode::from(code as u8),
+        Ok(code) => code as u8,
         Err(e) => {
             eprintln!("error: {e}");
             // No GPU here is told apart from a failed run (`hostcall_runtime::EXIT_NO_GPU`).
-            ExitCode::from(
-                e.downcast_ref::<hostcall_runtime::Error>()
-                    .map_or(NOT_RUN, hostcall_runtime::Error::exit_code),
-            )
+            e.downcast_ref::<hostcall_runtime::Error>()
+                .map_or(NOT_RUN, hostcall_runtime::Error::exit_code)
         }
     }
 }

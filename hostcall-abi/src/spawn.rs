@@ -79,6 +79,14 @@ pub const CLOSED: u32 = 8;
 pub const FRAME_PUSH: &str = "__hostcall_frame_push";
 /// Gives back the frame [`FRAME_PUSH`] returned: `void (ptr frame)`, before each return.
 pub const FRAME_POP: &str = "__hostcall_frame_pop";
+
+/// Where [`FRAME_PUSH`]'s frame starts, as an offset in the frame stack at address
+/// `base` whose top is at offset `top`: past the 8 bytes that keep the previous top, at
+/// an address (not merely an offset) that is a multiple of `align` (a power of two), so
+/// that a local of 64-byte alignment (rayon's jobs) is where Rust's checks look for it.
+pub const fn frame_start(base: usize, top: usize, align: usize) -> usize {
+    (base + top + 8).next_multiple_of(align) - base
+}
 /// Bytes of each thread's frame stack: its locals that live in memory, nested calls
 /// included (what is left in registers or spilled stays on the GPU stack). rayon's
 /// `par_sort` of 10^6 items overflowed 64 KiB: a worker waiting in `join` runs stolen
@@ -147,6 +155,19 @@ pub const fn processors(held_back: u32, warps: u32, multiprocessors: u32) -> u32
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_frame_starts_at_an_aligned_address_past_the_saved_top() {
+        // The frame stack of the H200 run whose rayon job was misaligned: 32-aligned.
+        let base = 0x3_02cd_a240;
+        for align in [8, 16, 64, 128] {
+            for top in [0, 8, 24, 100, 4096] {
+                let start = frame_start(base, top, align);
+                assert_eq!((base + start) % align, 0, "{align} {top}");
+                assert!(start >= top + 8 && start < top + 8 + align, "{align} {top}");
+            }
+        }
+    }
 
     #[test]
     fn threads_spread_over_the_warps_before_they_share_one() {

@@ -13,6 +13,7 @@
 
 use core::ffi::c_void;
 
+use hostcall_abi::spawn::frame_start;
 use hostcall_abi::{FRAME_STACK_BYTES, ThreadArea};
 
 use crate::Nvptx;
@@ -66,7 +67,7 @@ pub extern "C" fn __hostcall_frame_push(size: u64, align: u64) -> *mut c_void {
     // calling thread's alone.
     unsafe {
         let top = (*me).frame_top as usize;
-        let start = (top + 8).div_ceil(align) * align;
+        let start = frame_start(base as usize, top, align);
         let end = start + size as usize;
         let overflowed = (*me).frame_overflowed != 0;
         let room = if overflowed {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::fixups::{TARGET_SPEC, libc_rustflags};
-use crate::selection::{CargoArgs, Program};
+use crate::selection::{CargoArgs, Program, TestTarget};
 use crate::tools::Toolchain;
 use crate::{BuildError, Result};
 
@@ -52,9 +52,18 @@ fn toml_list(items: &[&str]) -> String {
 
 /// The packages of the workspace `manifest` belongs to, from `cargo metadata --no-deps`.
 fn workspace_packages(n: &Nested<'_>, manifest: &Path) -> Result<Vec<serde_json::Value>> {
+    packages_of(n.tc, n.args, manifest)
+}
+
+/// [`workspace_packages`], before a build is set up.
+fn packages_of(
+    tc: &Toolchain,
+    args: &CargoArgs,
+    manifest: &Path,
+) -> Result<Vec<serde_json::Value>> {
     let out = crate::tools::run(
-        Command::new(&n.tc.cargo)
-            .env("RUSTC", &n.tc.rustc)
+        Command::new(&tc.cargo)
+            .env("RUSTC", &tc.rustc)
             .args([
                 "metadata",
                 "--no-deps",
@@ -63,7 +72,7 @@ fn workspace_packages(n: &Nested<'_>, manifest: &Path) -> Result<Vec<serde_json:
                 "--manifest-path",
             ])
             .arg(manifest)
-            .args(n.args.manifest_flags()),
+            .args(args.manifest_flags()),
     )?;
     let mut meta: serde_json::Value = serde_json::from_slice(&out.stdout)
         .map_err(|e| BuildError::Toolchain(format!("reading `cargo metadata`: {e}")))?;
@@ -121,6 +130,60 @@ pub(crate) fn member(n: &Nested<'_>, manifest: &Path, spec: &str) -> Result<Path
         })
 }
 
+/// The targets of the package at `manifest` (or of its member `args.package`) whose
+/// tests `cargo test` runs: its library, binaries and integration tests, each with its
+/// source file, in that order.
+pub(crate) fn test_targets(
+    tc: &Toolchain,
+    args: &CargoArgs,
+    manifest: &Path,
+) -> Result<Vec<(TestTarget, PathBuf)>> {
+    let packages = packages_of(tc, args, manifest)?;
+    let canon = manifest.canonicalize().ok();
+    let package = packages.iter().find(|p| match &args.package {
+        Some(spec) => {
+            let (name, version) = spec.split_once('@').unwrap_or((spec, ""));
+            p["name"] == name && (version.is_empty() || p["version"].as_str() == Some(version))
+        }
+        None => {
+            p["manifest_path"]
+                .as_str()
+                .and_then(|m| Path::new(m).canonicalize().ok())
+                == canon
+        }
+    });
+    let Some(package) = package else {
+        return Err(BuildError::Toolchain(format!(
+            "no package to test at {} (its workspace's members: {})",
+            manifest.display(),
+            names(&packages).join(", ")
+        )));
+    };
+    let mut targets: Vec<(TestTarget, PathBuf)> = package["targets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["test"].as_bool().unwrap_or(false))
+        .filter_map(|t| {
+            let name = t["name"].as_str()?.to_owned();
+            let kinds = t["kind"].as_array()?;
+            let kind = |k: &str| kinds.iter().any(|x| x == k);
+            let target = if kind("lib") || kind("rlib") || kind("staticlib") {
+                TestTarget::Lib
+            } else if kind("bin") {
+                TestTarget::Bin(name)
+            } else if kind("test") {
+                TestTarget::Integration(name)
+            } else {
+                return None;
+            };
+            Some((target, PathBuf::from(t["src_path"].as_str()?)))
+        })
+        .collect();
+    targets.sort();
+    Ok(targets)
+}
+
 /// Whether the crate of `manifest` depends on libc-hostcall.
 fn depends_on_libc(n: &Nested<'_>, manifest: &Path) -> Result<bool> {
     Ok(package(n, manifest)?["dependencies"]
@@ -149,11 +212,17 @@ pub(crate) struct Nested<'a> {
     pub progress: crate::Progress,
 }
 
-/// `cargo rustc` for the GPU target in a cleaned environment, with the flags every
-/// nested build shares (so that all of them use one build of std), after `profile`'s
-/// settings (`--config` values, which the shared flags override); the caller adds the
-/// target to build and the flags for rustc.
-fn nested_cargo(n: &Nested<'_>, manifest: &Path, profile: &[String]) -> Result<Command> {
+/// `cargo SUBCOMMAND --profile NESTED` (`rustc`, or `build` when no flags for rustc
+/// follow) for the GPU target in a cleaned environment, with the flags every nested
+/// build shares (so that all of them use one build of std), after `profile`'s settings
+/// for `[profile.NESTED]` (`--config` values, which the shared flags override); the
+/// caller adds the target to build and the flags for rustc.
+fn nested_cargo(
+    n: &Nested<'_>,
+    manifest: &Path,
+    profile: &[String],
+    (subcommand, nested): (&str, &str),
+) -> Result<Command> {
     let (tc, library, target_dir) = (n.tc, n.library, n.target_dir);
     let spec = target_spec(n.out)?;
     let mut cmd = Command::new(&tc.cargo);
@@ -164,8 +233,8 @@ fn nested_cargo(n: &Nested<'_>, manifest: &Path, profile: &[String]) -> Result<C
     }
     cmd.env("RUSTC", &tc.rustc)
         .env("__CARGO_TESTS_ONLY_SRC_ROOT", library)
-        .arg("rustc")
-        .arg("--release")
+        .arg(subcommand)
+        .args(["--profile", nested])
         .arg("--manifest-path")
         .arg(manifest)
         .arg("--target")
@@ -184,13 +253,21 @@ fn nested_cargo(n: &Nested<'_>, manifest: &Path, profile: &[String]) -> Result<C
     // Built for size: on this toolchain a module built so has about half the PTX of
     // O2/O3 and takes half the JIT time (29k lines in 9.1 s against 51-54k in 21-22 s);
     // `opt` then runs default<O2> over the linked module.
-    cmd.args(["--config", "profile.release.opt-level=\"s\""])
-        .args(["--config", "profile.release.codegen-units=1"]);
+    // No debug information (PTX would carry DWARF) and no incremental state, whatever
+    // profile is built into (`test` inherits both from `dev`).
+    for (key, value) in [
+        ("opt-level", "\"s\""),
+        ("codegen-units", "1"),
+        ("debug", "false"),
+        ("incremental", "false"),
+    ] {
+        cmd.args(["--config", &format!("profile.{nested}.{key}={value}")]);
+    }
     let flags = toml_list(&libc_rustflags());
     for c in X86_64_CFG_CRATES {
         cmd.args([
             "--config",
-            &format!("profile.release.package.{c}.rustflags={flags}"),
+            &format!("profile.{nested}.package.{c}.rustflags={flags}"),
         ]);
     }
     Ok(cmd)
@@ -277,11 +354,11 @@ fn run_nested(
 pub(crate) fn build(n: &Nested<'_>, krate: &Path) -> Result<Built> {
     let library = n.library;
     let manifest = krate.join("Cargo.toml");
-    let mut profile = crate::profile::config(n.tc, &manifest, n.args.profile_name())?;
+    let mut profile = crate::profile::config(n.tc, &manifest, n.args.profile_name(), "release")?;
     // A kernel aborts on panic whatever the profile says: its launch has no frame to
     // catch an unwinding panic in (binaries unwind, `crate::unwind`).
     profile.push(crate::profile::ABORT.to_owned());
-    let mut cmd = nested_cargo(n, &manifest, &profile)?;
+    let mut cmd = nested_cargo(n, &manifest, &profile, ("rustc", "release"))?;
     cmd.arg("--lib")
         .args(n.args.manifest_flags())
         .args(n.args.feature_flags());
@@ -346,15 +423,21 @@ pub(crate) fn build_bin(n: &Nested<'_>, krate: &Path, program: &Program) -> Resu
     let bin = match program {
         Program::Bin(Some(b)) | Program::Example(b) => b.clone(),
         Program::Bin(None) => default_bin(n, &manifest)?,
+        Program::Test(t) => t.name("lib").to_owned(),
     };
     // The binary's profile, for both runs (`crate::profile`).
-    let profile = crate::profile::config(n.tc, &manifest, n.args.profile_name())?;
+    let nested = program.nested_profile();
+    let chosen = match program {
+        Program::Test(_) => n.args.test_profile_name(),
+        _ => n.args.profile_name(),
+    };
+    let profile = crate::profile::config(n.tc, &manifest, chosen, nested)?;
     // libc-hostcall with its start kernel, built against the same std (same flags), for
     // rustc to link into the binary as though it were a dependency.
     // Its package pins every crate it builds to one version (`crate::libc_crate`), so
     // its lockfile, written here, holds nothing `--locked` could check.
     let libc_manifest = crate::libc_crate::package(out)?;
-    let mut cmd = nested_cargo(n, &libc_manifest, &profile)?;
+    let mut cmd = nested_cargo(n, &libc_manifest, &profile, ("build", nested))?;
     cmd.arg("--lib").args(n.args.network_flags());
     let runtime = run_nested(cmd, &libc_manifest, n.progress)?;
     let rmeta = runtime
@@ -377,7 +460,7 @@ pub(crate) fn build_bin(n: &Nested<'_>, krate: &Path, program: &Program) -> Resu
             BuildError::io(format!("making {} executable", linker.display())),
         )?;
     }
-    let mut cmd = nested_cargo(n, &manifest, &profile)?;
+    let mut cmd = nested_cargo(n, &manifest, &profile, ("rustc", nested))?;
     cmd.args(program.cargo_args(&bin))
         .args(n.args.manifest_flags())
         .args(n.args.feature_flags())
@@ -400,9 +483,16 @@ pub(crate) fn build_bin(n: &Nested<'_>, krate: &Path, program: &Program) -> Resu
     for d in dirs {
         cmd.arg("-L").arg(format!("dependency={}", d.display()));
     }
+    // The linked target (a library's tests are of kind `lib`, as the library is).
     let ours = run_nested(cmd, &manifest, n.progress)?
         .into_iter()
-        .find(|a| a.ours && a.kinds.iter().any(|k| k == program.artifact_kind()));
+        .find(|a| {
+            a.ours && a.executable.is_some() && a.kinds.iter().any(|k| k == program.artifact_kind())
+        });
+    let bin = match (&ours, program) {
+        (Some(a), Program::Test(_)) => a.name.clone(),
+        _ => bin,
+    };
     let Some(line) = ours.and_then(|a| a.executable) else {
         return Err(BuildError::Toolchain(format!(
             "{} built no {} `{bin}`",

@@ -49,7 +49,7 @@ pub use cubin::{Made, PtxasOpt};
 pub use error::{BuildError, Result, Unresolved};
 pub use link::{bound_threads_per_block, unresolved_in_ptx};
 pub use progress::Progress;
-pub use selection::{CargoArgs, Program};
+pub use selection::{CargoArgs, Program, TestTarget};
 pub use tools::PINNED_TOOLCHAIN;
 
 /// The SM version built for unless set (Hopper: H100, H200).
@@ -298,6 +298,14 @@ impl PtxBuilder {
         self
     }
 
+    /// Builds `target`'s tests as the program, as `cargo test` builds them (Cargo's
+    /// `test` profile unless [`CargoArgs::profile`] names another, with the
+    /// dev-dependencies): libtest's `main` runs them and takes libtest's arguments.
+    pub fn tests(mut self, target: TestTarget) -> Self {
+        self.binary = Some(Program::Test(target));
+        self
+    }
+
     /// Cargo's options, with Cargo's meaning: the workspace member (`-p`), features,
     /// `--locked`/`--offline`/`--frozen`, and the profile. The GPU build takes the
     /// profile's settings (its `[profile.NAME]` over what it inherits: checks, `lto`,
@@ -391,7 +399,12 @@ impl PtxBuilder {
             "Linking",
             &format!("{name} for the GPU (llvm-link, opt, llc)"),
         );
-        let out = out.join(crate_dir_name(&name, &krate));
+        // A target's tests and the target itself share a name, not a folder.
+        let dir_name = match &self.binary {
+            Some(Program::Test(_)) => format!("{name}-tests"),
+            _ => name.clone(),
+        };
+        let out = out.join(crate_dir_name(&dir_name, &krate));
         std::fs::create_dir_all(&out)
             .map_err(BuildError::io(format!("creating {}", out.display())))?;
 
@@ -513,6 +526,18 @@ impl PtxBuilder {
             sources: built.sources,
         })
     }
+}
+
+/// The targets whose tests `cargo test` runs by default in the package at `krate` (the
+/// folder of its `Cargo.toml`, or of the workspace whose member `args.package` is):
+/// its library, binaries and integration tests, each with its source file. Doc tests
+/// are not among them: rustdoc compiles each one into a host program of its own.
+pub fn test_targets(
+    krate: impl AsRef<Path>,
+    args: &CargoArgs,
+) -> Result<Vec<(TestTarget, PathBuf)>> {
+    let tc = tools::Toolchain::detect()?;
+    cargo::test_targets(&tc, args, &krate.as_ref().join("Cargo.toml"))
 }
 
 /// The folder of one kernel crate's outputs in a shared target dir: its name and a hash

@@ -22,13 +22,19 @@ use crate::{BuildError, Result};
 /// The setting that makes a build abort on panic.
 pub(crate) const ABORT: &str = "profile.release.panic=\"abort\"";
 
-/// `--config` values (without the flag) that give `[profile.release]` the settings of
+/// `--config` values (without the flag) that give `[profile.INTO]` (the profile the
+/// nested builds name: `release`, or `test` for libtest's harness) the settings of
 /// profile `name` of the workspace `manifest` belongs to, one per key.
-pub(crate) fn config(tc: &Toolchain, manifest: &Path, name: &str) -> Result<Vec<String>> {
+pub(crate) fn config(
+    tc: &Toolchain,
+    manifest: &Path,
+    name: &str,
+    into: &str,
+) -> Result<Vec<String>> {
     let root = workspace_manifest(tc, manifest)?;
     let text = std::fs::read_to_string(&root)
         .map_err(BuildError::io(format!("reading {}", root.display())))?;
-    config_of(&text, name)
+    config_of(&text, name, into)
         .map_err(|e| BuildError::Toolchain(format!("profile `{name}` of {}: {e}", root.display())))
 }
 
@@ -43,17 +49,19 @@ fn workspace_manifest(tc: &Toolchain, manifest: &Path) -> Result<PathBuf> {
     Ok(PathBuf::from(path))
 }
 
-/// Cargo's own settings of its root profiles that change how std is built.
+/// Cargo's own settings of its root profiles that change how std is built (written out
+/// for `release` too: the profile built into may be `test`, whose root is `dev`).
 fn builtin(root: &str) -> &'static [(&'static str, bool)] {
     match root {
         "dev" => &[("debug-assertions", true), ("overflow-checks", true)],
-        _ => &[],
+        _ => &[("debug-assertions", false), ("overflow-checks", false)],
     }
 }
 
 /// The profile `name` of a workspace manifest's text as `--config` values for
-/// `[profile.release]`.
-fn config_of(manifest: &str, name: &str) -> std::result::Result<Vec<String>, String> {
+/// `[profile.INTO]`.
+fn config_of(manifest: &str, name: &str, into: &str) -> std::result::Result<Vec<String>, String> {
+    let prefix = format!("profile.{into}");
     let doc: toml::Table = manifest.parse().map_err(|e| format!("{e}"))?;
     let profiles = doc.get("profile").and_then(toml::Value::as_table);
     // The chain from `name` to its root (`dev` or `release`), leaf first.
@@ -86,15 +94,15 @@ fn config_of(manifest: &str, name: &str) -> std::result::Result<Vec<String>, Str
     };
     let root = chain.last().map_or("release", |(n, _)| n);
     for (k, v) in builtin(root) {
-        set(format!("profile.release.{k}"), v.to_string());
+        set(format!("{prefix}.{k}"), v.to_string());
     }
     for (_, table) in chain.iter().rev() {
         let mut leaves = Vec::new();
         if let Some(t) = table {
-            flatten("profile.release", t, &mut leaves);
+            flatten(&prefix, t, &mut leaves);
         }
         for (k, v) in leaves {
-            if k != "profile.release.inherits" {
+            if k != format!("{prefix}.inherits") {
                 set(k, v);
             }
         }
@@ -148,7 +156,7 @@ opt-level = "z"
 [profile.dev]
 opt-level = 1
 "#;
-        let mut got = config_of(manifest, "release").unwrap();
+        let mut got = config_of(manifest, "release", "release").unwrap();
         got.sort();
         assert_eq!(
             got,
@@ -163,17 +171,42 @@ opt-level = 1
         );
     }
 
+    const RELEASE_CHECKS: [&str; 2] = [
+        "profile.release.debug-assertions=false",
+        "profile.release.overflow-checks=false",
+    ];
+
     #[test]
-    fn a_manifest_without_a_release_profile_gives_none() {
-        assert!(
-            config_of("[package]\nname = \"p\"\n", "release")
-                .unwrap()
-                .is_empty()
+    fn a_manifest_without_a_release_profile_gives_cargos_release_checks() {
+        assert_eq!(
+            config_of("[package]\nname = \"p\"\n", "release", "release").unwrap(),
+            RELEASE_CHECKS
         );
-        assert!(
-            config_of("[profile.dev]\nopt-level = 1\n", "release")
-                .unwrap()
-                .is_empty()
+        assert_eq!(
+            config_of("[profile.dev]\nopt-level = 1\n", "release", "release").unwrap(),
+            RELEASE_CHECKS
+        );
+        assert_eq!(config_of("", "bench", "release").unwrap(), RELEASE_CHECKS);
+    }
+
+    #[test]
+    fn tests_build_into_the_test_profile_with_the_chosen_settings() {
+        // `cargo gpu test`: Cargo's `test` profile, checks on.
+        assert_eq!(
+            config_of("[profile.release]\nlto = true\n", "test", "test").unwrap(),
+            [
+                "profile.test.debug-assertions=true",
+                "profile.test.overflow-checks=true"
+            ]
+        );
+        // `cargo gpu test --release`: the release settings, into the test profile.
+        assert_eq!(
+            config_of("[profile.release]\nlto = true\n", "release", "test").unwrap(),
+            [
+                "profile.test.debug-assertions=false",
+                "profile.test.overflow-checks=false",
+                "profile.test.lto=true"
+            ]
         );
     }
 
@@ -199,11 +232,12 @@ opt-level = 1
 inherits = "dev"
 debug-assertions = false
 "#;
-        let mut checked = config_of(manifest, "checked").unwrap();
+        let mut checked = config_of(manifest, "checked", "release").unwrap();
         checked.sort();
         assert_eq!(
             checked,
             [
+                "profile.release.debug-assertions=false",
                 "profile.release.debug=0",
                 "profile.release.lto=\"thin\"",
                 "profile.release.overflow-checks=true",
@@ -211,7 +245,7 @@ debug-assertions = false
             ]
         );
         // `dev` starts from Cargo's checks, which its descendants may turn off.
-        let mut dev = config_of(manifest, "gpu-dev").unwrap();
+        let mut dev = config_of(manifest, "gpu-dev", "release").unwrap();
         dev.sort();
         assert_eq!(
             dev,
@@ -221,7 +255,7 @@ debug-assertions = false
                 "profile.release.overflow-checks=true",
             ]
         );
-        let mut test = config_of("", "test").unwrap();
+        let mut test = config_of("", "test", "release").unwrap();
         test.sort();
         assert_eq!(
             test,
@@ -230,22 +264,21 @@ debug-assertions = false
                 "profile.release.overflow-checks=true",
             ]
         );
-        assert!(config_of("", "bench").unwrap().is_empty());
     }
 
     #[test]
     fn an_unknown_or_looping_profile_is_refused_naming_it() {
         assert_eq!(
-            config_of("", "fast").unwrap_err(),
+            config_of("", "fast", "release").unwrap_err(),
             "profile `fast` is not defined"
         );
         let looping = "[profile.a]\ninherits = \"b\"\n[profile.b]\ninherits = \"a\"\n";
         assert_eq!(
-            config_of(looping, "a").unwrap_err(),
+            config_of(looping, "a", "release").unwrap_err(),
             "its `inherits` chain comes back to `a`"
         );
         assert_eq!(
-            config_of("[profile.x]\nlto = true\n", "x").unwrap_err(),
+            config_of("[profile.x]\nlto = true\n", "x", "release").unwrap_err(),
             "profile `x` has no `inherits` key"
         );
     }

@@ -10,22 +10,61 @@ pub enum Program {
     Bin(Option<String>),
     /// An `[[example]]` target.
     Example(String),
+    /// A target's tests, in libtest's harness (its `main`), built as `cargo test` builds
+    /// them: Cargo's `test` profile and the dev-dependencies.
+    Test(TestTarget),
+}
+
+/// A target whose `#[test]`s `cargo test` runs.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TestTarget {
+    /// The library's unit tests.
+    Lib,
+    /// A binary's unit tests.
+    Bin(String),
+    /// An integration test (`tests/NAME.rs`, `[[test]]`).
+    Integration(String),
+}
+
+impl TestTarget {
+    /// The name Cargo gives the target.
+    pub fn name<'a>(&'a self, lib: &'a str) -> &'a str {
+        match self {
+            TestTarget::Lib => lib,
+            TestTarget::Bin(n) | TestTarget::Integration(n) => n,
+        }
+    }
 }
 
 impl Program {
     /// The nested `cargo rustc`'s flags that select this target.
-    pub(crate) fn cargo_args(&self, bin: &str) -> [String; 2] {
+    pub(crate) fn cargo_args(&self, bin: &str) -> Vec<String> {
         match self {
-            Program::Bin(_) => ["--bin".into(), bin.into()],
-            Program::Example(e) => ["--example".into(), e.clone()],
+            Program::Bin(_) => vec!["--bin".into(), bin.into()],
+            Program::Example(e) => vec!["--example".into(), e.clone()],
+            Program::Test(TestTarget::Lib) => vec!["--lib".into()],
+            Program::Test(TestTarget::Bin(b)) => vec!["--bin".into(), b.clone()],
+            Program::Test(TestTarget::Integration(t)) => vec!["--test".into(), t.clone()],
         }
     }
 
     /// The kind Cargo reports for this target's artifact.
     pub(crate) fn artifact_kind(&self) -> &'static str {
         match self {
-            Program::Bin(_) => "bin",
+            Program::Bin(_) | Program::Test(TestTarget::Bin(_)) => "bin",
             Program::Example(_) => "example",
+            Program::Test(TestTarget::Lib) => "lib",
+            Program::Test(TestTarget::Integration(_)) => "test",
+        }
+    }
+
+    /// The Cargo profile the nested builds use (`--profile`), whose settings
+    /// [`crate::profile`] sets: `test` builds libtest's harness with the
+    /// dev-dependencies; `release` builds a program.
+    pub(crate) fn nested_profile(&self) -> &'static str {
+        match self {
+            Program::Test(_) => "test",
+            Program::Bin(_) | Program::Example(_) => "release",
         }
     }
 }
@@ -55,9 +94,14 @@ pub struct CargoArgs {
 }
 
 impl CargoArgs {
-    /// The profile whose settings the build takes.
+    /// The profile whose settings the build of a program takes.
     pub fn profile_name(&self) -> &str {
         self.profile.as_deref().unwrap_or("release")
+    }
+
+    /// The profile whose settings the build of tests takes, as `cargo test` picks it.
+    pub fn test_profile_name(&self) -> &str {
+        self.profile.as_deref().unwrap_or("test")
     }
 
     /// Flags for every cargo command of the build (`metadata`, the nested builds).
@@ -137,8 +181,20 @@ mod tests {
         let bin = Program::Bin(None);
         assert_eq!(bin.cargo_args("app"), ["--bin", "app"]);
         assert_eq!(bin.artifact_kind(), "bin");
+        assert_eq!(bin.nested_profile(), "release");
         let ex = Program::Example("demo".into());
         assert_eq!(ex.cargo_args("ignored"), ["--example", "demo"]);
         assert_eq!(ex.artifact_kind(), "example");
+        let unit = Program::Test(TestTarget::Lib);
+        assert_eq!(unit.cargo_args("ignored"), ["--lib"]);
+        assert_eq!(
+            (unit.artifact_kind(), unit.nested_profile()),
+            ("lib", "test")
+        );
+        let it = Program::Test(TestTarget::Integration("it".into()));
+        assert_eq!(it.cargo_args("ignored"), ["--test", "it"]);
+        assert_eq!(it.artifact_kind(), "test");
+        assert_eq!(TestTarget::Bin("b".into()).name("lib"), "b");
+        assert_eq!(TestTarget::Lib.name("lib"), "lib");
     }
 }

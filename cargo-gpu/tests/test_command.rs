@@ -1,0 +1,150 @@
+//! `cargo gpu test` runs a package's tests as `cargo test` does. The fixture `tested`
+//! has unit tests and an integration test (with a dev-dependency, rayon) that pass, fail
+//! by assertion, by an unexpected panic and by an `Err`, panic as `#[should_panic]`
+//! expects (or with another message), catch a panic, spawn threads, and are ignored.
+//! Everywhere: the tests build for the GPU (`--no-run --out-dir`). Without a GPU, each
+//! test executable, and `cargo gpu test` itself, end with the no-GPU sentence and code,
+//! and the comparison is reported SKIPPED. With one: each target's results (`test NAME
+//! ... RESULT` lines, sorted, and the counts) and exit code are `cargo test`'s on the
+//! CPU.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use hostcall_runtime::EXIT_NO_GPU;
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tested/Cargo.toml")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn cargo_gpu(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cargo-gpu"))
+        .arg("gpu")
+        .args(args)
+        .output()
+        .expect("cargo-gpu runs")
+}
+
+/// libtest's verdicts in `out`: each test's line and the counts, sorted (tests run on
+/// threads of their own, in any order), without the time taken.
+fn verdicts(out: &str) -> Vec<String> {
+    let mut lines: Vec<String> = out
+        .lines()
+        .filter(|l| l.starts_with("test "))
+        .map(|l| match l.find("; finished in") {
+            Some(at) => l[..at].to_owned(),
+            None => l.to_owned(),
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// `cargo test` of the fixture's `target` (`--lib`, `--test squares`) on the CPU: its
+/// verdicts and exit code.
+fn on_the_cpu(target: &[&str], target_dir: &Path) -> (Vec<String>, Option<i32>) {
+    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["test", "--locked", "--offline", "--manifest-path"])
+        .arg(fixture())
+        .arg("--target-dir")
+        .arg(target_dir)
+        .args(target)
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .expect("cargo runs");
+    (verdicts(&text(&out.stdout)), out.status.code())
+}
+
+#[test]
+fn a_packages_tests_build_for_the_gpu_and_report_as_on_the_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gpu");
+    let manifest = fixture();
+    let built = cargo_gpu(&[
+        "test",
+        "--manifest-path",
+        manifest.to_str().unwrap(),
+        "--locked",
+        "--offline",
+        "--fast-compile",
+        "--no-run",
+        "--out-dir",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = text(&built.stderr);
+    assert!(built.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("Executable unittests src/lib.rs")
+            && stderr.contains("Executable tests/squares.rs"),
+        "{stderr}"
+    );
+    for (exe, target) in [
+        ("lib-tested", &["--lib"][..]),
+        ("test-squares", &["--test", "squares"]),
+    ] {
+        let ran = Command::new(out.join(exe))
+            .output()
+            .expect("the test executable starts");
+        if ran.status.code() == Some(EXIT_NO_GPU.into()) {
+            assert!(
+                text(&ran.stderr).contains("no NVIDIA GPU is usable here"),
+                "{}",
+                text(&ran.stderr)
+            );
+            println!("{exe} against `cargo test {target:?}`: SKIPPED (no GPU here; it built)");
+            continue;
+        }
+        let (cpu, cpu_code) = on_the_cpu(target, &dir.path().join("cpu"));
+        assert!(cpu.iter().any(|l| l.contains("FAILED")), "{cpu:?}");
+        assert_eq!(verdicts(&text(&ran.stdout)), cpu, "{exe}");
+        assert_eq!(ran.status.code(), cpu_code, "{exe}");
+    }
+
+    // `cargo gpu test` itself: the build is cached; running needs a GPU.
+    let run = cargo_gpu(&[
+        "test",
+        "--manifest-path",
+        manifest.to_str().unwrap(),
+        "--locked",
+        "--offline",
+        "--fast-compile",
+        "--lib",
+        "-q",
+    ]);
+    let stderr = text(&run.stderr);
+    match run.status.code() {
+        Some(c) if c == i32::from(EXIT_NO_GPU) => {
+            assert!(stderr.contains("no NVIDIA GPU is usable here"), "{stderr}");
+        }
+        code => {
+            assert_eq!(code, Some(101), "{stderr}");
+            assert!(
+                stderr.contains("error: test failed, to rerun pass `--lib`"),
+                "{stderr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_missing_target_is_named() {
+    let manifest = fixture();
+    let missing = cargo_gpu(&[
+        "test",
+        "--manifest-path",
+        manifest.to_str().unwrap(),
+        "--offline",
+        "--test",
+        "nope",
+    ]);
+    assert_eq!(missing.status.code(), Some(101));
+    assert!(
+        text(&missing.stderr).contains("no test target named `nope` in the package"),
+        "{}",
+        text(&missing.stderr)
+    );
+}
