@@ -48,7 +48,7 @@ fn verdicts(out: &str) -> Vec<String> {
 /// verdicts and exit code.
 fn on_the_cpu(target: &[&str], target_dir: &Path) -> (Vec<String>, Option<i32>) {
     let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["test", "--locked", "--offline", "--manifest-path"])
+        .args(["test", "--locked", "--manifest-path"])
         .arg(fixture())
         .arg("--target-dir")
         .arg(target_dir)
@@ -69,7 +69,6 @@ fn a_packages_tests_build_for_the_gpu_and_report_as_on_the_cpu() {
         "--manifest-path",
         manifest.to_str().unwrap(),
         "--locked",
-        "--offline",
         "--fast-compile",
         "--no-run",
         "--out-dir",
@@ -110,7 +109,6 @@ fn a_packages_tests_build_for_the_gpu_and_report_as_on_the_cpu() {
         "--manifest-path",
         manifest.to_str().unwrap(),
         "--locked",
-        "--offline",
         "--fast-compile",
         "--lib",
         "-q",
@@ -137,7 +135,6 @@ fn a_missing_target_is_named() {
         "test",
         "--manifest-path",
         manifest.to_str().unwrap(),
-        "--offline",
         "--test",
         "nope",
     ]);

@@ -5,7 +5,9 @@
 //! Pipeline: patched rust-src copy → nested `cargo build -Zbuild-std` of the kernel crate
 //! as a `staticlib` for `target_specs/nvptx64-linux-gnu.json` → the archive's bitcode
 //! members → `llvm-link` → `opt` (internalize all but kernels and host-visible globals,
-//! dead-code elimination, `default<O2>`) → `llc` for `sm_XX` → a check that no function
+//! dead-code elimination, `default<O2>`) → for a binary, unwinding lowered to returns
+//! (`unwind`), locals moved to global-memory frames (`frames`) and atomics given GPU
+//! scope (`scope`) → `llc` for `sm_XX` → a check that no function
 //! is left undefined → `ptxas` for each requested cubin when a ptxas is found, at the
 //! module's [`PtxasOpt`].
 //!

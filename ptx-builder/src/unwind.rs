@@ -354,7 +354,7 @@ fn entry_label(define: &str) -> String {
 
 /// A block label line's label (`5:` or `bb7:`, with or without its comment).
 fn label_of(line: &str) -> Option<&str> {
-    if line.starts_with(' ') || line.is_empty() {
+    if line.starts_with([' ', ';']) || line.is_empty() {
         return None;
     }
     let end = line.find(':')?;
