@@ -60,7 +60,7 @@ suite! {
     unsupported: [unsupported],
     spawning: [
         spawn_join, scope_borrow, channels_spawned, spawn_panic, rayon_parallel, spawn_beside_pool,
-        tcp_loopback, udp_loopback, catch_unwind,
+        tcp_loopback, udp_loopback, catch_unwind, sleep_past_the_clock,
     ],
     limits: [thread_limit],
 }

@@ -44,16 +44,37 @@ pub struct IoVec {
 /// one write up to `PIPE_BUF`); larger ones are written piece by piece.
 const GATHERED_MAX: usize = 4096;
 
-/// The buffers `iov` lists, `count` of them; an empty list for a negative count.
+/// The buffers `iov` lists, `count` of them; `None` (and `EINVAL`) for a negative count.
 ///
 /// # Safety
 /// `iov` must point to `count` `iovec`s.
-unsafe fn buffers<'a>(iov: *const IoVec, count: c_int) -> &'a [IoVec] {
-    if count <= 0 || iov.is_null() {
-        return &[];
+unsafe fn buffers<'a>(iov: *const IoVec, count: c_int) -> Option<&'a [IoVec]> {
+    if count < 0 {
+        set_errno(EINVAL);
+        return None;
+    }
+    if count == 0 || iov.is_null() {
+        return Some(&[]);
     }
     // SAFETY: the caller's contract.
-    unsafe { core::slice::from_raw_parts(iov, count as usize) }
+    Some(unsafe { core::slice::from_raw_parts(iov, count as usize) })
+}
+
+/// `each` over the buffers in order, as `readv` and `writev` do piece by piece: the
+/// bytes moved, up to a short count or an error (returned when nothing moved).
+fn piece_by_piece(parts: &[IoVec], each: impl Fn(&IoVec) -> isize) -> isize {
+    let mut done = 0isize;
+    for p in parts {
+        let n = each(p);
+        if n < 0 {
+            return if done > 0 { done } else { n };
+        }
+        done += n;
+        if (n as usize) < p.len {
+            break;
+        }
+    }
+    done
 }
 
 /// Writes the buffers in order, as one write when they are small together (stdout and
@@ -63,12 +84,10 @@ unsafe fn buffers<'a>(iov: *const IoVec, count: c_int) -> &'a [IoVec] {
 /// `iov` must point to `count` `iovec`s, each valid for reading its length.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const IoVec, count: c_int) -> isize {
-    if count < 0 {
-        set_errno(EINVAL);
-        return -1;
-    }
     // SAFETY: the caller's contract.
-    let parts = unsafe { buffers(iov, count) };
+    let Some(parts) = (unsafe { buffers(iov, count) }) else {
+        return -1;
+    };
     let total: usize = parts.iter().map(|p| p.len).sum();
     if parts.len() > 1 && total <= GATHERED_MAX {
         let joined = crate::heap::malloc(total.max(1)).cast::<u8>();
@@ -88,19 +107,8 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const IoVec, count: c_int) -> i
             return n;
         }
     }
-    let mut done = 0isize;
-    for p in parts {
-        // SAFETY: the caller's contract.
-        let n = unsafe { write(fd, p.base, p.len) };
-        if n < 0 {
-            return if done > 0 { done } else { n };
-        }
-        done += n;
-        if (n as usize) < p.len {
-            break;
-        }
-    }
-    done
+    // SAFETY: the caller's contract.
+    piece_by_piece(parts, |p| unsafe { write(fd, p.base, p.len) })
 }
 
 /// Reads into the buffers in order, stopping at a short read.
@@ -109,24 +117,12 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const IoVec, count: c_int) -> i
 /// `iov` must point to `count` `iovec`s, each valid for writing its length.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const IoVec, count: c_int) -> isize {
-    if count < 0 {
-        set_errno(EINVAL);
-        return -1;
-    }
-    let mut done = 0isize;
     // SAFETY: the caller's contract.
-    for p in unsafe { buffers(iov, count) } {
-        // SAFETY: the caller's contract.
-        let n = unsafe { read(fd, p.base, p.len) };
-        if n < 0 {
-            return if done > 0 { done } else { n };
-        }
-        done += n;
-        if (n as usize) < p.len {
-            break;
-        }
-    }
-    done
+    let Some(parts) = (unsafe { buffers(iov, count) }) else {
+        return -1;
+    };
+    // SAFETY: the caller's contract.
+    piece_by_piece(parts, |p| unsafe { read(fd, p.base, p.len) })
 }
 
 /// No fd of a GPU program is a terminal: its stdout and stderr are posted to the host

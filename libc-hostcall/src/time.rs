@@ -115,7 +115,11 @@ pub unsafe extern "C" fn nanosleep(req: *const Timespec, _rem: *mut Timespec) ->
         set_errno(EINVAL);
         return -1;
     };
-    sleep_until(CLOCK_MONOTONIC, Nvptx::globaltimer_ns() as i64 + ns);
+    // A sleep past the clock's end is one until its end (`Duration::MAX`, say).
+    sleep_until(
+        CLOCK_MONOTONIC,
+        (Nvptx::globaltimer_ns() as i64).saturating_add(ns),
+    );
     0
 }
 
@@ -140,7 +144,7 @@ pub unsafe extern "C" fn clock_nanosleep(
         if flags & TIMER_ABSTIME != 0 {
             ns
         } else {
-            now + ns
+            now.saturating_add(ns)
         },
     );
     0
