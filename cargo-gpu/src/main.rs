@@ -188,12 +188,10 @@ struct Source {
 }
 
 impl Source {
-    /// The package's folder (or its workspace's, with `-p`).
+    /// The package's folder or manifest (or its workspace's, with `-p`).
     fn folder(&self) -> Result<&std::path::Path, String> {
         match &self.manifest_path {
-            Some(m) if m.file_name().is_some_and(|f| f == "Cargo.toml") => {
-                Ok(m.parent().unwrap_or(std::path::Path::new(".")))
-            }
+            Some(m) if m.file_name().is_some_and(|f| f == "Cargo.toml") => Ok(m),
             Some(_) => Err("the manifest-path must be a path to a Cargo.toml file".into()),
             None => Ok(self.krate.as_path()),
         }

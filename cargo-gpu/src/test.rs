@@ -136,9 +136,9 @@ pub fn test(
     }
     let folder = source.folder()?;
     let targets = select.pick(ptx_builder::test_targets(folder, &cargo_args)?)?;
-    let package = folder
-        .canonicalize()
-        .unwrap_or_else(|_| folder.to_path_buf());
+    // Sources are shown relative to the package's folder, as Cargo shows them.
+    let package = ptx_builder::crate_folder(folder);
+    let package = package.canonicalize().unwrap_or(package);
     let libtest_args: Vec<String> = filter.into_iter().chain(args).collect();
     let mut failed = Vec::new();
     for (target, src) in &targets {

@@ -108,14 +108,18 @@ fn names(packages: &[serde_json::Value]) -> Vec<&str> {
     packages.iter().filter_map(|p| p["name"].as_str()).collect()
 }
 
+/// Whether the package `p` (of `cargo metadata`) is the one `spec` (`NAME` or
+/// `NAME@VERSION`, as `cargo -p` takes it) names.
+fn is_spec(p: &serde_json::Value, spec: &str) -> bool {
+    let (name, version) = spec.split_once('@').unwrap_or((spec, ""));
+    p["name"] == name && (version.is_empty() || p["version"].as_str() == Some(version))
+}
+
 /// The folder of the member `spec` (`NAME` or `NAME@VERSION`, as `cargo -p` takes it)
 /// of the workspace `manifest` belongs to.
 pub(crate) fn member(n: &Nested<'_>, manifest: &Path, spec: &str) -> Result<PathBuf> {
     let packages = workspace_packages(n, manifest)?;
-    let (name, version) = spec.split_once('@').unwrap_or((spec, ""));
-    let found = packages.iter().find(|p| {
-        p["name"] == name && (version.is_empty() || p["version"].as_str() == Some(version))
-    });
+    let found = packages.iter().find(|p| is_spec(p, spec));
     found
         .and_then(|p| p["manifest_path"].as_str())
         .and_then(|m| Path::new(m).parent())
@@ -141,10 +145,7 @@ pub(crate) fn test_targets(
     let packages = packages_of(tc, args, manifest)?;
     let canon = manifest.canonicalize().ok();
     let package = packages.iter().find(|p| match &args.package {
-        Some(spec) => {
-            let (name, version) = spec.split_once('@').unwrap_or((spec, ""));
-            p["name"] == name && (version.is_empty() || p["version"].as_str() == Some(version))
-        }
+        Some(spec) => is_spec(p, spec),
         None => {
             p["manifest_path"]
                 .as_str()

@@ -211,14 +211,8 @@ impl PtxModule {
 impl PtxBuilder {
     /// A builder for the kernel crate at `krate` (its folder or its Cargo.toml).
     pub fn new(krate: impl AsRef<Path>) -> PtxBuilder {
-        let p = krate.as_ref();
-        let dir = if p.ends_with("Cargo.toml") {
-            p.parent().unwrap_or(p)
-        } else {
-            p
-        };
         PtxBuilder {
-            krate: dir.to_path_buf(),
+            krate: crate_folder(krate.as_ref()),
             sm: DEFAULT_SM,
             ptx_version: DEFAULT_PTX_VERSION,
             cubin_sms: vec![DEFAULT_SM],
@@ -530,8 +524,8 @@ impl PtxBuilder {
     }
 }
 
-/// The targets whose tests `cargo test` runs by default in the package at `krate` (the
-/// folder of its `Cargo.toml`, or of the workspace whose member `args.package` is):
+/// The targets whose tests `cargo test` runs by default in the package at `krate` (its
+/// folder or `Cargo.toml`, or its workspace's when `args.package` names a member):
 /// its library, binaries and integration tests, each with its source file. Doc tests
 /// are not among them: rustdoc compiles each one into a host program of its own.
 pub fn test_targets(
@@ -539,7 +533,19 @@ pub fn test_targets(
     args: &CargoArgs,
 ) -> Result<Vec<(TestTarget, PathBuf)>> {
     let tc = tools::Toolchain::detect()?;
-    cargo::test_targets(&tc, args, &krate.as_ref().join("Cargo.toml"))
+    cargo::test_targets(&tc, args, &crate_folder(krate.as_ref()).join("Cargo.toml"))
+}
+
+/// The folder of a crate given as its folder or its `Cargo.toml` (`Cargo.toml` alone:
+/// the current folder), as [`PtxBuilder::new`] and [`test_targets`] take it.
+pub fn crate_folder(p: &Path) -> PathBuf {
+    if !p.ends_with("Cargo.toml") {
+        return p.to_path_buf();
+    }
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
 }
 
 /// The folder of one kernel crate's outputs in a shared target dir: its name and a hash
@@ -573,6 +579,13 @@ fn module_sha256(ptx: &[u8], cubins: &[(u32, PathBuf)]) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_crate_is_its_folder_or_its_manifests() {
+        assert_eq!(crate_folder(Path::new("a/b")), Path::new("a/b"));
+        assert_eq!(crate_folder(Path::new("a/b/Cargo.toml")), Path::new("a/b"));
+        assert_eq!(crate_folder(Path::new("Cargo.toml")), Path::new("."));
+    }
 
     #[test]
     fn copy_to_then_load_dir_round_trips_and_embeds() {
