@@ -5,22 +5,13 @@
 //! reported SKIPPED.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn cargo_gpu(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cargo-gpu"))
-        .arg("gpu")
-        .args(args)
-        .output()
-        .expect("cargo-gpu runs")
-}
+mod common;
+use common::{cargo_gpu, text};
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/flags")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[test]

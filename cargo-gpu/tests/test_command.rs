@@ -9,24 +9,15 @@
 //! CPU.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
+
+mod common;
+use common::{cargo_gpu, text};
 
 use hostcall_runtime::EXIT_NO_GPU;
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tested/Cargo.toml")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn cargo_gpu(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cargo-gpu"))
-        .arg("gpu")
-        .args(args)
-        .output()
-        .expect("cargo-gpu runs")
 }
 
 /// libtest's verdicts in `out`: each test's line and the counts, sorted (tests run on
