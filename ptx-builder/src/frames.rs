@@ -58,14 +58,6 @@ fn parse_alloca(line: &str) -> Option<(&str, &str, u64)> {
     Some((name, ty, align.trim().parse().ok()?))
 }
 
-/// The name of the function a `define` line defines.
-fn defined_name(line: &str) -> Option<&str> {
-    let at = line.find(" @")? + 2;
-    let rest = &line[at..];
-    let end = rest.find('(')?;
-    Some(rest[..end].trim_matches('"'))
-}
-
 /// Rewrites `ir` so that every function but those in `exclude` keeps its in-memory
 /// locals in a global-memory frame. Returns the new IR and the functions rewritten.
 pub(crate) fn move_to_global(ir: &str, exclude: &[&str]) -> Result<(String, usize)> {
@@ -86,7 +78,7 @@ pub(crate) fn move_to_global(ir: &str, exclude: &[&str]) -> Result<(String, usiz
             .find(|&j| lines[j] == "}")
             .ok_or_else(|| BuildError::Toolchain(format!("unterminated function: {line}")))?;
         let body = &lines[i + 1..end];
-        let name = defined_name(line).unwrap_or_default();
+        let name = crate::ir::declared_or_defined(line).unwrap_or_default();
         let allocas: Vec<(usize, (&str, &str, u64))> = body
             .iter()
             .enumerate()

@@ -28,6 +28,7 @@ mod cubin;
 mod error;
 mod fixups;
 mod frames;
+mod ir;
 mod libc_crate;
 mod link;
 mod nvjitlink;
