@@ -8,7 +8,7 @@
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use ptx_builder::PtxModule;
 
@@ -28,6 +28,9 @@ pub struct Program {
     pub sha256: String,
     /// The stack each GPU thread needs (`PtxModule::stack_bytes`), if known.
     pub stack_bytes: Option<u64>,
+    /// The file it was loaded from, which `env::current_exe` names where a grant holds
+    /// it: the packaged executable, or the module a build left (not recorded).
+    pub file: PathBuf,
 }
 
 fn invalid(what: String) -> io::Error {
@@ -48,6 +51,7 @@ impl Program {
             cubins,
             sha256: m.sha256.clone(),
             stack_bytes: m.stack_bytes,
+            file: m.ptx.clone(),
         })
     }
 
@@ -142,6 +146,7 @@ impl Program {
             cubins,
             sha256: h["sha256"].as_str().ok_or_else(bad)?.to_owned(),
             stack_bytes: h["stack_bytes"].as_u64(),
+            file: exe.to_owned(),
         }))
     }
 }
@@ -158,6 +163,7 @@ mod tests {
             cubins: vec![(90, vec![1, 2, 3]), (100, vec![])],
             sha256: "ab".repeat(32),
             stack_bytes: Some(43_008),
+            file: "target/wc.ptx".into(),
         }
     }
 
@@ -169,7 +175,12 @@ mod tests {
         assert_eq!(Program::attached_to(&runner).unwrap(), None);
         let out = dir.path().join("wc.gpu");
         program().write_executable(&runner, &out).unwrap();
-        assert_eq!(Program::attached_to(&out).unwrap(), Some(program()));
+        let file = out.clone();
+        assert_eq!(
+            Program::attached_to(&out).unwrap(),
+            Some(Program { file, ..program() }),
+            "read back, named after the file it is attached to"
+        );
         let bytes = std::fs::read(&out).unwrap();
         assert!(bytes.starts_with(b"\x7fELF and the rest of a runner"));
     }

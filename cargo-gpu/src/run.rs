@@ -99,7 +99,9 @@ fn launch(
     let argv: Vec<String> = std::iter::once(program.name.clone())
         .chain(args.iter().cloned())
         .collect();
-    let mut host = options.apply(Host::builder(), &argv)?;
+    let mut host = options
+        .apply(Host::builder(), &argv)?
+        .executable(&program.file);
     let heap = match options.heap_mib {
         Some(mib) => mib << 20,
         None => module.process_heap_bytes()?,

@@ -49,7 +49,7 @@ suite! {
         hello, floats, integers, strings, collections, hash_order, iterators, smart_pointers,
         fs_write_read, fs_open_options, fs_metadata, fs_set_len_sync, fs_rename_remove,
         fs_dirs, fs_links, fs_copy, error_kinds, bufreader_lines, stdin_lines, stdout_lock,
-        env_args, env_vars, current_dir, exit_code, panic_message, panic_unwrap, abort,
+        env_args, env_vars, current_dir, set_current_dir, exit_code, panic_message, panic_unwrap, abort,
         time_instant, time_system, thread_local_single, once_lazy,
     ],
     threaded: [

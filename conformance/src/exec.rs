@@ -176,7 +176,9 @@ fn as_process(main: fn()) -> ExitCode {
 }
 
 /// Runs the program on the GPU: the working directory is mounted at its own host path
-/// (so paths read the same on both sides), stdin is granted, the environment is the
+/// (so paths read the same on both sides), as is, for reading, the folder of this
+/// binary, which holds the module and is the program's executable (so `current_exe`
+/// reads the same too), stdin is granted, the environment is the
 /// suite's, the heap a process's (as `cargo gpu run` gives), and a spawning program may
 /// use loopback sockets.
 fn on_gpu(r: &Request) -> ExitCode {
@@ -207,9 +209,13 @@ fn run_gpu(r: &Request) -> hostcall_runtime::Result<Outcome> {
     let mut module = CudaModule::load(&image, &options)?;
     let cwd = std::env::current_dir()?;
     let guest = cwd.to_string_lossy().into_owned();
+    let exe = std::env::current_exe()?.canonicalize()?;
+    let exe_dir = exe.parent().expect("a file has a folder");
     let mut host = Host::builder()
         .heap_bytes(module.process_heap_bytes()?)
         .preopen_dir(&cwd, &guest)
+        .preopen_dir_readonly(exe_dir, &exe_dir.to_string_lossy())
+        .executable(&exe)
         .cwd(&guest)
         .args(std::iter::once(r.program.name).chain(suite::ARGS))
         .stdin(true)

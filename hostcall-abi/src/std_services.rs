@@ -159,6 +159,11 @@ std_traits! {
         /// The working directory, into `out`; returns its length (`ERANGE` when it does
         /// not fit).
         fn getcwd(&self, out: &mut [u8]) -> Result<usize, Errno> = 0x8000_0026, quick;
+        /// Moves the run's working directory to `path`, a directory (links resolved, so
+        /// `getcwd` then names it canonically) where the program may search, as
+        /// chdir(2); outside the grants only to where the run started or to a directory
+        /// on the way to a grant (`EACCES` elsewhere).
+        fn chdir(&self, path: &[u8]) -> Result<(), Errno> = 0x8000_0039, blocks;
         /// The canonical absolute form of `path`, into `out`; returns its length
         /// (`ERANGE` when it does not fit).
         fn realpath(&self, path: &[u8], out: &mut [u8]) -> Result<usize, Errno> = 0x8000_0027, blocks;

@@ -201,11 +201,14 @@ pub extern "C" fn fdatasync(fd: c_int) -> c_int {
     fsync(fd)
 }
 
-/// The working directory is the host's grant, fixed for the run.
+/// Moves the run's working directory (std's `env::set_current_dir`), in guest paths.
+///
+/// # Safety
+/// `path` is a NUL-terminated string.
 #[unsafe(no_mangle)]
-pub extern "C" fn chdir(_path: *const c_char) -> c_int {
-    set_errno(ENOSYS);
-    -1
+pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
+    // SAFETY: the caller passes a NUL-terminated path.
+    unsafe { with_path(path, |p| host::<dyn Fs>().chdir(p)) as c_int }
 }
 
 /// A second fd for what `fd` has open (std's `try_clone`).

@@ -1,6 +1,6 @@
 //! [`HostBuilder`]: what a [`Host`] grants and how it is sized, checked when built.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,6 +30,7 @@ pub struct HostBuilder {
     pub(super) wait_limit: Duration,
     pub(super) mounts: Vec<MountSpec>,
     pub(super) cwd: String,
+    pub(super) executable: Option<PathBuf>,
     pub(super) env: EnvPolicy,
     pub(super) capture: bool,
     pub(crate) capture_limit: usize,
@@ -66,6 +67,7 @@ impl Default for HostBuilder {
             wait_limit: DEFAULT_WAIT_LIMIT,
             mounts: Vec::new(),
             cwd: "/".into(),
+            executable: None,
             env: EnvPolicy::default(),
             capture: false,
             capture_limit: DEFAULT_CAPTURE_LIMIT,
@@ -192,9 +194,20 @@ impl HostBuilder {
     }
 
     /// The GPU's working directory, a guest path (default `/`): relative paths start
-    /// there, and `getcwd` returns it.
+    /// there, and `getcwd` returns it. Each run starts there; `chdir` moves it for the
+    /// rest of that run, into a directory of a grant, back to this one, or to one on the
+    /// way to a grant.
     pub fn cwd(mut self, guest: &str) -> Self {
         self.cwd = guest.to_owned();
+        self
+    }
+
+    /// The file the program was loaded from (a packaged executable, say), a host path:
+    /// where a grant holds it, `/proc/self/exe` links to its guest path there, so std's
+    /// `env::current_exe` finds it; elsewhere that link is denied, as any path outside
+    /// the grants (none by default).
+    pub fn executable(mut self, host: impl Into<PathBuf>) -> Self {
+        self.executable = Some(host.into());
         self
     }
 
@@ -436,6 +449,7 @@ impl HostBuilder {
             sandbox: Arc::new(Sandbox::open(
                 &self.mounts,
                 &self.cwd,
+                self.executable.as_deref(),
                 self.mount_points_inside,
             )?),
             b: HostBuilder {

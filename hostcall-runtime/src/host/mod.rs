@@ -153,6 +153,7 @@ impl Host {
         let log = Arc::<GuestLog>::default();
         ProcessState {
             table,
+            cwd: Arc::new(self.sandbox.working_dir()),
             stdin: Arc::new(Stdin::new(self.b.stdin)),
             reactor: Arc::default(),
             process: Arc::new(Process::new(log.clone())),
@@ -382,6 +383,7 @@ impl Host {
             table: process.table.clone(),
             device,
             sandbox: self.sandbox.clone(),
+            cwd: process.cwd.clone(),
             stdio: Stdio::new(
                 self.b.echo,
                 self.b.capture.then(|| Capture::new(self.b.capture_limit)),

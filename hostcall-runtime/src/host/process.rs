@@ -4,14 +4,15 @@ use std::sync::{Arc, Mutex};
 
 use crate::guest_log::GuestLog;
 use crate::server::Reactor;
-use crate::services::{FdTable, Process, Stdin};
+use crate::services::{FdTable, Process, Stdin, WorkingDir};
 
 /// What the launches of one run share, as the threads of one process do: the open
-/// files and stdin, the reactor their calls wait in, how the program asked to end, and
+/// files, working directory and stdin, the reactor their calls wait in, how the program asked to end, and
 /// the log of what the GPU caused.
 #[derive(Clone)]
 pub(crate) struct ProcessState {
     pub(super) table: Arc<Mutex<FdTable>>,
+    pub(super) cwd: Arc<WorkingDir>,
     pub(super) stdin: Arc<Stdin>,
     pub(super) reactor: Arc<Reactor>,
     pub(super) process: Arc<Process>,

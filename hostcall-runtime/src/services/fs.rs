@@ -16,7 +16,7 @@ use hostcall_abi::typed::{Errno, FdUse};
 use hostcall_abi::{DEVICE_READ_MAX, DEVICE_WRITE_MAX, POSTED_WAITS, Service};
 
 use super::fd_table::{Direction, FdTable, Handle, Waitable};
-use super::sandbox::Sandbox;
+use super::sandbox::{Sandbox, WorkingDir};
 use super::stdin::Stdin;
 
 use super::stdio::PostedError;
@@ -66,8 +66,10 @@ pub(crate) struct Files {
     pub table: Arc<Mutex<FdTable>>,
     /// Where copies out of (and into) GPU memory go.
     pub device: Arc<dyn DeviceMemory>,
-    /// The mounts and the virtual cwd: the only places paths resolve to.
+    /// The mounts: the only places paths resolve to.
     pub sandbox: Arc<Sandbox>,
+    /// The run's working directory, where relative paths start.
+    pub cwd: Arc<WorkingDir>,
     pub stdio: Stdio,
     /// The GPU's fd 0.
     pub stdin: Arc<Stdin>,

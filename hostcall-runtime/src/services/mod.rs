@@ -34,7 +34,7 @@ pub(crate) use fs::{Files, MODES_DEFAULT};
 pub(crate) use net::NetPolicy;
 pub(crate) use process::Process;
 pub use process::Termination;
-pub(crate) use sandbox::{MountSpec, Sandbox};
+pub(crate) use sandbox::{MountSpec, Sandbox, WorkingDir};
 pub(crate) use stdin::Stdin;
 
 #[cfg(feature = "fuzzing")]

@@ -1,9 +1,9 @@
 //! The GPU's file system view: pre-opened host directories mounted at guest paths, and a
-//! virtual working directory. The GPU names files by guest path only; the host never
-//! tells it a host path.
+//! virtual working directory for each run. The GPU names files by guest path only; the
+//! host never tells it a host path.
 //!
 //! Each mount is a directory handle opened once, when the host is built (`cap-std`).
-//! A guest path is first made absolute against the virtual cwd and normalised lexically
+//! A guest path is first made absolute against the run's working directory and normalised lexically
 //! (`.` dropped, `..` removed with the component before it, never above `/`); its
 //! longest mount prefix picks the handle, and the rest is resolved beneath that handle
 //! by the kernel (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`, or
@@ -13,6 +13,7 @@
 
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
@@ -105,13 +106,53 @@ pub enum MountError {
     },
 }
 
-/// The mounts and the virtual cwd.
+/// The mounts, where each run's working directory starts, and the program's executable.
 pub(crate) struct Sandbox {
     /// Longest guest path first, so the first prefix found is the longest.
     mounts: Vec<Mount>,
-    cwd: Vec<Vec<u8>>,
+    /// The working directory each run starts in (a guest path's components), which
+    /// need not lie in a grant.
+    start: Vec<Vec<u8>>,
+    /// The program's executable (a canonical host path), which `/proc/self/exe` names
+    /// where a grant holds it.
+    executable: Option<PathBuf>,
     /// Whether mount points below a grant are allowed (and crossed).
     mount_points_inside: bool,
+}
+
+/// The guest path `/proc/self/exe`, whose link Linux's `current_exe` reads.
+const SELF_EXE: [&[u8]; 3] = [b"proc", b"self", b"exe"];
+
+/// One run's working directory, which `chdir` moves: a guest path's components. A run
+/// is a process, so each starts at the host's ([`Sandbox::working_dir`]) and its
+/// launches share one.
+pub(crate) struct WorkingDir(Mutex<Vec<Vec<u8>>>);
+
+impl WorkingDir {
+    /// Its components now.
+    pub fn components(&self) -> Vec<Vec<u8>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Its guest path now, as `getcwd` answers it.
+    pub fn path(&self) -> Vec<u8> {
+        join_guest(&self.components())
+    }
+
+    /// Moves it to `to` (components [`Sandbox::chdir_target`] approved).
+    pub fn set(&self, to: Vec<Vec<u8>>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = to;
+    }
+}
+
+/// Where a `chdir` goes, as far as lexical resolution tells.
+pub(crate) enum ChdirTarget<'a> {
+    /// Into a mount: the directory must exist there, and is named by its canonical path.
+    Beneath(Resolved<'a>),
+    /// A directory of the program's view outside every grant: the run's starting one,
+    /// or one on the way to a grant (`/` to reach `/data`). Nothing is there to list or
+    /// open, but a program may stand there, as it started there or passes through.
+    Outside(Vec<Vec<u8>>),
 }
 
 /// A guest path resolved to a mount and the path below it (`.` for the mount itself).
@@ -121,11 +162,13 @@ pub(crate) struct Resolved<'a> {
 }
 
 impl Sandbox {
-    /// Opens every pre-open; `cwd` is the virtual working directory (a guest path).
-    /// A grant with a mount point below it is refused unless `mount_points_inside`.
+    /// Opens every pre-open; `cwd` is where each run's working directory starts (a guest
+    /// path), `executable` the program's file on the host, if it has one. A grant with a
+    /// mount point below it is refused unless `mount_points_inside`.
     pub fn open(
         specs: &[MountSpec],
         cwd: &str,
+        executable: Option<&Path>,
         mount_points_inside: bool,
     ) -> Result<Sandbox, MountError> {
         let mut mounts: Vec<Mount> = Vec::new();
@@ -184,7 +227,10 @@ impl Sandbox {
         mounts.sort_by_key(|m| std::cmp::Reverse(m.guest.len()));
         let sandbox = Sandbox {
             mounts,
-            cwd: guest_components(cwd)?,
+            start: guest_components(cwd)?,
+            // A path that does not resolve now is kept as given: it is only ever
+            // compared with the grants.
+            executable: executable.map(|e| e.canonicalize().unwrap_or_else(|_| e.to_owned())),
             mount_points_inside,
         };
         sandbox.check_mount_points()?;
@@ -222,9 +268,9 @@ impl Sandbox {
         Ok(())
     }
 
-    /// The virtual working directory, as the GPU sees it.
-    pub fn cwd(&self) -> Vec<u8> {
-        join_guest(&self.cwd)
+    /// A run's working directory, where the host's starts.
+    pub fn working_dir(&self) -> WorkingDir {
+        WorkingDir(Mutex::new(self.start.clone()))
     }
 
     /// The mounts, longest guest path first.
@@ -233,41 +279,51 @@ impl Sandbox {
         &self.mounts
     }
 
-    /// Resolves a guest path to the mount it lies in; `Err(errno)` for a path too long
-    /// (`ENAMETOOLONG`), empty (`ENOENT`), holding a NUL (`EINVAL`), or outside every
-    /// mount (`EACCES`, whether or not something exists there on the host).
-    pub fn resolve(&self, raw: &[u8]) -> Result<Resolved<'_>, i32> {
-        if raw.len() >= PATH_MAX {
-            return Err(ENAMETOOLONG);
+    /// Resolves a guest path, relative ones from `cwd`, to the mount it lies in;
+    /// `Err(errno)` for a path too long (`ENAMETOOLONG`), empty (`ENOENT`), holding a
+    /// NUL (`EINVAL`), or outside every mount (`EACCES`, whether or not something exists
+    /// there on the host).
+    pub fn resolve(&self, cwd: &WorkingDir, raw: &[u8]) -> Result<Resolved<'_>, i32> {
+        let parts = normalise(cwd, raw)?;
+        self.in_mount(&parts).ok_or(EACCES)
+    }
+
+    /// Where `chdir(raw)` goes: beneath a mount, or to a directory outside the grants
+    /// that the program's view has ([`ChdirTarget::Outside`]); `EACCES` elsewhere,
+    /// as any path outside the grants.
+    pub fn chdir_target(&self, cwd: &WorkingDir, raw: &[u8]) -> Result<ChdirTarget<'_>, i32> {
+        let parts = normalise(cwd, raw)?;
+        if let Some(at) = self.in_mount(&parts) {
+            return Ok(ChdirTarget::Beneath(at));
         }
-        if raw.is_empty() {
-            return Err(ENOENT);
-        }
-        if raw.contains(&0) {
-            return Err(EINVAL);
-        }
-        let mut parts: Vec<&[u8]> = if raw[0] == b'/' {
-            Vec::new()
+        let leads_to_a_grant =
+            |m: &Mount| m.guest.len() > parts.len() && m.guest.starts_with(&parts);
+        if parts == self.start || self.mounts.iter().any(leads_to_a_grant) {
+            Ok(ChdirTarget::Outside(parts))
         } else {
-            self.cwd.iter().map(Vec::as_slice).collect()
-        };
-        for c in raw.split(|&b| b == b'/') {
-            match c {
-                b"" | b"." => {}
-                b".." => {
-                    parts.pop();
-                }
-                name if name.len() > NAME_MAX => return Err(ENAMETOOLONG),
-                name => parts.push(name),
-            }
+            Err(EACCES)
         }
+    }
+
+    /// The target of the link `raw` when it is `/proc/self/exe`: the executable's guest
+    /// path, or `EACCES` where no grant holds it (as any path outside the grants);
+    /// `None` for any other path.
+    pub fn self_exe(&self, cwd: &WorkingDir, raw: &[u8]) -> Option<Result<Vec<u8>, i32>> {
+        let parts = normalise(cwd, raw).ok()?;
+        (parts == SELF_EXE).then(|| {
+            self.executable
+                .as_deref()
+                .and_then(|e| self.guest_of_host(e))
+                .ok_or(EACCES)
+        })
+    }
+
+    /// The mount `parts` (a normal absolute guest path) lies in, and the path below it.
+    fn in_mount(&self, parts: &[Vec<u8>]) -> Option<Resolved<'_>> {
         let mount = self
             .mounts
             .iter()
-            .find(|m| {
-                m.guest.len() <= parts.len() && m.guest.iter().zip(&parts).all(|(a, b)| a == b)
-            })
-            .ok_or(EACCES)?;
+            .find(|m| m.guest.len() <= parts.len() && m.guest[..] == parts[..m.guest.len()])?;
         let below = &parts[mount.guest.len()..];
         let rel = if below.is_empty() {
             PathBuf::from(".")
@@ -275,7 +331,19 @@ impl Sandbox {
             use std::os::unix::ffi::OsStrExt;
             PathBuf::from(std::ffi::OsStr::from_bytes(&below.join(&b'/')))
         };
-        Ok(Resolved { mount, rel })
+        Some(Resolved { mount, rel })
+    }
+
+    /// The components of the canonical path `rel` below `mount`, for a working directory.
+    pub fn components_of(&self, mount: &Mount, rel: &Path) -> Vec<Vec<u8>> {
+        use std::os::unix::ffi::OsStrExt;
+        let mut parts = mount.guest.clone();
+        parts.extend(
+            rel.components()
+                .filter(|c| !matches!(c, std::path::Component::CurDir))
+                .map(|c| c.as_os_str().as_bytes().to_vec()),
+        );
+        parts
     }
 
     /// The guest path of an absolute host path, if it lies in a mount (the longest
@@ -295,15 +363,39 @@ impl Sandbox {
 
     /// The guest path of `rel` (a canonical path below `mount`).
     pub fn guest_path(&self, mount: &Mount, rel: &Path) -> Vec<u8> {
-        use std::os::unix::ffi::OsStrExt;
-        let mut parts = mount.guest.clone();
-        parts.extend(
-            rel.components()
-                .filter(|c| !matches!(c, std::path::Component::CurDir))
-                .map(|c| c.as_os_str().as_bytes().to_vec()),
-        );
-        join_guest(&parts)
+        join_guest(&self.components_of(mount, rel))
     }
+}
+
+/// The components of the guest path `raw`, relative ones from `cwd`, normalised
+/// lexically (`.` dropped, `..` removing the one before, never above `/`);
+/// `ENAMETOOLONG`, `ENOENT` (empty) or `EINVAL` (a NUL) as [`Sandbox::resolve`] says.
+fn normalise(cwd: &WorkingDir, raw: &[u8]) -> Result<Vec<Vec<u8>>, i32> {
+    if raw.len() >= PATH_MAX {
+        return Err(ENAMETOOLONG);
+    }
+    if raw.is_empty() {
+        return Err(ENOENT);
+    }
+    if raw.contains(&0) {
+        return Err(EINVAL);
+    }
+    let mut parts = if raw[0] == b'/' {
+        Vec::new()
+    } else {
+        cwd.components()
+    };
+    for c in raw.split(|&b| b == b'/') {
+        match c {
+            b"" | b"." => {}
+            b".." => {
+                parts.pop();
+            }
+            name if name.len() > NAME_MAX => return Err(ENAMETOOLONG),
+            name => parts.push(name.to_vec()),
+        }
+    }
+    Ok(parts)
 }
 
 /// The mount points of a `/proc/self/mountinfo` table (the fifth field of each line,
@@ -395,7 +487,7 @@ mod tests {
             guest: "/data/in".into(),
             access: Access::ReadWrite,
         };
-        Sandbox::open(&[spec], "/data/in", false).unwrap()
+        Sandbox::open(&[spec], "/data/in", None, false).unwrap()
     }
 
     #[test]
@@ -412,7 +504,11 @@ mod tests {
     fn guest_paths_are_normalised_then_matched_to_the_longest_mount() {
         let d = tempfile::tempdir().unwrap();
         let s = sandbox(d.path());
-        let rel = |p: &[u8]| s.resolve(p).map(|r| r.rel.to_str().unwrap().to_owned());
+        let cwd = s.working_dir();
+        let rel = |p: &[u8]| {
+            s.resolve(&cwd, p)
+                .map(|r| r.rel.to_str().unwrap().to_owned())
+        };
         assert_eq!(rel(b"/data/in/a/./b//c").unwrap(), "a/b/c");
         assert_eq!(rel(b"x").unwrap(), "x", "relative to the virtual cwd");
         assert_eq!(rel(b"/data/in").unwrap(), ".");
@@ -433,7 +529,7 @@ mod tests {
         assert_eq!(rel(b"a\0b"), Err(EINVAL));
         assert_eq!(rel(&[b'a'; PATH_MAX]), Err(ENAMETOOLONG));
         assert_eq!(rel(&[b'a'; NAME_MAX + 1]), Err(ENAMETOOLONG));
-        assert_eq!(s.cwd(), b"/data/in");
+        assert_eq!(cwd.path(), b"/data/in");
     }
 
     #[test]
@@ -446,7 +542,7 @@ mod tests {
             };
             assert!(
                 matches!(
-                    Sandbox::open(&[spec], "/", false),
+                    Sandbox::open(&[spec], "/", None, false),
                     Err(MountError::Refused(_))
                 ),
                 "{root}"
@@ -461,7 +557,7 @@ mod tests {
             };
             assert!(
                 matches!(
-                    Sandbox::open(&[spec], "/", false),
+                    Sandbox::open(&[spec], "/", None, false),
                     Err(MountError::Guest(_))
                 ),
                 "{guest}"

@@ -11,7 +11,8 @@ use std::os::unix::fs::{DirEntryExt, FileTypeExt as _, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use cap_fs_ext::OpenOptionsFollowExt;
+use cap_fs_ext::{AccessType, DirExt as _, OpenOptionsFollowExt};
+use cap_primitives::fs::AccessModes;
 use cap_std::fs::{
     Dir, FileTypeExt, Metadata, MetadataExt, OpenOptions, OpenOptionsExt, Permissions,
 };
@@ -30,7 +31,7 @@ use crate::guest_log::GuestLog;
 
 use super::errno_of;
 use super::fs::{Files, Listing, is_stdio};
-use super::sandbox::{Access, Mount};
+use super::sandbox::{Access, ChdirTarget, Mount};
 
 // The open flags on the wire are the host's own (`hostcall_abi::fcntl`): pinned here
 // against the OS's values, so a wrong one does not compile.
@@ -141,7 +142,7 @@ impl Files {
     /// as a path without a `dirfd` is; otherwise beneath the directory open as `dirfd`.
     fn beneath(&self, dirfd: i32, path: &[u8]) -> Result<Beneath<'_>, i32> {
         if dirfd == AT_FDCWD || path.first() == Some(&b'/') {
-            let at = self.sandbox.resolve(path)?;
+            let at = self.sandbox.resolve(&self.cwd, path)?;
             return Ok(Beneath {
                 dir: DirRef::Mount(at.mount),
                 rel: at.rel,
@@ -189,8 +190,8 @@ impl Files {
         second: &[u8],
         hard: bool,
     ) -> Result<(), i32> {
-        let from = self.sandbox.resolve(first)?;
-        let to = self.sandbox.resolve(second)?;
+        let from = self.sandbox.resolve(&self.cwd, first)?;
+        let to = self.sandbox.resolve(&self.cwd, second)?;
         if !std::ptr::eq(from.mount, to.mount) {
             return Err(EXDEV);
         }
@@ -330,11 +331,38 @@ impl Fs for Files {
     }
 
     fn getcwd(&self, out: &mut [u8]) -> Result<usize, Errno> {
-        put_path(out, &self.sandbox.cwd())
+        put_path(out, &self.cwd.path())
+    }
+
+    fn chdir(&self, path: &[u8]) -> Result<(), Errno> {
+        let to = match self.sandbox.chdir_target(&self.cwd, path)? {
+            ChdirTarget::Outside(to) => to,
+            ChdirTarget::Beneath(at) => {
+                let errno = |e: std::io::Error| at.mount.errno(&e, &self.log);
+                // Linux's working directory is the directory itself, links resolved, and
+                // `getcwd` names it so.
+                let rel = at.mount.dir.canonicalize(&at.rel).map_err(errno)?;
+                if !at.mount.dir.metadata(&rel).map_err(errno)?.is_dir() {
+                    return Err(Errno(ENOTDIR));
+                }
+                let search = AccessModes {
+                    readable: false,
+                    writable: false,
+                    executable: true,
+                };
+                at.mount
+                    .dir
+                    .access(&rel, AccessType::Access(search))
+                    .map_err(errno)?;
+                self.sandbox.components_of(at.mount, &rel)
+            }
+        };
+        self.cwd.set(to);
+        Ok(())
     }
 
     fn realpath(&self, path: &[u8], out: &mut [u8]) -> Result<usize, Errno> {
-        let at = self.sandbox.resolve(path)?;
+        let at = self.sandbox.resolve(&self.cwd, path)?;
         let rel = at
             .mount
             .dir
@@ -345,7 +373,10 @@ impl Fs for Files {
 
     fn readlink(&self, path: &[u8], out: &mut [u8]) -> Result<usize, Errno> {
         use std::os::unix::ffi::OsStrExt;
-        let at = self.sandbox.resolve(path)?;
+        if let Some(exe) = self.sandbox.self_exe(&self.cwd, path) {
+            return put_link(out, &exe?);
+        }
+        let at = self.sandbox.resolve(&self.cwd, path)?;
         let target = at
             .mount
             .dir
@@ -358,10 +389,7 @@ impl Fs for Files {
         } else {
             target.as_os_str().as_bytes().to_vec()
         };
-        // What fits, as readlink(2): a caller whose buffer it fills tries a larger one.
-        let n = target.len().min(out.len());
-        out[..n].copy_from_slice(&target[..n]);
-        Ok(n)
+        put_link(out, &target)
     }
 
     fn unlinkat(&self, dirfd: i32, path: &[u8], flags: i32) -> Result<(), Errno> {
@@ -379,7 +407,7 @@ impl Fs for Files {
     }
 
     fn mkdir(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
-        let at = self.sandbox.resolve(path)?;
+        let at = self.sandbox.resolve(&self.cwd, path)?;
         if at.mount.access == Access::ReadOnly {
             return Err(Errno(EROFS));
         }
@@ -392,7 +420,7 @@ impl Fs for Files {
     }
 
     fn chmod(&self, path: &[u8], mode: u32) -> Result<(), Errno> {
-        let at = self.sandbox.resolve(path)?;
+        let at = self.sandbox.resolve(&self.cwd, path)?;
         if at.mount.access == Access::ReadOnly {
             return Err(Errno(EROFS));
         }
@@ -438,7 +466,7 @@ impl Fs for Files {
         if target.is_empty() {
             return Err(Errno(ENOENT));
         }
-        let at = self.sandbox.resolve(link)?;
+        let at = self.sandbox.resolve(&self.cwd, link)?;
         if at.mount.access == Access::ReadOnly {
             return Err(Errno(EROFS));
         }
@@ -566,6 +594,14 @@ fn put_stat(out: &mut [u8], s: FileStat) -> Result<(), i32> {
 
 /// Writes the path `b` into `out` and returns its length; `ERANGE` when it does not fit,
 /// as `getcwd` answers.
+/// A link's target into `out`, what fits, as readlink(2) answers: a caller whose
+/// buffer it fills tries a larger one.
+fn put_link(out: &mut [u8], target: &[u8]) -> Result<usize, Errno> {
+    let n = target.len().min(out.len());
+    out[..n].copy_from_slice(&target[..n]);
+    Ok(n)
+}
+
 fn put_path(out: &mut [u8], b: &[u8]) -> Result<usize, Errno> {
     out.get_mut(..b.len())
         .ok_or(Errno(ERANGE))?
