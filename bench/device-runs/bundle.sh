@@ -20,6 +20,7 @@ cpu() { cargo +nightly-2026-10-15 build -q --release --target-dir "$CPU" && cp "
   && "$G" build . --grant . --env WORKERS --threads 4 -o "$NEW/unmodified-4.gpu" && cpu unmodified)
 (cd examples/rayon-json && "$G" build . --env WORKERS --env SUMMARY -o "$NEW/rayon-json.gpu" && cpu rayon-json)
 (cd examples/threads && "$G" build . -o "$NEW/threads.gpu" && cpu threads)
+(cd examples/popular && "$G" build . --grant . -o "$NEW/popular.gpu" && cpu popular)
 (cd examples/net && "$G" build . --listen '127.0.0.1:*' --connect '127.0.0.1:*' --connect 'localhost:*' -o "$NEW/net.gpu" && cpu net)
 (cd bench/net && "$G" build . --listen '127.0.0.1:*' --connect '127.0.0.1:*' --max-sockets 1024 -o "$NEW/net-bench.gpu" && cpu net-bench)
 (cd bench/threads && "$G" build . -o "$NEW/threads-bench.gpu" && cpu threads-bench \

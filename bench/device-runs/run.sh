@@ -10,7 +10,8 @@
 #   bench        limits.cu, hostcall_bench, and the bundle's baseline/hostcall_bench if
 #                any, then both again in the other order (ABBA); ROUNDS=N for another
 #                number of rounds
-#   programs     examples/threads, unmodified and rayon-json against their CPU builds
+#   programs     examples/threads, unmodified, rayon-json and popular against their CPU
+#                builds
 #   program-rows hostcall_bench's programs part (bench/threads and bench/net on the GPU
 #                beside the CPU: spawn, join, rayon, TCP echo), into programs.json
 #   stack        the registry-crate conformance programs at a 16 KiB stack, the stack
@@ -103,8 +104,9 @@ bench() {
 programs() {
   local p args s
   cd text
-  for p in threads unmodified rayon-json; do
+  for p in threads unmodified rayon-json popular; do
     args=""; [ $p = unmodified ] && args="a.txt b.txt missing.txt"; [ $p = rayon-json ] && args=1000000
+    [ $p = popular ] && args="--rounds 3 a.txt b.txt missing.txt"
     WORKERS=8 SUMMARY=s-cpu.txt timeout 120 ../$p-cpu $args > "$Z/$p-cpu.out" 2> "$Z/$p-cpu.err"; echo "exit $?" >> "$Z/$p-cpu.out"
     s=$(date +%s%N); WORKERS=8 SUMMARY=s-gpu.txt timeout 120 ../$p.gpu $args > "$Z/$p-gpu.out" 2> "$Z/$p-gpu.err"; echo "exit $?" >> "$Z/$p-gpu.out"
     echo "$p on the GPU: $(ms "$s") ms"

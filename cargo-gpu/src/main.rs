@@ -13,6 +13,7 @@
 //!
 //! The program sees only what OPTIONS grant (directories, variables, stdin, sockets).
 
+mod messages;
 mod options;
 mod package;
 mod recipient;
@@ -21,7 +22,7 @@ mod test;
 mod threads;
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -120,6 +121,22 @@ struct Source {
     /// Use verbose output (every stage of the GPU build, and cargo's own output)
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Error format (a JSON one: Cargo's messages on stdout, each GPU build's artifact
+    /// among them)
+    #[arg(
+        long,
+        value_name = "FMT",
+        value_delimiter = ',',
+        value_parser = [
+            "human",
+            "short",
+            "json",
+            "json-diagnostic-short",
+            "json-diagnostic-rendered-ansi",
+            "json-render-diagnostics",
+        ]
+    )]
+    message_format: Vec<String>,
     /// Package with the target to run
     #[arg(short, long, value_name = "SPEC", help_heading = "Package Selection")]
     package: Option<String>,
@@ -232,22 +249,53 @@ impl Source {
             locked: self.locked,
             offline: self.offline,
             frozen: self.frozen,
+            message_format: self.message_format.clone(),
         }
     }
 
-    /// Builds the module of `target` and reads it into a program named after it.
+    /// Builds the module of `target` and reads it into a program named after it; with
+    /// `out`, writes the program's executable there. With JSON messages, ends with the
+    /// build's `compiler-artifact` and `build-finished`, as Cargo ends a build.
     fn build(
         &self,
         target: &RunTarget,
         options: &RunOptions,
+        out: Option<&Path>,
     ) -> Result<Program, Box<dyn std::error::Error>> {
-        let module = target.select(self.builder()?).build()?;
-        // The builder names the module's files after the target.
-        let name = module
-            .ptx
-            .file_stem()
-            .map_or_else(|| "main".to_owned(), |s| s.to_string_lossy().into_owned());
-        Ok(Program::from_module(&module, &name, options.to_args())?)
+        let built = (|| {
+            let module = target.select(self.builder()?).build()?;
+            // The builder names the module's files after the target.
+            let name = module
+                .ptx
+                .file_stem()
+                .map_or_else(|| "main".to_owned(), |s| s.to_string_lossy().into_owned());
+            let program = Program::from_module(&module, &name, options.to_args())?;
+            if let Some(out) = out {
+                program.write_executable(&std::env::current_exe()?, out)?;
+            }
+            if self.message_format_is_json() {
+                messages::artifact(&module, out)
+                    .iter()
+                    .for_each(messages::print);
+            }
+            Ok(program)
+        })();
+        self.finish_build(built)
+    }
+
+    fn message_format_is_json(&self) -> bool {
+        self.cargo_args().json_messages()
+    }
+
+    /// `built`, after `build-finished` says how it went (with JSON messages).
+    fn finish_build<T>(
+        &self,
+        built: Result<T, Box<dyn std::error::Error>>,
+    ) -> Result<T, Box<dyn std::error::Error>> {
+        if self.message_format_is_json() {
+            messages::print(&messages::build_finished(built.is_ok()));
+        }
+        built
     }
 }
 
@@ -276,7 +324,7 @@ fn main() -> ExitCode {
             options,
             args,
         } => source
-            .build(&target, &options)
+            .build(&target, &options, None)
             .map(|program| run::run(&program, &options, &args)),
         Command::Test {
             source,
@@ -291,10 +339,9 @@ fn main() -> ExitCode {
             target,
             options,
             out,
-        } => source.build(&target, &options).and_then(|program| {
-            program.write_executable(&std::env::current_exe()?, &out)?;
+        } => source.build(&target, &options, Some(&out)).map(|_| {
             if source.quiet {
-                return Ok(ExitCode::SUCCESS);
+                return ExitCode::SUCCESS;
             }
             eprintln!(
                 "cargo gpu: wrote {} (run it as `{} ARGS`; `{} --gpu-grants` shows what it is granted where it runs)",
@@ -305,7 +352,7 @@ fn main() -> ExitCode {
             for note in recipient::resolved_at_start(&options) {
                 eprintln!("cargo gpu: note: {note}");
             }
-            Ok(ExitCode::SUCCESS)
+            ExitCode::SUCCESS
         }),
     };
     result.unwrap_or_else(|e| {
@@ -351,6 +398,8 @@ mod tests {
             "--example",
             "e",
             "-vv",
+            "--message-format",
+            "json,json-diagnostic-short",
         ]);
         assert_eq!(
             s.cargo_args(),
@@ -363,6 +412,7 @@ mod tests {
                 locked: true,
                 offline: true,
                 frozen: true,
+                message_format: vec!["json".into(), "json-diagnostic-short".into()],
             }
         );
         assert_eq!(s.target_dir.as_deref(), Some(Path::new("/t")));
@@ -380,6 +430,7 @@ mod tests {
             &["--release", "--profile", "p"],
             &["-q", "-v"],
             &["--manifest-path", "a/Cargo.toml", "b"],
+            &["--message-format", "yaml"],
         ] {
             let argv = ["cargo-gpu", "build", "-o", "x"]
                 .iter()

@@ -14,7 +14,7 @@ use ptx_builder::TestTarget;
 
 use crate::options::RunOptions;
 use crate::package::Program;
-use crate::{Source, run};
+use crate::{Source, messages, run};
 
 /// Which targets' tests run, with `cargo test`'s flags; none given: all of them.
 #[derive(clap::Args, Debug, Default)]
@@ -140,36 +140,54 @@ pub fn test(
     let package = ptx_builder::crate_folder(folder);
     let package = package.canonicalize().unwrap_or(package);
     let libtest_args: Vec<String> = filter.into_iter().chain(args).collect();
-    let mut failed = Vec::new();
-    for (target, src) in &targets {
-        let module = source.builder()?.tests(target.clone()).build()?;
-        let lib = module
-            .ptx
-            .file_stem()
-            .map_or_else(|| "tests".to_owned(), |s| s.to_string_lossy().into_owned());
-        let name = file_name(target, &lib);
-        let program = Program::from_module(&module, &name, options.to_args())?;
-        if how.no_run {
-            if let Some(dir) = &how.out_dir {
-                std::fs::create_dir_all(dir)?;
-                let out = dir.join(&name);
-                program.write_executable(&std::env::current_exe()?, &out)?;
-                if !source.quiet {
-                    eprintln!(
-                        "  Executable {} ({})",
-                        describe(target, src, &package),
-                        out.display()
-                    );
+    // Every target is built before any runs, as Cargo builds them.
+    let built = source.finish_build((|| {
+        let mut built = Vec::new();
+        for (target, src) in &targets {
+            let module = source.builder()?.tests(target.clone()).build()?;
+            let lib = module
+                .ptx
+                .file_stem()
+                .map_or_else(|| "tests".to_owned(), |s| s.to_string_lossy().into_owned());
+            let name = file_name(target, &lib);
+            let written = match &how.out_dir {
+                Some(dir) => {
+                    std::fs::create_dir_all(dir)?;
+                    let out = dir.join(&name);
+                    Program::from_module(&module, &name, options.to_args())?
+                        .write_executable(&std::env::current_exe()?, &out)?;
+                    if !source.quiet {
+                        eprintln!(
+                            "  Executable {} ({})",
+                            describe(target, src, &package),
+                            out.display()
+                        );
+                    }
+                    Some(out)
                 }
+                None => None,
+            };
+            if source.message_format_is_json() {
+                messages::artifact(&module, written.as_deref())
+                    .iter()
+                    .for_each(messages::print);
             }
-            continue;
+            built.push((target, src, module, name));
         }
+        Ok(built)
+    })())?;
+    if how.no_run {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut failed = Vec::new();
+    for (target, src, module, name) in built {
         if !source.quiet {
             eprintln!(
                 "     Running {} ({name} on the GPU)",
                 describe(target, src, &package)
             );
         }
+        let program = Program::from_module(&module, &name, options.to_args())?;
         match run::exit_code(&program, options, &libtest_args) {
             0 => {}
             EXIT_NO_GPU => return Ok(ExitCode::from(EXIT_NO_GPU)),

@@ -125,3 +125,105 @@ fn an_unknown_package_or_profile_is_refused_naming_it() {
         text(&not_a_manifest.stderr)
     );
 }
+
+/// The fixture's example built with every flag it needs (or without `--features
+/// wanted`, so that it fails) and `extra`.
+fn build_example(exe: &Path, wanted: bool, extra: &[&str]) -> std::process::Output {
+    let manifest = workspace().join("Cargo.toml");
+    let mut args = vec![
+        "build",
+        "--manifest-path",
+        manifest.to_str().unwrap(),
+        "-p",
+        "app",
+        "--example",
+        "flags",
+        "--no-default-features",
+        "--profile",
+        "gpu-checked",
+        "--locked",
+        "--offline",
+        "--fast-compile",
+        "-o",
+        exe.to_str().unwrap(),
+    ];
+    if wanted {
+        args.extend(["--features", "wanted"]);
+    }
+    args.extend(extra);
+    cargo_gpu(&args)
+}
+
+#[test]
+fn message_format_json_gives_cargos_messages_and_the_gpu_artifact() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("flags.gpu");
+    let built = build_example(&exe, true, &["--message-format", "json"]);
+    assert!(built.status.success(), "{}", text(&built.stderr));
+    let messages: Vec<serde_json::Value> = text(&built.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let last = messages.last().expect("messages");
+    assert_eq!(last["reason"], "build-finished");
+    assert_eq!(last["success"], true);
+    let finished = messages
+        .iter()
+        .filter(|m| m["reason"] == "build-finished")
+        .count();
+    assert_eq!(finished, 1, "one build-finished, the GPU build's");
+    let executables: Vec<_> = messages
+        .iter()
+        .filter(|m| !m["executable"].is_null())
+        .collect();
+    assert_eq!(
+        executables.len(),
+        1,
+        "only the GPU build names an executable"
+    );
+    let gpu = executables[0];
+    assert_eq!(gpu["executable"], exe.to_str().unwrap());
+    assert_eq!(gpu["reason"], "compiler-artifact");
+    assert_eq!(gpu["target"]["name"], "flags");
+    assert_eq!(gpu["target"]["kind"][0], "example");
+    let files: Vec<&str> = gpu["filenames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert!(
+        files[0].ends_with(".ptx") && files[1..].iter().all(|f| f.ends_with(".cubin")),
+        "{files:?}"
+    );
+    assert!(files.iter().all(|f| Path::new(f).exists()), "{files:?}");
+}
+
+#[test]
+fn a_failed_build_reports_in_the_message_format_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("flags.gpu");
+    let json = build_example(&exe, false, &["--message-format", "json"]);
+    assert!(!json.status.success());
+    let stdout = text(&json.stdout);
+    let messages: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(
+        messages.iter().any(|m| m["reason"] == "compiler-message"
+            && m["message"]["message"] == "built without `--features wanted`"),
+        "{stdout}"
+    );
+    assert_eq!(
+        messages.last().map(|m| m.to_string()).as_deref(),
+        Some(r#"{"reason":"build-finished","success":false}"#)
+    );
+    let short = build_example(&exe, false, &["--message-format", "short"]);
+    let stderr = text(&short.stderr);
+    assert!(
+        stderr.contains("examples/flags.rs:6:1: error: built without `--features wanted`"),
+        "{stderr}"
+    );
+    assert!(short.stdout.is_empty());
+}

@@ -64,6 +64,8 @@ fn a_packages_tests_build_for_the_gpu_and_report_as_on_the_cpu() {
         "--no-run",
         "--out-dir",
         out.to_str().unwrap(),
+        "--message-format",
+        "json",
     ]);
     let stderr = text(&built.stderr);
     assert!(built.status.success(), "{stderr}");
@@ -71,6 +73,28 @@ fn a_packages_tests_build_for_the_gpu_and_report_as_on_the_cpu() {
         stderr.contains("Executable unittests src/lib.rs")
             && stderr.contains("Executable tests/squares.rs"),
         "{stderr}"
+    );
+    // As `cargo test --no-run --message-format json` names its test executables.
+    let stdout = text(&built.stdout);
+    let executables: Vec<String> = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect(l))
+        .filter(|m| m["reason"] == "compiler-artifact" && m["profile"]["test"] == true)
+        .filter_map(|m| m["executable"].as_str().map(str::to_owned))
+        .collect();
+    let names = |exes: &[&str]| -> Vec<String> {
+        exes.iter()
+            .map(|e| out.join(e).to_string_lossy().into_owned())
+            .collect()
+    };
+    assert_eq!(
+        executables,
+        names(&["lib-tested", "test-squares"]),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with("{\"reason\":\"build-finished\",\"success\":true}\n"),
+        "{stdout}"
     );
     for (exe, target) in [
         ("lib-tested", &["--lib"][..]),

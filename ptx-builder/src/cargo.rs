@@ -10,8 +10,11 @@ use crate::selection::{CargoArgs, Program, TestTarget};
 use crate::tools::Toolchain;
 use crate::{BuildError, Result};
 
-/// The crates that take the x86_64 cfg of `fixups/libc.rustflags`.
-const X86_64_CFG_CRATES: [&str; 2] = ["libc", "unwind"];
+/// The crates that take the x86_64 cfg of `fixups/libc.rustflags`: std's and the
+/// registry's definitions of Linux's C types (`linux-raw-sys`: through rustix, what
+/// tempfile and much of the registry are built on; it has no module for nvptx64, so
+/// these failed to compile).
+const X86_64_CFG_CRATES: [&str; 4] = ["libc", "unwind", "linux-raw-sys", "rustix"];
 
 /// Variables of an outer cargo or build script that must not reach the nested build.
 fn leaks(var: &str) -> bool {
@@ -43,6 +46,8 @@ pub(crate) struct Built {
     pub inputs: Vec<PathBuf>,
     /// The kernel crate's source files, from cargo's dep-info.
     pub sources: Vec<PathBuf>,
+    /// Cargo's `compiler-artifact` message for a program's target.
+    pub message: Option<serde_json::Value>,
 }
 
 fn toml_list(items: &[&str]) -> String {
@@ -247,7 +252,10 @@ fn nested_cargo(
             "-Zjson-target-spec",
             "-Zprofile-rustflags",
         ])
-        .arg("--message-format=json-render-diagnostics");
+        .arg(format!(
+            "--message-format={}",
+            n.args.nested_message_format()
+        ));
     for setting in profile {
         cmd.arg("--config").arg(setting);
     }
@@ -283,16 +291,19 @@ struct Artifact {
     kinds: Vec<String>,
     filenames: Vec<PathBuf>,
     executable: Option<PathBuf>,
+    /// The message itself.
+    message: serde_json::Value,
 }
 
 /// Runs a nested build and returns its artifacts; a failed build is an error naming
-/// `manifest` (with cargo's diagnostics on stderr).
-fn run_nested(
-    mut cmd: Command,
-    manifest: &Path,
-    progress: crate::Progress,
-) -> Result<Vec<Artifact>> {
-    let quiet = !progress.shows_cargo();
+/// `manifest` (with cargo's diagnostics on stderr). With JSON messages
+/// ([`CargoArgs::json_messages`]) its messages are printed on stdout as they come, but
+/// `build-finished` (the GPU build goes on) and the artifact of a program (its
+/// "executable" is the link line the builder reads: the program's artifact is the GPU
+/// build's, which the tool reports).
+fn run_nested(mut cmd: Command, manifest: &Path, n: &Nested<'_>) -> Result<Vec<Artifact>> {
+    let forward = n.args.json_messages();
+    let quiet = !n.progress.shows_cargo();
     cmd.stdout(Stdio::piped()).stderr(if quiet {
         Stdio::piped()
     } else {
@@ -309,6 +320,9 @@ fn run_nested(
         let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line) else {
             continue;
         };
+        if forward && msg["reason"] != "build-finished" && msg["executable"].is_null() {
+            println!("{line}");
+        }
         if msg["reason"] != "compiler-artifact" {
             continue;
         }
@@ -334,6 +348,7 @@ fn run_nested(
                 .map(PathBuf::from)
                 .collect(),
             executable: msg["executable"].as_str().map(PathBuf::from),
+            message: msg,
         });
     }
     let output = child
@@ -375,7 +390,7 @@ pub(crate) fn build(n: &Nested<'_>, krate: &Path) -> Result<Built> {
             "force:libc_hostcall",
         ]);
     }
-    let ours = run_nested(cmd, &manifest, n.progress)?
+    let ours = run_nested(cmd, &manifest, n)?
         .into_iter()
         .find(|a| a.ours && a.kinds.iter().any(|k| k == "staticlib"));
     let Some((name, staticlib)) = ours.and_then(|a| {
@@ -395,6 +410,7 @@ pub(crate) fn build(n: &Nested<'_>, krate: &Path) -> Result<Built> {
         name,
         inputs: vec![staticlib],
         sources,
+        message: None,
     })
 }
 
@@ -440,7 +456,7 @@ pub(crate) fn build_bin(n: &Nested<'_>, krate: &Path, program: &Program) -> Resu
     let libc_manifest = crate::libc_crate::package(out)?;
     let mut cmd = nested_cargo(n, &libc_manifest, &profile, ("build", nested))?;
     cmd.arg("--lib").args(n.args.network_flags());
-    let runtime = run_nested(cmd, &libc_manifest, n.progress)?;
+    let runtime = run_nested(cmd, &libc_manifest, n)?;
     let rmeta = runtime
         .iter()
         .filter(|a| a.name == crate::libc_crate::CRATE)
@@ -485,16 +501,14 @@ pub(crate) fn build_bin(n: &Nested<'_>, krate: &Path, program: &Program) -> Resu
         cmd.arg("-L").arg(format!("dependency={}", d.display()));
     }
     // The linked target (a library's tests are of kind `lib`, as the library is).
-    let ours = run_nested(cmd, &manifest, n.progress)?
-        .into_iter()
-        .find(|a| {
-            a.ours && a.executable.is_some() && a.kinds.iter().any(|k| k == program.artifact_kind())
-        });
+    let ours = run_nested(cmd, &manifest, n)?.into_iter().find(|a| {
+        a.ours && a.executable.is_some() && a.kinds.iter().any(|k| k == program.artifact_kind())
+    });
     let bin = match (&ours, program) {
         (Some(a), Program::Test(_)) => a.name.clone(),
         _ => bin,
     };
-    let Some(line) = ours.and_then(|a| a.executable) else {
+    let Some((line, message)) = ours.and_then(|a| Some((a.executable?, a.message))) else {
         return Err(BuildError::Toolchain(format!(
             "{} built no {} `{bin}`",
             manifest.display(),
@@ -509,6 +523,7 @@ pub(crate) fn build_bin(n: &Nested<'_>, krate: &Path, program: &Program) -> Resu
         name: bin,
         inputs,
         sources,
+        message: Some(message),
     })
 }
 

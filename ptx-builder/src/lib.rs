@@ -31,6 +31,7 @@ mod frames;
 mod ir;
 mod libc_crate;
 mod link;
+mod lock;
 mod nvjitlink;
 mod profile;
 mod progress;
@@ -109,6 +110,10 @@ pub struct PtxModule {
     pub stack_bytes: Option<u64>,
     /// Source files the build read, for `cargo:rerun-if-changed`.
     pub sources: Vec<PathBuf>,
+    /// Cargo's `compiler-artifact` message for a program's target, from its nested
+    /// build (its package, target, profile and features), from which a tool reports
+    /// the GPU build's own artifact; `None` for a kernel library's module.
+    pub cargo_message: Option<serde_json::Value>,
 }
 
 impl PtxModule {
@@ -170,6 +175,7 @@ impl PtxModule {
             kernels: self.kernels.clone(),
             stack_bytes: self.stack_bytes,
             sources: self.sources.clone(),
+            cargo_message: self.cargo_message.clone(),
         })
     }
 
@@ -205,6 +211,7 @@ impl PtxModule {
                 false => None,
             },
             sources: Vec::new(),
+            cargo_message: None,
         })
     }
 }
@@ -387,6 +394,7 @@ impl PtxBuilder {
         if let Some(spec) = &self.args.package {
             krate = cargo::member(&nested, &krate.join("Cargo.toml"), spec)?;
         }
+        let _held = lock::crate_build(&out, &krate, self.progress)?;
         let built = match &self.binary {
             None => cargo::build(&nested, &krate)?,
             Some(program) => cargo::build_bin(&nested, &krate, program)?,
@@ -521,6 +529,7 @@ impl PtxBuilder {
             kernels,
             stack_bytes: stack.as_ref().map(stack::EntryStack::bytes),
             sources: built.sources,
+            cargo_message: built.message,
         })
     }
 }
@@ -601,6 +610,7 @@ mod tests {
             kernels: vec!["kmain".into(), "other".into()],
             stack_bytes: Some(40_960),
             sources: Vec::new(),
+            cargo_message: None,
         };
         let out = tempfile::tempdir().unwrap();
         let copied = m.copy_to(out.path()).unwrap();

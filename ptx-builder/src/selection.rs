@@ -91,6 +91,14 @@ pub struct CargoArgs {
     pub offline: bool,
     /// `--frozen`: both.
     pub frozen: bool,
+    /// `--message-format`: Cargo's format names (`human`, `short`, `json`,
+    /// `json-diagnostic-short`, `json-diagnostic-rendered-ansi`,
+    /// `json-render-diagnostics`), as many as Cargo combines; none is `human`. With a
+    /// JSON format the nested builds' messages reach stdout as Cargo prints them (but
+    /// their `build-finished`: the build goes on), and the program's
+    /// [`crate::PtxModule::cargo_message`] is kept for the tool to report the GPU
+    /// build's artifact.
+    pub message_format: Vec<String>,
 }
 
 impl CargoArgs {
@@ -114,6 +122,24 @@ impl CargoArgs {
         .into_iter()
         .filter_map(|(on, flag)| on.then_some(flag))
         .collect()
+    }
+
+    /// Whether messages are JSON, on stdout (`--message-format json...`).
+    pub fn json_messages(&self) -> bool {
+        self.message_format.iter().any(|f| f.starts_with("json"))
+    }
+
+    /// The nested builds' `--message-format`: the user's JSON formats, else JSON with the
+    /// diagnostics rendered on stderr (short ones for `short`), which the builder reads
+    /// its artifacts from.
+    pub(crate) fn nested_message_format(&self) -> String {
+        if self.json_messages() {
+            self.message_format.join(",")
+        } else if self.message_format.iter().any(|f| f == "short") {
+            "json-render-diagnostics,json-diagnostic-short".to_owned()
+        } else {
+            "json-render-diagnostics".to_owned()
+        }
     }
 
     /// `--offline` when the network may not be used (`--offline` or `--frozen`).
@@ -157,8 +183,20 @@ mod tests {
             locked: true,
             offline: true,
             frozen: true,
+            message_format: vec!["json".into(), "json-diagnostic-short".into()],
         };
         assert_eq!(all.manifest_flags(), ["--locked", "--offline", "--frozen"]);
+        assert!(all.json_messages());
+        assert_eq!(all.nested_message_format(), "json,json-diagnostic-short");
+        let short = CargoArgs {
+            message_format: vec!["short".into()],
+            ..CargoArgs::default()
+        };
+        assert!(!short.json_messages());
+        assert_eq!(
+            short.nested_message_format(),
+            "json-render-diagnostics,json-diagnostic-short"
+        );
         assert_eq!(all.network_flags(), ["--offline"]);
         assert_eq!(
             all.feature_flags(),
@@ -174,6 +212,8 @@ mod tests {
         assert!(none.manifest_flags().is_empty() && none.feature_flags().is_empty());
         assert!(none.network_flags().is_empty());
         assert_eq!(none.profile_name(), "release");
+        assert!(!none.json_messages());
+        assert_eq!(none.nested_message_format(), "json-render-diagnostics");
     }
 
     #[test]

@@ -133,6 +133,7 @@ pub fn module(
         kernels: kernels.to_vec(),
         stack_bytes: stack.as_ref().map(stack::EntryStack::bytes),
         sources: Vec::new(),
+        cargo_message: None,
     }
     .copy_to(dir)
 }
