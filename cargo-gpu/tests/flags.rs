@@ -16,29 +16,9 @@ fn workspace() -> PathBuf {
 
 #[test]
 fn a_workspace_members_example_builds_with_its_features_and_profile() {
-    let manifest = workspace().join("Cargo.toml");
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join("flags.gpu");
-    let built = cargo_gpu(&[
-        "build",
-        "--manifest-path",
-        manifest.to_str().unwrap(),
-        "-p",
-        "app",
-        "--example",
-        "flags",
-        "--features",
-        "wanted",
-        "--no-default-features",
-        "--profile",
-        "gpu-checked",
-        "--locked",
-        "--offline",
-        "--fast-compile",
-        "-q",
-        "-o",
-        exe.to_str().unwrap(),
-    ]);
+    let built = build_example(&exe, true, &["-q"]);
     let stderr = text(&built.stderr);
     assert!(built.status.success(), "the build failed: {stderr}");
     for said in ["cargo gpu: wrote", "Compiling", "Linking", "Finished"] {
