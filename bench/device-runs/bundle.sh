@@ -21,6 +21,11 @@ cpu() { cargo +nightly-2026-10-15 build -q --release --target-dir "$CPU" && cp "
 (cd examples/rayon-json && "$G" build . --env WORKERS --env SUMMARY -o "$NEW/rayon-json.gpu" && cpu rayon-json)
 (cd examples/threads && "$G" build . -o "$NEW/threads.gpu" && cpu threads)
 (cd examples/popular && "$G" build . --grant . -o "$NEW/popular.gpu" && cpu popular)
+# The conformance suite's spawning programs as tests (`cargo gpu test`), and on the CPU.
+(cd conformance/spawning && "$G" test --locked --no-run --out-dir "$NEW" --connect '127.0.0.1:*' --listen '127.0.0.1:*' \
+  --connect 'localhost:*' --listen 'localhost:*' \
+  && cp "$(cargo +nightly-2026-10-15 test --locked --no-run --target-dir "$CPU" 2>&1 \
+    | sed -n 's/^ *Executable .*(\(.*\))$/\1/p')" "$NEW/suite-tests-cpu")
 (cd examples/net && "$G" build . --listen '127.0.0.1:*' --connect '127.0.0.1:*' --connect 'localhost:*' -o "$NEW/net.gpu" && cpu net)
 (cd bench/net && "$G" build . --listen '127.0.0.1:*' --connect '127.0.0.1:*' --max-sockets 1024 -o "$NEW/net-bench.gpu" && cpu net-bench)
 (cd bench/threads && "$G" build . -o "$NEW/threads-bench.gpu" && cpu threads-bench \

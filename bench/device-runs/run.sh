@@ -12,6 +12,9 @@
 #                number of rounds
 #   programs     examples/threads, unmodified, rayon-json and popular against their CPU
 #                builds
+#   suite-tests  the conformance suite's spawning programs as tests (`cargo gpu test` of
+#                conformance/spawning) against the same tests on the CPU, two rounds:
+#                the sorted verdicts must be the same
 #   program-rows hostcall_bench's programs part (bench/threads and bench/net on the GPU
 #                beside the CPU: spawn, join, rayon, TCP echo), into programs.json
 #   stack        the registry-crate conformance programs at a 16 KiB stack, the stack
@@ -115,6 +118,20 @@ programs() {
   cd ..
 }
 
+suite_tests() {
+  local round side exe s
+  for round in 1 2; do
+    for side in cpu gpu; do
+      exe=./suite-tests-cpu; [ $side = gpu ] && exe=./bin-conformance-spawning
+      s=$(date +%s%N); env -u RUST_BACKTRACE timeout 200 $exe > "$Z/suite-$side-$round.out" 2> "$Z/suite-$side-$round.err"
+      echo "exit $?" >> "$Z/suite-$side-$round.out"
+      echo "suite tests on the $side, round $round: $(ms "$s") ms, $(grep '^test result' "$Z/suite-$side-$round.out")"
+      grep '^test ' "$Z/suite-$side-$round.out" | sed 's/; finished in.*//' | sort > "$Z/suite-$side-$round.verdicts"
+    done
+    cmp "$Z/suite-cpu-$round.verdicts" "$Z/suite-gpu-$round.verdicts" && echo "suite tests, round $round: the same verdicts"
+  done
+}
+
 program_rows() {
   timeout 400 ./hostcall_bench --only programs --programs . --out "$Z/programs.json" > "$Z/programs.txt" 2>&1
   echo "exit $?" >> "$Z/programs.txt"; tail -12 "$Z/programs.txt"
@@ -167,6 +184,7 @@ for step in "$@"; do
   case $step in
     tests | conformance | net | pairs | bench | programs | stack | startup | lanes) $step ;;
     program-rows) program_rows ;;
+    suite-tests) suite_tests ;;
     net-summary) net_summary ;;
     startup-ab) startup_ab ;;
     *) echo "run.sh: no step $step" ;;

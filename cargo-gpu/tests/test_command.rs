@@ -6,7 +6,8 @@
 //! test executable, and `cargo gpu test` itself, end with the no-GPU sentence and code,
 //! and the comparison is reported SKIPPED. With one: each target's results (`test NAME
 //! ... RESULT` lines, sorted, and the counts) and exit code are `cargo test`'s on the
-//! CPU.
+//! CPU. The same for the conformance suite's spawning programs, each a test of
+//! `conformance/spawning`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -35,12 +36,12 @@ fn verdicts(out: &str) -> Vec<String> {
     lines
 }
 
-/// `cargo test` of the fixture's `target` (`--lib`, `--test squares`) on the CPU: its
+/// `cargo test` of `manifest`'s `target` (`--lib`, `--test squares`) on the CPU: its
 /// verdicts and exit code.
-fn on_the_cpu(target: &[&str], target_dir: &Path) -> (Vec<String>, Option<i32>) {
+fn on_the_cpu(manifest: &Path, target: &[&str], target_dir: &Path) -> (Vec<String>, Option<i32>) {
     let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(["test", "--locked", "--manifest-path"])
-        .arg(fixture())
+        .arg(manifest)
         .arg("--target-dir")
         .arg(target_dir)
         .args(target)
@@ -112,7 +113,7 @@ fn a_packages_tests_build_for_the_gpu_and_report_as_on_the_cpu() {
             println!("{exe} against `cargo test {target:?}`: SKIPPED (no GPU here; it built)");
             continue;
         }
-        let (cpu, cpu_code) = on_the_cpu(target, &dir.path().join("cpu"));
+        let (cpu, cpu_code) = on_the_cpu(&manifest, target, &dir.path().join("cpu"));
         assert!(cpu.iter().any(|l| l.contains("FAILED")), "{cpu:?}");
         assert_eq!(verdicts(&text(&ran.stdout)), cpu, "{exe}");
         assert_eq!(ran.status.code(), cpu_code, "{exe}");
@@ -159,4 +160,52 @@ fn a_missing_target_is_named() {
         "{}",
         text(&missing.stderr)
     );
+}
+
+/// The conformance suite's spawning programs as tests (`conformance/spawning`'s, one per
+/// program) through `cargo gpu test`, with the loopback grants the suite gives them:
+/// they build for the GPU everywhere; with a GPU, each passes or fails there as on the
+/// CPU (`spawn_panic` ends in a scope's panic, as the program means to: a failed test).
+#[test]
+fn the_conformance_suites_thread_programs_pass_as_tests_as_on_the_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("gpu");
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../conformance/spawning/Cargo.toml");
+    let built = cargo_gpu(&[
+        "test",
+        "--manifest-path",
+        manifest.to_str().unwrap(),
+        "--locked",
+        "--fast-compile",
+        "--no-run",
+        "--out-dir",
+        out.to_str().unwrap(),
+        "--connect",
+        "127.0.0.1:*",
+        "--listen",
+        "127.0.0.1:*",
+        "--connect",
+        "localhost:*",
+        "--listen",
+        "localhost:*",
+    ]);
+    assert!(built.status.success(), "{}", text(&built.stderr));
+    let exe = out.join("bin-conformance-spawning");
+    let ran = Command::new(&exe)
+        .output()
+        .expect("the test executable starts");
+    if ran.status.code() == Some(EXIT_NO_GPU.into()) {
+        assert!(text(&ran.stderr).contains("no NVIDIA GPU is usable here"));
+        println!(
+            "the suite's thread programs against `cargo test`: SKIPPED (no GPU here; they built)"
+        );
+        return;
+    }
+    let (cpu, cpu_code) = on_the_cpu(&manifest, &[], &dir.path().join("cpu"));
+    assert!(
+        cpu.iter().any(|l| l.contains("catch_unwind ... ok")),
+        "{cpu:?}"
+    );
+    assert_eq!(verdicts(&text(&ran.stdout)), cpu);
+    assert_eq!((ran.status.code(), cpu_code), (Some(0), Some(0)));
 }
