@@ -10,10 +10,11 @@ use crate::selection::{CargoArgs, Program, TestTarget};
 use crate::tools::Toolchain;
 use crate::{BuildError, Result};
 
-/// The crates that take the x86_64 cfg of `fixups/libc.rustflags`: std's and the
-/// registry's definitions of Linux's C types (`linux-raw-sys`: through rustix, what
-/// tempfile and much of the registry are built on; it has no module for nvptx64, so
-/// these failed to compile).
+/// The crates that take the x86_64 cfg of `fixups/libc.rustflags`: std's `libc` and
+/// `unwind`, and the registry's `linux-raw-sys` and `rustix` (on its libc backend, which
+/// its build script picks for an arch it has no assembly for), which tempfile and much
+/// of the registry are built on: neither has a module for nvptx64's constants, so both
+/// failed to compile.
 const X86_64_CFG_CRATES: [&str; 4] = ["libc", "unwind", "linux-raw-sys", "rustix"];
 
 /// Variables of an outer cargo or build script that must not reach the nested build.

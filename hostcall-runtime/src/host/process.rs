@@ -7,8 +7,8 @@ use crate::server::Reactor;
 use crate::services::{FdTable, Process, Stdin, WorkingDir};
 
 /// What the launches of one run share, as the threads of one process do: the open
-/// files, working directory and stdin, the reactor their calls wait in, how the program asked to end, and
-/// the log of what the GPU caused.
+/// files, the working directory and stdin, the reactor their calls wait in, how the
+/// program asked to end, and the log of what the GPU caused.
 #[derive(Clone)]
 pub(crate) struct ProcessState {
     pub(super) table: Arc<Mutex<FdTable>>,

@@ -3,10 +3,10 @@
 //! host never tells it a host path.
 //!
 //! Each mount is a directory handle opened once, when the host is built (`cap-std`).
-//! A guest path is first made absolute against the run's working directory and normalised lexically
-//! (`.` dropped, `..` removed with the component before it, never above `/`); its
-//! longest mount prefix picks the handle, and the rest is resolved beneath that handle
-//! by the kernel (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`, or
+//! A guest path is first made absolute against the run's working directory and
+//! normalised lexically (`.` dropped, `..` removed with the component before it, never
+//! above `/`); its longest mount prefix picks the handle, and the rest is resolved
+//! beneath that handle by the kernel (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`, or
 //! cap-std's component-by-component walk where that is missing). So a symlink, dangling
 //! or not, or a directory swapped for one between two calls, can never lead outside:
 //! there is no check separate from the use.
