@@ -12,9 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 mod common;
-use common::{cargo_gpu, text};
-
-use hostcall_runtime::EXIT_NO_GPU;
+use common::{cargo_gpu, skipped_without_gpu, text};
 
 /// A program of the corpus: its folder under `examples/`, and its arguments.
 struct Program {
@@ -81,13 +79,7 @@ fn popular_crates_programs_build_for_the_gpu_and_print_what_the_cpu_prints() {
             text(&built.stderr)
         );
         let gpu = run_in_fresh_dir(&exe, p);
-        if gpu.status.code() == Some(EXIT_NO_GPU.into()) {
-            let stderr = text(&gpu.stderr);
-            assert!(stderr.contains("no NVIDIA GPU is usable here"), "{stderr}");
-            println!(
-                "{} against its CPU build: SKIPPED (no GPU here; it built)",
-                p.name
-            );
+        if skipped_without_gpu(&gpu, &format!("{} against its CPU build", p.name)) {
             continue;
         }
         let cpu_build = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod common;
-use common::{cargo_gpu, text};
+use common::{cargo_gpu, skipped_without_gpu, text};
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/flags")
@@ -25,12 +25,10 @@ fn a_workspace_members_example_builds_with_its_features_and_profile() {
         assert!(!stderr.contains(said), "-q printed {said:?}: {stderr}");
     }
     let ran = Command::new(&exe).output().expect("the program starts");
-    let stderr = text(&ran.stderr);
-    if ran.status.code() == Some(hostcall_runtime::EXIT_NO_GPU.into()) {
-        assert!(stderr.contains("no NVIDIA GPU is usable here"), "{stderr}");
-        println!("running the example: SKIPPED (no GPU here; it built with every flag)");
+    if skipped_without_gpu(&ran, "running the example built with every flag") {
         return;
     }
+    let stderr = text(&ran.stderr);
     assert!(ran.status.success(), "the example failed: {stderr}");
     assert_eq!(
         text(&ran.stdout),

@@ -15,3 +15,15 @@ pub fn cargo_gpu(args: &[&str]) -> Output {
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
+
+/// Whether `ran` found no GPU: then it said so in its one sentence (asserted here) and
+/// `what`, which built, is reported SKIPPED.
+pub fn skipped_without_gpu(ran: &Output, what: &str) -> bool {
+    if ran.status.code() != Some(hostcall_runtime::EXIT_NO_GPU.into()) {
+        return false;
+    }
+    let stderr = text(&ran.stderr);
+    assert!(stderr.contains("no NVIDIA GPU is usable here"), "{stderr}");
+    println!("{what}: SKIPPED (no GPU here; it built)");
+    true
+}

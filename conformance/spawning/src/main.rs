@@ -10,6 +10,12 @@ use std::process::ExitCode;
 #[allow(dead_code)]
 mod programs;
 
+/// The spawning programs by name, and as tests: `cargo gpu test` runs the suite's
+/// thread programs under libtest on the GPU (side by side on test threads, their output
+/// captured) as `cargo test` runs them on the CPU, and the same verdicts both ways is the
+/// check (`cargo-gpu/tests/test_command.rs`; conformance's own harness compares their
+/// output byte for byte). The limits programs are not tests: one reaches the GPU's thread
+/// limit on purpose, which would starve the tests beside it.
 macro_rules! table {
     (
         single: [$($s:ident),*],
@@ -23,6 +29,16 @@ macro_rules! table {
             $((stringify!($p), programs::$p::main),)*
             $((stringify!($l), programs::$l::main),)*
         ];
+
+        #[cfg(test)]
+        mod tests {
+            $(
+                #[test]
+                fn $p() {
+                    crate::programs::$p::main();
+                }
+            )*
+        }
     };
 }
 programs::with_suite!(table);
@@ -39,31 +55,4 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-/// The spawning programs as tests, so that `cargo gpu test` runs the suite's thread
-/// programs under libtest on the GPU (side by side on test threads, their output
-/// captured) as `cargo test` runs them on the CPU: the same verdicts both ways is the
-/// check (`cargo-gpu/tests/test_command.rs`; conformance's own harness compares their
-/// output byte for byte). The limits programs are left out: one reaches the GPU's thread
-/// limit on purpose, which would starve the tests beside it.
-#[cfg(test)]
-mod tests {
-    macro_rules! tests {
-        (
-            single: [$($s:ident),*],
-            threaded: [$($t:ident),*],
-            unsupported: [$($u:ident),*],
-            spawning: [$($p:ident),*],
-            limits: [$($l:ident),*] $(,)?
-        ) => {
-            $(
-                #[test]
-                fn $p() {
-                    crate::programs::$p::main();
-                }
-            )*
-        };
-    }
-    crate::programs::with_suite!(tests);
 }
