@@ -6,8 +6,8 @@
 //!   exit code is the program's.
 //! - `cargo gpu build [CRATE] [OPTIONS] -o FILE`: writes FILE, one executable holding this
 //!   runner, the module and the options, to carry to a machine with a GPU and run there
-//!   as `FILE ARGS`. Its user sees what it is granted there (`FILE --gpu-grants`) and may
-//!   take grants away (`recipient`).
+//!   as `FILE ARGS`. Its user sees what it is granted there
+//!   (`CARGO_GPU_RUNNER_FLAGS=--gpu-grants FILE`) and may take grants away (`recipient`).
 //! - `cargo gpu test [CRATE] [OPTIONS] [TESTNAME] -- ARGS`: builds the package's test
 //!   targets as `cargo test` does and runs each one's libtest on the GPU (`test`).
 //!
@@ -344,9 +344,10 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             eprintln!(
-                "cargo gpu: wrote {} (run it as `{} ARGS`; `{} --gpu-grants` shows what it is granted where it runs)",
+                "cargo gpu: wrote {} (run it as `{} ARGS`; `{}=--gpu-grants {}` shows what it is granted where it runs)",
                 out.display(),
                 out.display(),
+                recipient::FLAGS_VAR,
                 out.display()
             );
             for note in recipient::resolved_at_start(&options) {

@@ -193,11 +193,11 @@ impl RunOptions {
     }
 
     /// Applies the options to a host under construction, with `args` as the program's
-    /// arguments (its name first).
+    /// arguments (its name first), as bytes: an argument need not be UTF-8.
     pub fn apply(
         &self,
         mut host: HostBuilder,
-        args: &[String],
+        args: &[impl AsRef<[u8]>],
     ) -> Result<HostBuilder, OptionsError> {
         let grants = self.resolved_grants()?;
         host = host.cwd(&self.working_dir(&grants));

@@ -97,7 +97,7 @@ impl Program {
         }
         let word = |i: usize| u64::from_le_bytes(trailer[i..i + 8].try_into().expect("8 bytes"));
         let (header_len, appended) = (word(0), word(8));
-        if appended + TRAILER > len || header_len > appended {
+        if appended.checked_add(TRAILER).is_none_or(|end| end > len) || header_len > appended {
             return Err(invalid(format!(
                 "{}: a packaged program cut short",
                 exe.display()
@@ -139,7 +139,13 @@ impl Program {
                 .map(|s| s.as_str().map(str::to_owned))
                 .collect()
         };
-        Ok(Some(Program {
+        if !rest.is_empty() {
+            return Err(damaged(
+                exe,
+                &format!("{} bytes its header does not account for", rest.len()),
+            ));
+        }
+        let program = Program {
             name: h["name"].as_str().ok_or_else(bad)?.to_owned(),
             options: strings(&h["options"]).ok_or_else(bad)?,
             ptx,
@@ -147,20 +153,138 @@ impl Program {
             sha256: h["sha256"].as_str().ok_or_else(bad)?.to_owned(),
             stack_bytes: h["stack_bytes"].as_u64(),
             file: exe.to_owned(),
-        }))
+        };
+        match program.damage() {
+            Some(why) => Err(damaged(exe, &why)),
+            None => Ok(Some(program)),
+        }
     }
+
+    /// What makes this program unfit to hand to the driver, which takes a cubin by its
+    /// address alone (`cuModuleLoadData` has no length: it reads as far as the ELF's own
+    /// tables say) and the PTX up to a NUL, and whose reports cut the digest at 12 bytes.
+    /// A file's tail is checked here, when it is read, so that a damaged one is refused
+    /// before any GPU is looked for.
+    fn damage(&self) -> Option<String> {
+        if self.sha256.len() != 64
+            || !self
+                .sha256
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return Some("its digest is not 64 hex digits".to_owned());
+        }
+        if self.ptx.contains('\0') {
+            return Some("its PTX holds a NUL byte".to_owned());
+        }
+        self.cubins.iter().find_map(|(sm, c)| {
+            check_cubin(c)
+                .err()
+                .map(|why| format!("its cubin for sm_{sm} {why}"))
+        })
+    }
+}
+
+/// The error for a packaged program whose tail is not what `cargo gpu build` writes.
+fn damaged(exe: &Path, why: &str) -> io::Error {
+    invalid(format!(
+        "{} is a damaged packaged program: {why}, so it was altered or cut after \
+         `cargo gpu build` wrote it",
+        exe.display()
+    ))
+}
+
+/// `e_machine` of a CUDA cubin.
+const EM_CUDA: u64 = 190;
+/// The size of an ELF64 file header, and the least of a program and a section header.
+const ELF64_HEADER: usize = 64;
+const ELF64_SEGMENT: u64 = 56;
+const ELF64_SECTION: u64 = 64;
+/// The type of a section that takes no bytes of the file (`.bss`, `.nv.shared.*`).
+const SHT_NOBITS: u64 = 8;
+
+/// Whether `c` is a CUDA ELF whose program and section tables, and every segment and
+/// section they name, lie within it (else why not): what the driver reads of a cubin is
+/// what those tables say.
+fn check_cubin(c: &[u8]) -> Result<(), &'static str> {
+    const NOT_ELF: &str = "is not a CUDA ELF file";
+    const CUT: &str = "is cut short";
+    // A little-endian field of `n` bytes at `at`.
+    let field = |at: u64, n: usize| -> Result<u64, &'static str> {
+        let at = usize::try_from(at).map_err(|_| CUT)?;
+        let bytes = c.get(at..at.checked_add(n).ok_or(CUT)?).ok_or(CUT)?;
+        let mut word = [0u8; 8];
+        word[..n].copy_from_slice(bytes);
+        Ok(u64::from_le_bytes(word))
+    };
+    let within = |offset: u64, size: u64| {
+        offset
+            .checked_add(size)
+            .is_some_and(|end| end <= c.len() as u64)
+    };
+    if c.len() < ELF64_HEADER || !c.starts_with(b"\x7fELF\x02\x01") || field(18, 2)? != EM_CUDA {
+        return Err(NOT_ELF);
+    }
+    // Where a table's entries start, given where the file header holds the table's
+    // offset, its count of entries and their size.
+    let entries = |offset_at: u64, count_at: u64, size_at: u64, least: u64| {
+        let (start, n, each) = (
+            field(offset_at, 8)?,
+            field(count_at, 2)?,
+            field(size_at, 2)?,
+        );
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        if each < least {
+            return Err(NOT_ELF);
+        }
+        if !within(start, n * each) {
+            return Err(CUT);
+        }
+        Ok((0..n).map(|i| start + i * each).collect::<Vec<u64>>())
+    };
+    // e_phoff, e_phnum, e_phentsize; each segment's p_offset and p_filesz.
+    for p in entries(32, 56, 54, ELF64_SEGMENT)? {
+        if !within(field(p + 8, 8)?, field(p + 32, 8)?) {
+            return Err(CUT);
+        }
+    }
+    // No section count with a section table: ELF's extended numbering, never ptxas's.
+    if field(60, 2)? == 0 && field(40, 8)? != 0 {
+        return Err(NOT_ELF);
+    }
+    // e_shoff, e_shnum, e_shentsize; each section's sh_type, sh_offset and sh_size.
+    for s in entries(40, 60, 58, ELF64_SECTION)? {
+        let (kind, offset, size) = (field(s + 4, 4)?, field(s + 24, 8)?, field(s + 32, 8)?);
+        if kind != SHT_NOBITS && !within(offset, size) {
+            return Err(CUT);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The smallest cubin the reader accepts: an ELF64 header for CUDA, with no
+    /// sections.
+    fn cubin_fixture() -> Vec<u8> {
+        let mut elf = vec![0u8; 64];
+        elf[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        elf[18..20].copy_from_slice(&190u16.to_le_bytes());
+        elf[54..56].copy_from_slice(&56u16.to_le_bytes());
+        elf[58..60].copy_from_slice(&64u16.to_le_bytes());
+        elf
+    }
+
     fn program() -> Program {
         Program {
             name: "wc".into(),
             options: vec!["--grant".into(), "/tmp:/data".into(), "--stdin".into()],
             ptx: ".version 8.0\n".into(),
-            cubins: vec![(90, vec![1, 2, 3]), (100, vec![])],
+            cubins: vec![(90, cubin_fixture()), (100, cubin_fixture())],
             sha256: "ab".repeat(32),
             stack_bytes: Some(43_008),
             file: "target/wc.ptx".into(),
@@ -183,6 +307,88 @@ mod tests {
         );
         let bytes = std::fs::read(&out).unwrap();
         assert!(bytes.starts_with(b"\x7fELF and the rest of a runner"));
+    }
+
+    /// A tampered or truncated tail is refused with a sentence when the
+    /// file is read, and nothing panics.
+    #[test]
+    fn a_tampered_package_is_refused_when_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let runner = dir.path().join("runner");
+        std::fs::write(&runner, b"runner").unwrap();
+        let refusal = |p: Program| {
+            let out = dir.path().join("p");
+            p.write_executable(&runner, &out).unwrap();
+            Program::attached_to(&out).unwrap_err().to_string()
+        };
+        let cubin = |c: Vec<u8>| Program {
+            cubins: vec![(90, c)],
+            ..program()
+        };
+        let empty = refusal(cubin(Vec::new()));
+        assert!(
+            empty.contains("its cubin for sm_90 is not a CUDA ELF file"),
+            "{empty}"
+        );
+        let mut cut = cubin_fixture();
+        cut.truncate(40);
+        let short = refusal(cubin(cut));
+        assert!(
+            short.contains("its cubin for sm_90 is not a CUDA ELF file"),
+            "{short}"
+        );
+        let mut beyond = cubin_fixture();
+        beyond[40..48].copy_from_slice(&1_000u64.to_le_bytes());
+        beyond[60..62].copy_from_slice(&1u16.to_le_bytes());
+        let sections = refusal(cubin(beyond));
+        assert!(
+            sections.contains("its cubin for sm_90 is cut short"),
+            "{sections}"
+        );
+        for digest in [
+            "é".repeat(32),
+            "ab".into(),
+            "AB".repeat(32),
+            "zz".repeat(32),
+        ] {
+            let bad = refusal(Program {
+                sha256: digest.clone(),
+                ..program()
+            });
+            assert!(
+                bad.contains("its digest is not 64 hex digits"),
+                "{digest}: {bad}"
+            );
+        }
+        let nul = refusal(Program {
+            ptx: ".version 8.0\0".into(),
+            ..program()
+        });
+        assert!(nul.contains("its PTX holds a NUL byte"), "{nul}");
+        let out = dir.path().join("p");
+        program().write_executable(&runner, &out).unwrap();
+        let good = std::fs::read(&out).unwrap();
+        let tail = good.len() - TRAILER as usize;
+        for appended in [u64::MAX, u64::MAX - TRAILER + 1, u64::MAX / 2] {
+            let mut bad = good.clone();
+            bad[tail + 8..tail + 16].copy_from_slice(&appended.to_le_bytes());
+            std::fs::write(&out, &bad).unwrap();
+            let err = Program::attached_to(&out).unwrap_err().to_string();
+            assert!(
+                err.ends_with("a packaged program cut short"),
+                "{appended}: {err}"
+            );
+        }
+        let mut trailing = good.clone();
+        let appended = u64::from_le_bytes(good[tail + 8..tail + 16].try_into().unwrap());
+        trailing.splice(tail..tail, [0u8; 5]);
+        trailing[tail + 5 + 8..tail + 5 + 16].copy_from_slice(&(appended + 5).to_le_bytes());
+        std::fs::write(&out, &trailing).unwrap();
+        let err = Program::attached_to(&out).unwrap_err().to_string();
+        assert!(
+            err.contains("bytes its header does not account for"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -1,14 +1,24 @@
-//! What the user of a packaged program may say of what it is granted, before the
-//! program's own arguments: see it (`--gpu-grants`), take grants away (`--gpu-no-grant`,
-//! `--gpu-no-env`, `--gpu-no-stdin`, `--gpu-no-net`), and set its time limit
-//! (`--gpu-timeout`). A packaged program's grants are resolved where it starts: the
-//! person who runs it, not the one who built it, is the one whose files and variables
-//! are at stake, so they can see and narrow them, never widen them.
+//! What the user of a packaged program may say of what it is granted: see it
+//! (`--gpu-grants`), take grants away (`--gpu-no-grant`, `--gpu-no-env`,
+//! `--gpu-no-stdin`, `--gpu-no-net`), and shorten its time limit (`--gpu-timeout`). A
+//! packaged program's grants are resolved where it starts: the person who runs it, not
+//! the one who built it, is the one whose files and variables are at stake, so they can
+//! see and narrow them, never widen them.
+//!
+//! These runner flags are read from the variable [`FLAGS_VAR`] alone, never from the
+//! command line: a packaged program is run as `prog.gpu "$untrusted"` as its CPU build
+//! is, so every argument is the program's, byte for byte (`--` and `--gpu-...` too, and
+//! ones that are not UTF-8), and no argument can be taken as the runner's.
 
+use std::ffi::{OsStr, OsString};
 use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::options::{Grant, RunOptions};
+
+/// The variable that holds a packaged program's runner flags: words separated by
+/// whitespace, as `RUSTFLAGS`.
+pub const FLAGS_VAR: &str = "CARGO_GPU_RUNNER_FLAGS";
 
 /// The runner's flags a packaged program's user gave.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -23,41 +33,58 @@ pub struct RecipientFlags {
     pub no_stdin: bool,
     /// Take every socket grant away.
     pub no_net: bool,
-    /// The run's time limit in seconds (0: none).
+    /// A time limit in seconds, at least 1, to shorten the recorded one to.
     pub timeout_s: Option<u64>,
 }
 
-/// How a packaged program's own help names these flags.
-pub const USAGE: &str = "runner flags, before the program's arguments (`--` ends them): \
-    --gpu-grants (show what the program is granted here, and exit), --gpu-no-grant DIR, \
-    --gpu-no-env NAME, --gpu-no-stdin, --gpu-no-net, --gpu-timeout SECONDS (0: none)";
+/// Every runner flag and where it is given, for an error about one.
+pub const USAGE: &str = "runner flags, in CARGO_GPU_RUNNER_FLAGS (never among the \
+    program's arguments): --gpu-grants (show what the program is granted here, and exit), \
+    --gpu-no-grant DIR, --gpu-no-env NAME, --gpu-no-stdin, --gpu-no-net, \
+    --gpu-timeout SECONDS (shortens the time limit)";
 
-/// Splits a packaged program's arguments into the runner's flags (leading, each
-/// `--gpu-...`; `--` ends them) and the program's own.
-pub fn split(args: Vec<String>) -> Result<(RecipientFlags, Vec<String>), String> {
-    let mut flags = RecipientFlags::default();
-    let mut rest = args.into_iter().peekable();
-    let value = |rest: &mut std::iter::Peekable<std::vec::IntoIter<String>>, flag: &str| {
-        rest.next()
-            .ok_or_else(|| format!("{flag} needs a value ({USAGE})"))
+/// Splits what a packaged program was started with into the runner's flags, from the
+/// value of [`FLAGS_VAR`] (`flags`), and the program's arguments: `argv` (after the
+/// program's name), every one of them, as they came.
+pub fn split(
+    flags: Option<&OsStr>,
+    argv: Vec<OsString>,
+) -> Result<(RecipientFlags, Vec<OsString>), String> {
+    let words = match flags.map(OsStr::to_str) {
+        None => "",
+        Some(Some(words)) => words,
+        Some(None) => return Err(format!("{FLAGS_VAR} is not UTF-8 ({USAGE})")),
     };
-    while let Some(a) = rest.peek().cloned() {
-        if a == "--" {
-            rest.next();
-            break;
-        }
-        if !a.starts_with("--gpu-") {
-            break;
-        }
-        rest.next();
-        match a.as_str() {
+    Ok((parse(words)?, argv))
+}
+
+/// [`split`] of this process's variable and arguments.
+pub fn of_this_process() -> Result<(RecipientFlags, Vec<OsString>), String> {
+    split(
+        std::env::var_os(FLAGS_VAR).as_deref(),
+        std::env::args_os().skip(1).collect(),
+    )
+}
+
+/// The runner's flags in `words`, separated by whitespace.
+fn parse(words: &str) -> Result<RecipientFlags, String> {
+    let mut flags = RecipientFlags::default();
+    let mut words = words.split_whitespace();
+    while let Some(flag) = words.next() {
+        let mut value = || {
+            words
+                .next()
+                .map(str::to_owned)
+                .ok_or_else(|| format!("{flag} needs a value ({USAGE})"))
+        };
+        match flag {
             "--gpu-grants" => flags.show = true,
-            "--gpu-no-grant" => flags.no_grant.push(value(&mut rest, &a)?),
-            "--gpu-no-env" => flags.no_env.push(value(&mut rest, &a)?),
+            "--gpu-no-grant" => flags.no_grant.push(value()?),
+            "--gpu-no-env" => flags.no_env.push(value()?),
             "--gpu-no-stdin" => flags.no_stdin = true,
             "--gpu-no-net" => flags.no_net = true,
             "--gpu-timeout" => {
-                let v = value(&mut rest, &a)?;
+                let v = value()?;
                 let s = v
                     .parse::<u64>()
                     .map_err(|_| format!("--gpu-timeout {v}: not a number of seconds"))?;
@@ -66,13 +93,15 @@ pub fn split(args: Vec<String>) -> Result<(RecipientFlags, Vec<String>), String>
             other => return Err(format!("unknown runner flag {other} ({USAGE})")),
         }
     }
-    Ok((flags, rest.collect()))
+    Ok(flags)
 }
 
 impl RecipientFlags {
-    /// Takes away from `o` what these flags take away; a flag that names nothing the
-    /// program was granted is an error, so that a typing mistake never leaves a grant
-    /// in place unnoticed.
+    /// Takes away from `o` what these flags take away, and shortens its time limit to
+    /// theirs where theirs is shorter: never longer than recorded, nor than the
+    /// runtime's default where none was, and never none. A flag that names nothing the
+    /// program was granted is an error, so that a typing mistake never leaves a grant in
+    /// place unnoticed.
     pub fn narrow(&self, o: &mut RunOptions) -> Result<(), String> {
         for denied in &self.no_grant {
             let resolved = Path::new(denied).canonicalize().ok();
@@ -109,7 +138,20 @@ impl RecipientFlags {
             o.listen.clear();
         }
         if let Some(t) = self.timeout_s {
-            o.timeout_s = Some(t);
+            if t == 0 {
+                return Err(
+                    "--gpu-timeout 0: the runner's flags only shorten the time limit, and 0 \
+                     would lift it"
+                        .to_owned(),
+                );
+            }
+            // What was recorded: a limit, none (0), or the runtime's (at most its default).
+            let recorded = match o.timeout_s {
+                Some(0) => None,
+                Some(r) => Some(r),
+                None => Some(hostcall_runtime::DEFAULT_TIMEOUT.as_secs()),
+            };
+            o.timeout_s = Some(recorded.map_or(t, |r| r.min(t)));
         }
         Ok(())
     }
@@ -205,33 +247,91 @@ pub fn resolved_at_start(o: &RunOptions) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn strings(s: &[&str]) -> Vec<String> {
-        s.iter().map(|a| (*a).to_owned()).collect()
+    fn os(s: &[&str]) -> Vec<OsString> {
+        s.iter().map(OsString::from).collect()
     }
 
     #[test]
-    fn runner_flags_come_first_and_the_program_keeps_the_rest() {
-        let (f, rest) = split(strings(&[
-            "--gpu-no-stdin",
-            "--gpu-timeout",
-            "30",
-            "file.txt",
-            "--gpu-grants",
-        ]))
+    fn runner_flags_are_the_variables_words() {
+        let (f, rest) = split(
+            Some(OsStr::new(
+                " --gpu-no-stdin\t--gpu-timeout 30\n--gpu-grants ",
+            )),
+            os(&["file.txt"]),
+        )
         .unwrap();
-        assert!(f.no_stdin && !f.show && f.timeout_s == Some(30));
-        assert_eq!(rest, ["file.txt", "--gpu-grants"], "the program's own");
-        let (f, rest) = split(strings(&["--", "--gpu-grants"])).unwrap();
+        assert!(f.no_stdin && f.show && f.timeout_s == Some(30));
+        assert_eq!(rest, os(&["file.txt"]), "the program's own");
+        assert!(USAGE.contains(FLAGS_VAR));
         assert_eq!(
-            (f, rest),
-            (RecipientFlags::default(), strings(&["--gpu-grants"]))
+            split(Some(OsStr::new("")), Vec::new()),
+            Ok(Default::default())
         );
+        for (words, why) in [
+            ("--gpu-bogus", "unknown runner flag --gpu-bogus"),
+            ("--gpu-grants x", "unknown runner flag x"),
+            ("--gpu-timeout soon", "not a number of seconds"),
+            ("--gpu-no-env", "--gpu-no-env needs a value"),
+        ] {
+            let refused = split(Some(OsStr::new(words)), Vec::new()).unwrap_err();
+            assert!(refused.contains(why), "{words}: {refused}");
+        }
+        use std::os::unix::ffi::OsStrExt;
+        let not_utf8 = split(Some(OsStr::from_bytes(b"--gpu-no-env \xff")), Vec::new());
         assert!(
-            split(strings(&["--gpu-bogus"]))
+            not_utf8
                 .unwrap_err()
-                .contains("unknown runner flag")
+                .starts_with("CARGO_GPU_RUNNER_FLAGS is not UTF-8")
         );
-        assert!(split(strings(&["--gpu-timeout", "soon"])).is_err());
+    }
+
+    /// argv is the program's, whole, as its CPU build gets it, whatever the
+    /// variable holds.
+    #[test]
+    fn the_programs_arguments_are_all_its_own() {
+        use std::os::unix::ffi::OsStrExt;
+        let not_utf8 = OsStr::from_bytes(b"caf\xe9").to_owned();
+        for argv in [
+            os(&["--", "--delete-everything"]),
+            os(&["--gpu-timeout", "0", "x"]),
+            os(&["--gpu-grants"]),
+            os(&["--gpu-no-stdin", "--", "y"]),
+            vec![not_utf8],
+        ] {
+            let (flags, rest) = split(None, argv.clone()).unwrap();
+            assert_eq!((flags, &rest), (RecipientFlags::default(), &argv));
+            let (flags, rest) = split(Some(OsStr::new("--gpu-no-net")), argv.clone()).unwrap();
+            assert!(flags.no_net);
+            assert_eq!(rest, argv);
+        }
+    }
+
+    /// A time limit is only ever shortened.
+    #[test]
+    fn the_runners_time_limit_only_shortens_the_recorded_one() {
+        let limit = |recorded: Option<u64>, asked: u64| {
+            let mut o = RunOptions {
+                timeout_s: recorded,
+                ..RunOptions::default()
+            };
+            let flags = RecipientFlags {
+                timeout_s: Some(asked),
+                ..RecipientFlags::default()
+            };
+            flags.narrow(&mut o).map(|()| o.timeout_s)
+        };
+        assert_eq!(limit(Some(30), 10), Ok(Some(10)));
+        assert_eq!(limit(Some(30), 100), Ok(Some(30)), "never lengthened");
+        assert_eq!(limit(Some(0), 10), Ok(Some(10)), "none recorded: any limit");
+        assert_eq!(limit(None, 60), Ok(Some(60)));
+        let default = hostcall_runtime::DEFAULT_TIMEOUT.as_secs();
+        assert_eq!(
+            limit(None, default + 1),
+            Ok(Some(default)),
+            "the runtime's at most"
+        );
+        let lifted = limit(Some(30), 0).unwrap_err();
+        assert!(lifted.contains("only shorten the time limit"), "{lifted}");
     }
 
     /// A packaged program granted `.` and a variable by name: its
@@ -260,16 +360,13 @@ mod tests {
         );
         let notes = resolved_at_start(&o);
         assert_eq!(notes.len(), 2, "{notes:?}");
-        let (flags, _) = split(strings(&[
-            "--gpu-no-grant",
-            ".",
-            "--gpu-no-grant",
-            "/data",
-            "--gpu-no-env",
-            "HOME",
-            "--gpu-no-stdin",
-            "--gpu-no-net",
-        ]))
+        let (flags, _) = split(
+            Some(OsStr::new(
+                "--gpu-no-grant . --gpu-no-grant /data --gpu-no-env HOME --gpu-no-stdin \
+                 --gpu-no-net",
+            )),
+            Vec::new(),
+        )
         .unwrap();
         flags.narrow(&mut o).unwrap();
         assert!(o.grants.is_empty() && !o.stdin && o.connect.is_empty());

@@ -1,6 +1,8 @@
 //! Running a program: its module loaded on GPU 0, the host built from the options, and
 //! `main` launched on one GPU thread (`hostcall_abi::START_KERNEL`).
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -16,14 +18,14 @@ use crate::{recipient, threads};
 /// option): the runtime's, as for a fault.
 const NOT_RUN: u8 = hostcall_runtime::EXIT_RUN_FAILED;
 
-/// Runs `program` with `options`, its arguments `args` (after its name), and returns
-/// the program's exit code.
-pub fn run(program: &Program, options: &RunOptions, args: &[String]) -> ExitCode {
+/// Runs `program` with `options`, its arguments `args` (after its name, any bytes), and
+/// returns the program's exit code.
+pub fn run(program: &Program, options: &RunOptions, args: &[impl AsRef<OsStr>]) -> ExitCode {
     ExitCode::from(exit_code(program, options, args))
 }
 
 /// [`run`], its exit code as a number.
-pub fn exit_code(program: &Program, options: &RunOptions, args: &[String]) -> u8 {
+pub fn exit_code(program: &Program, options: &RunOptions, args: &[impl AsRef<OsStr>]) -> u8 {
     // The runtime's warnings (a stack below the module's need, say) reach stderr.
     hostcall_runtime::init_logging();
     match launch(program, options, args) {
@@ -38,7 +40,8 @@ pub fn exit_code(program: &Program, options: &RunOptions, args: &[String]) -> u8
 }
 
 /// Runs a packaged program with the options it recorded, narrowed by the runner flags
-/// its user gave first (`recipient`), and the rest of this process's arguments.
+/// its user gave in their variable (`recipient`), and every argument of this process
+/// after its name.
 pub fn packaged(program: &Program) -> ExitCode {
     #[derive(Parser)]
     struct Recorded {
@@ -53,7 +56,7 @@ pub fn packaged(program: &Program) -> ExitCode {
             return ExitCode::from(NOT_RUN);
         }
     };
-    let (flags, args) = match recipient::split(std::env::args().skip(1).collect()) {
+    let (flags, args) = match recipient::of_this_process() {
         Ok(split) => split,
         Err(e) => {
             eprintln!("error: {e}");
@@ -78,7 +81,7 @@ pub fn packaged(program: &Program) -> ExitCode {
 fn launch(
     program: &Program,
     options: &RunOptions,
-    args: &[String],
+    args: &[impl AsRef<OsStr>],
 ) -> Result<i32, Box<dyn std::error::Error>> {
     let cubins: Vec<(u32, &[u8])> = program
         .cubins
@@ -96,8 +99,8 @@ fn launch(
         cuda = cuda.stack_bytes(kib << 10);
     }
     let mut module = CudaModule::load(&image, &cuda)?;
-    let argv: Vec<String> = std::iter::once(program.name.clone())
-        .chain(args.iter().cloned())
+    let argv: Vec<&[u8]> = std::iter::once(program.name.as_bytes())
+        .chain(args.iter().map(|a| a.as_ref().as_bytes()))
         .collect();
     let mut host = options
         .apply(Host::builder(), &argv)?
