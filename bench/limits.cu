@@ -27,6 +27,9 @@
 //    at system scope; handoff_two_sms_{gpu,sys}_ns: two threads on two SMs passing a
 //    token through one word (acquire load, release store), per hand-off. What a binary
 //    saves by building its atomics at GPU scope (ptx-builder's `scope`).
+//  - cuda_math_evals_per_s_16384_threads: CUDA's own sin, exp, log, pow (double and
+//    float), 16,384 threads x 65,536 evaluations each: what bench/math's `rate` is judged
+//    against.
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -174,6 +177,26 @@ __global__ void handoff(unsigned *word, int rounds, double *out) {
   if (me == 0) *out = (double)(now_ns() - t) / (2 * rounds);
 }
 
+// One of CUDA's own math functions (libdevice's, without fast math), each thread
+// evaluating it `n` times at `0.5 + k * 1e-7`, as bench/math's `rate` does on the GPU.
+template <typename T, int F>
+__global__ void math_rate(int n, double *sink) {
+  long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  double acc = 0;
+  for (int i = 0; i < n; i++) {
+    T x = (T)(0.5 + (double)(t * n + i) * 1e-7);
+    T r;
+    switch (F) {
+      case 0: r = sin(x); break;
+      case 1: r = exp(x); break;
+      case 2: r = log(x); break;
+      default: r = pow(x, (T)1.7); break;
+    }
+    acc += (double)r;
+  }
+  if (acc == 12345.0) *sink = acc;  // keeps the loop; never true for these arguments
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: limits OUT.json\n");
@@ -301,6 +324,29 @@ int main(int argc, char **argv) {
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
 
+  // CUDA's math functions: 128 blocks x 128 threads (one block an SM) x 65,536
+  // evaluations, as bench/math's `rate 16384 65536`.
+  const int math_threads = 16384, math_n = 65536;
+  double *sink;
+  CK(cudaMalloc(&sink, sizeof *sink));
+  static double *g_sink = sink;
+  static int g_math_n = math_n;
+  double math_rate_per_s[8];
+  float (*launch[8])() = {
+      [] { return time_kernel([] { math_rate<double, 0><<<128, 128>>>(g_math_n, g_sink); }); },
+      [] { return time_kernel([] { math_rate<double, 1><<<128, 128>>>(g_math_n, g_sink); }); },
+      [] { return time_kernel([] { math_rate<double, 2><<<128, 128>>>(g_math_n, g_sink); }); },
+      [] { return time_kernel([] { math_rate<double, 3><<<128, 128>>>(g_math_n, g_sink); }); },
+      [] { return time_kernel([] { math_rate<float, 0><<<128, 128>>>(g_math_n, g_sink); }); },
+      [] { return time_kernel([] { math_rate<float, 1><<<128, 128>>>(g_math_n, g_sink); }); },
+      [] { return time_kernel([] { math_rate<float, 2><<<128, 128>>>(g_math_n, g_sink); }); },
+      [] { return time_kernel([] { math_rate<float, 3><<<128, 128>>>(g_math_n, g_sink); }); },
+  };
+  for (int i = 0; i < 8; i++) {
+    launch[i]();  // warm up
+    math_rate_per_s[i] = (double)math_threads * math_n / (launch[i]() / 1e3);
+  }
+
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   FILE *f = fopen(argv[1], "w");
@@ -319,7 +365,10 @@ int main(int argc, char **argv) {
           "\"release_store_gpu_ns\": %.1f, \"release_store_sys_ns\": %.1f, "
           "\"fence_gpu_ns\": %.1f, \"fence_sys_ns\": %.1f, "
           "\"rmw_acq_rel_gpu_ns\": %.1f, \"rmw_acq_rel_sys_ns\": %.1f, "
-          "\"handoff_two_sms_gpu_ns\": %.1f, \"handoff_two_sms_sys_ns\": %.1f}\n",
+          "\"handoff_two_sms_gpu_ns\": %.1f, \"handoff_two_sms_sys_ns\": %.1f, "
+          "\"cuda_math_evals_per_s_16384_threads\": {\"sin\": %.4e, \"exp\": %.4e, "
+          "\"log\": %.4e, \"pow\": %.4e, \"sinf\": %.4e, \"expf\": %.4e, \"logf\": %.4e, "
+          "\"powf\": %.4e}}\n",
           prop.name, roundtrip_us, (double)chans * chan_iters / (chan_ms / 1e3),
           blocks * threads * lines / (printf_ms / 1e3),
           1056.0 * threads * lines / (printf_big_ms / 1e3),
@@ -328,7 +377,9 @@ int main(int argc, char **argv) {
           (double)((256u << 20) / 72 * 72) / (best_record_ms / 1e3) / 1e9,
           batch_gb_per_s[0][0], batch_gb_per_s[0][1], batch_gb_per_s[1][0],
           batch_gb_per_s[1][1], scope[0], scope[1], scope[2], scope[3], scope[4], scope[5],
-          scope[6], scope[7]);
+          scope[6], scope[7], math_rate_per_s[0], math_rate_per_s[1], math_rate_per_s[2],
+          math_rate_per_s[3], math_rate_per_s[4], math_rate_per_s[5], math_rate_per_s[6],
+          math_rate_per_s[7]);
   fclose(f);
   return 0;
 }

@@ -30,6 +30,10 @@
 #   startup-ab   bench/startup's `hi` and `threads` against the bundle's
 #                baseline/startup.gpu if any (an earlier commit's), 15 rounds in turn,
 #                each row's times sorted
+#   math         bench/math: every float function over 65,536 arguments on the GPU and
+#                on the CPU, compared in ulps (math-ulps.jsonl), and evaluations per
+#                second of sin, exp, ln, powf (f64 and f32) on both (math-rate-*.jsonl;
+#                CUDA's own are in the bench step's limits.json)
 # Later runs add steps here, rather than scripts of their own; bench/README.md says
 # which step made each file of bench-results/.
 set -u
@@ -165,6 +169,16 @@ lanes() {
   echo "exit $?" >> "$Z/conformance-32-lanes.txt"; tail -10 "$Z/conformance-32-lanes.txt"
 }
 
+math() {
+  local here=$PWD
+  (cd "$Z" && "$here/math-bench.gpu" values math-gpu.bin 4096 && "$here/math-bench-cpu" values math-cpu.bin \
+    && "$here/math-bench-cpu" compare math-gpu.bin math-cpu.bin > math-ulps.jsonl) > "$Z/math.txt" 2>&1
+  ./math-bench.gpu rate 16384 65536 > "$Z/math-rate-gpu.jsonl" 2>> "$Z/math.txt"
+  ./math-bench-cpu rate "$(nproc)" 4194304 > "$Z/math-rate-cpu.jsonl" 2>> "$Z/math.txt"
+  rm -f "$Z"/math-*.bin
+  cat "$Z/math.txt" "$Z/math-ulps.jsonl" "$Z/math-rate-gpu.jsonl" "$Z/math-rate-cpu.jsonl"
+}
+
 startup_ab() {
   local round arg v s bins=startup.gpu
   [ -x baseline/startup.gpu ] && bins="baseline/startup.gpu startup.gpu"
@@ -182,7 +196,7 @@ startup_ab() {
 for step in "$@"; do
   echo "== $step"
   case $step in
-    tests | conformance | net | pairs | bench | programs | stack | startup | lanes) $step ;;
+    tests | conformance | net | pairs | bench | programs | stack | startup | lanes | math) $step ;;
     program-rows) program_rows ;;
     suite-tests) suite_tests ;;
     net-summary) net_summary ;;

@@ -46,7 +46,7 @@ macro_rules! suite {
 
 suite! {
     single: [
-        hello, floats, integers, strings, collections, hash_order, iterators, smart_pointers,
+        hello, floats, float_math, integers, strings, collections, hash_order, iterators, smart_pointers,
         fs_write_read, fs_open_options, fs_metadata, fs_set_len_sync, fs_rename_remove,
         fs_dirs, fs_links, fs_copy, error_kinds, bufreader_lines, stdin_lines, stdout_lock,
         env_args, env_vars, current_dir, set_current_dir, exit_code, panic_message, panic_unwrap, abort,

@@ -258,6 +258,7 @@ fn without_info(e: BuildError) -> BuildError {
             tool,
             status,
             stderr,
+            log,
         } => {
             let mut kept = String::new();
             let mut after_info = false;
@@ -275,6 +276,7 @@ fn without_info(e: BuildError) -> BuildError {
                 tool,
                 status,
                 stderr: kept,
+                log,
             }
         }
         other => other,
@@ -360,6 +362,7 @@ mod tests {
                      function 'k' cannot be statically determined\nptxas fatal   : Unresolved \
                      extern function 'g'\n"
                 .into(),
+            log: None,
         });
         let BuildError::Tool { stderr, .. } = e else {
             panic!("still a tool error");

@@ -1,6 +1,6 @@
 //! The builder's one error type; every variant says what to do about it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Why a GPU build failed.
 #[derive(Debug, thiserror::Error)]
@@ -38,8 +38,9 @@ pub enum BuildError {
         /// cargo's exit status.
         status: String,
     },
-    /// An LLVM tool or ptxas failed.
-    #[error("{tool} failed ({status}):\n{stderr}")]
+    /// An LLVM tool or ptxas failed. The message carries the lines that say why; the
+    /// whole of what it printed (an LLVM stack dump, say) is in `log`.
+    #[error("{}", tool_message(.tool, .status, .stderr, .log.as_deref()))]
     Tool {
         /// The tool's path.
         tool: String,
@@ -47,7 +48,13 @@ pub enum BuildError {
         status: String,
         /// What it printed on stderr.
         stderr: String,
+        /// The file holding `stderr` in full, when it was written.
+        log: Option<PathBuf>,
     },
+    /// The optimized module still calls LLVM math intrinsics the GPU build has no
+    /// function for (llc would abort on them).
+    #[error("{}", math_message(.0))]
+    MathIntrinsics(Vec<(String, Vec<String>)>),
     /// The module calls functions nobody defines; the CUDA JIT would refuse it.
     #[error("{}", unresolved_message(.0))]
     Unresolved(Vec<Unresolved>),
@@ -98,6 +105,67 @@ fn killed_message(lines: usize, opt: crate::PtxasOpt) -> String {
         "ptxas was killed (SIGKILL) compiling {lines} lines of PTX at `{}`, most likely by \
          the system for want of memory: {instead}",
         opt.args().join(" ")
+    )
+}
+
+/// At most this many lines of a failed tool's stderr go into its error message.
+const TOOL_LINES: usize = 3;
+
+/// A failed tool's message: its name and status, the lines of `stderr` that say why
+/// (LLVM's `error:` and `LLVM ERROR:` lines and the function it was in; else the first
+/// lines), and where the rest is.
+fn tool_message(tool: &str, status: &str, stderr: &str, log: Option<&Path>) -> String {
+    let name = Path::new(tool)
+        .file_name()
+        .map_or(tool.into(), |n| n.to_string_lossy());
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let saying: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| {
+            ["error", "ERROR", "fatal"].iter().any(|w| l.contains(w))
+                || l.starts_with("In function:")
+        })
+        .collect();
+    let mut why: Vec<String> = if saying.is_empty() { lines } else { saying }
+        .into_iter()
+        .take(TOOL_LINES)
+        .map(|l| match l.char_indices().nth(200) {
+            Some((at, _)) => format!("{}...", &l[..at]),
+            None => l.to_owned(),
+        })
+        .collect();
+    if let Some(f) = why.iter_mut().find(|l| l.starts_with("In function:")) {
+        let symbol = f["In function:".len()..].trim();
+        *f = format!("in function {}", crate::math::demangle(symbol));
+    }
+    let mut s = format!("{name} failed ({status})");
+    if !why.is_empty() {
+        s.push_str(&format!(": {}", why.join("; ")));
+    }
+    match log {
+        Some(log) => s.push_str(&format!(" (all it printed: {})", log.display())),
+        None if stderr.lines().count() > TOOL_LINES => {
+            s.push_str(&format!("\n{}", stderr.trim_end()));
+        }
+        None => {}
+    }
+    s
+}
+
+fn math_message(left: &[(String, Vec<String>)]) -> String {
+    let list: Vec<String> = left
+        .iter()
+        .map(|(name, callers)| format!("{name} (called by {})", callers.join(", ")))
+        .collect();
+    format!(
+        "the GPU build has no function for the float math intrinsic(s) {}: scalar `f32`/`f64` \
+         math is supported; compute vector (SIMD) math lane by lane",
+        list.join(", ")
     )
 }
 

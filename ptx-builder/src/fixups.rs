@@ -59,6 +59,10 @@ pub const PATCHES: &[(&str, &str)] = &[
         "0011-gpu-thread-start-arms-landing.patch",
         include_str!("../fixups/0011-gpu-thread-start-arms-landing.patch"),
     ),
+    (
+        "0012-gpu-libm.patch",
+        include_str!("../fixups/0012-gpu-libm.patch"),
+    ),
 ];
 
 /// Extra rustc flags for the crates that need them (libc and unwind), one per line.

@@ -4,7 +4,7 @@
 //!
 //! Pipeline: patched rust-src copy → nested `cargo build -Zbuild-std` of the kernel crate
 //! as a `staticlib` for `target_specs/nvptx64-linux-gnu.json` → the archive's bitcode
-//! members → `llvm-link` → `opt` (internalize all but kernels and host-visible globals,
+//! members → `llvm-link` → float math intrinsics made C calls (`math`) → `opt` (internalize all but kernels and host-visible globals,
 //! dead-code elimination, `default<O2>`) → for a binary, unwinding lowered to returns
 //! (`unwind`), locals moved to global-memory frames (`frames`) and atomics given GPU
 //! scope (`scope`) → `llc` for `sm_XX` → a check that no function
@@ -32,6 +32,7 @@ mod ir;
 mod libc_crate;
 mod link;
 mod lock;
+mod math;
 mod nvjitlink;
 mod profile;
 mod progress;

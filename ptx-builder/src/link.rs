@@ -78,8 +78,8 @@ fn find_kernels(tc: &Toolchain, linked: &Path) -> Result<Vec<String>> {
 const HOST_VISIBLE: [&str; 2] = ["__hostcall_config", "__hostcall_abi_version"];
 
 /// Optimizes `linked` into `optimized` with everything internalized but the host-visible
-/// symbols, `keep`, and the kernels: `chosen`, or else every `ptx_kernel` function.
-/// Returns the kernels.
+/// symbols, `keep`, and the kernels: `chosen`, or else every `ptx_kernel` function; its
+/// float math intrinsics become C calls first (`crate::math`). Returns the kernels.
 pub(crate) fn optimize_kernels(
     tc: &Toolchain,
     linked: &Path,
@@ -87,6 +87,8 @@ pub(crate) fn optimize_kernels(
     keep: &[&str],
     optimized: &Path,
 ) -> Result<Vec<String>> {
+    let lowered = crate::math::lower(tc, linked)?;
+    let linked = lowered.as_deref().unwrap_or(linked);
     let kernels = match chosen {
         Some(k) => k.to_vec(),
         None => find_kernels(tc, linked)?,
@@ -103,6 +105,7 @@ pub(crate) fn optimize_kernels(
     let slots = used_service_slots(tc, linked, &public, optimized)?;
     public.extend(slots.iter().map(String::as_str));
     optimize(tc, linked, &public, optimized)?;
+    crate::math::check(tc, optimized)?;
     Ok(kernels)
 }
 

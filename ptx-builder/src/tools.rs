@@ -5,20 +5,43 @@ use std::process::{Command, Output};
 
 use crate::{BuildError, Result};
 
-/// Runs `cmd` to completion, turning a failure into [`BuildError::Tool`].
+/// Runs `cmd` to completion, turning a failure into [`BuildError::Tool`], whose message
+/// keeps a few lines: what the tool printed is written in full to a file of the cache's
+/// `logs/` folder, which the message names.
 pub(crate) fn run(cmd: &mut Command) -> Result<Output> {
     let tool = cmd.get_program().to_string_lossy().into_owned();
     let out = cmd
         .output()
         .map_err(BuildError::io(format!("running {tool}")))?;
     if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         return Err(BuildError::Tool {
+            log: write_log(&tool, cmd, &stderr),
             tool,
             status: out.status.to_string(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            stderr,
         });
     }
     Ok(out)
+}
+
+/// Writes a failed tool's command line and stderr to a new file of `logs/` in the cache;
+/// `None` if it could not be written (the message then carries the whole of `stderr`).
+fn write_log(tool: &str, cmd: &Command, stderr: &str) -> Option<PathBuf> {
+    let dir = crate::cache::root().join("logs");
+    std::fs::create_dir_all(&dir).ok()?;
+    let name = Path::new(tool).file_name()?.to_string_lossy().into_owned();
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_millis();
+    let log = dir.join(format!("{name}-{stamp}-{}.log", std::process::id()));
+    let args: Vec<String> = cmd
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    std::fs::write(&log, format!("$ {tool} {}\n{stderr}", args.join(" "))).ok()?;
+    Some(log)
 }
 
 /// The nightly the fixups are written against and std for the GPU is built with, as the

@@ -1,0 +1,376 @@
+//! Float math on the GPU. LLVM has no NVPTX lowering for its transcendental math
+//! intrinsics (`llvm.sin.f64`, `llvm.pow.f32`, `llvm.powi.f64.i32`, ...): llc aborts with
+//! a stack dump. So before `opt`, each call of one becomes a call of the C function of
+//! the same meaning (`sin`, `powf`, `__powidf2`), the names glibc and compiler-rt give
+//! them, which compiler-builtins defines on this target (its libm, enabled for nvptx64 by
+//! the fixup `0012-gpu-libm.patch`). The C names std and crates call directly (`cbrt`,
+//! `tgamma`, `lgamma_r`, ...) come from the same place.
+//!
+//! `opt` never makes these intrinsics anew: LLVM knows of no C library on NVPTX, so it
+//! turns no `sin` call back into `llvm.sin`. A module that still holds one after `opt`
+//! (a form no rewrite covers, such as a vector `llvm.sin.v4f64`) is refused before llc
+//! with a sentence naming the intrinsic and the functions that call it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::tools::{Toolchain, run};
+use crate::{BuildError, Result};
+
+/// The intrinsics rewritten, by operation: `llvm.OP.f64` becomes a call of the first C
+/// name, `llvm.OP.f32` of the second; `args` is how many floats each takes.
+const OPERATIONS: &[Operation] = &[
+    Operation::new("sin", "sin", "sinf", 1),
+    Operation::new("cos", "cos", "cosf", 1),
+    Operation::new("tan", "tan", "tanf", 1),
+    Operation::new("asin", "asin", "asinf", 1),
+    Operation::new("acos", "acos", "acosf", 1),
+    Operation::new("atan", "atan", "atanf", 1),
+    Operation::new("atan2", "atan2", "atan2f", 2),
+    Operation::new("sinh", "sinh", "sinhf", 1),
+    Operation::new("cosh", "cosh", "coshf", 1),
+    Operation::new("tanh", "tanh", "tanhf", 1),
+    Operation::new("exp", "exp", "expf", 1),
+    Operation::new("exp2", "exp2", "exp2f", 1),
+    Operation::new("exp10", "exp10", "exp10f", 1),
+    Operation::new("log", "log", "logf", 1),
+    Operation::new("log2", "log2", "log2f", 1),
+    Operation::new("log10", "log10", "log10f", 1),
+    Operation::new("pow", "pow", "powf", 2),
+];
+
+/// `llvm.powi.f64.i32` / `llvm.powi.f32.i32`: compiler-rt's names, as on the CPU.
+const POWI: [(&str, &str, &str); 2] = [
+    ("llvm.powi.f64.i32", "__powidf2", "double"),
+    ("llvm.powi.f32.i32", "__powisf2", "float"),
+];
+
+/// Intrinsics llc cannot lower that no rewrite covers in any form; a module holding one
+/// is refused (vector forms of [`OPERATIONS`] are refused too).
+const UNLOWERED: [&str; 5] = [
+    "llvm.sincos.",
+    "llvm.lrint.",
+    "llvm.llrint.",
+    "llvm.lround.",
+    "llvm.llround.",
+];
+
+/// One math operation and the C functions that compute it.
+struct Operation {
+    op: &'static str,
+    f64_name: &'static str,
+    f32_name: &'static str,
+    args: usize,
+}
+
+impl Operation {
+    const fn new(
+        op: &'static str,
+        f64_name: &'static str,
+        f32_name: &'static str,
+        args: usize,
+    ) -> Self {
+        Operation {
+            op,
+            f64_name,
+            f32_name,
+            args,
+        }
+    }
+}
+
+/// One rewrite: calls of `intrinsic` become calls of `function`, of type `ret (params)`.
+struct Rewrite {
+    intrinsic: String,
+    function: &'static str,
+    ret: &'static str,
+    params: String,
+}
+
+/// Every scalar rewrite this module makes.
+fn rewrites() -> Vec<Rewrite> {
+    let mut all = Vec::new();
+    for o in OPERATIONS {
+        for (suffix, name, ty) in [("f64", o.f64_name, "double"), ("f32", o.f32_name, "float")] {
+            all.push(Rewrite {
+                intrinsic: format!("llvm.{}.{suffix}", o.op),
+                function: name,
+                ret: ty,
+                params: vec![ty; o.args].join(", "),
+            });
+        }
+    }
+    for (intrinsic, function, ty) in POWI {
+        all.push(Rewrite {
+            intrinsic: intrinsic.to_owned(),
+            function,
+            ret: ty,
+            params: format!("{ty}, i32"),
+        });
+    }
+    all
+}
+
+/// Whether the bitcode `bytes` may name a math intrinsic: function names sit in the
+/// bitcode's string table as plain bytes, so a module that names none is left as it is
+/// without disassembling it.
+fn may_name_math(bytes: &[u8]) -> bool {
+    let has = |needle: &str| bytes.windows(needle.len()).any(|w| w == needle.as_bytes());
+    OPERATIONS.iter().any(|o| has(&format!("llvm.{}.", o.op)))
+        || has("llvm.powi.")
+        || UNLOWERED.iter().any(|u| has(u))
+}
+
+/// `linked` with its math intrinsics turned into C calls, as a new bitcode file beside it
+/// (`NAME.linked.math.bc`, its path returned); `None` when `linked` names none.
+pub(crate) fn lower(tc: &Toolchain, linked: &Path) -> Result<Option<PathBuf>> {
+    let bytes =
+        std::fs::read(linked).map_err(BuildError::io(format!("reading {}", linked.display())))?;
+    if !may_name_math(&bytes) {
+        return Ok(None);
+    }
+    let out = run(Command::new(tc.llvm("llvm-dis"))
+        .arg(linked)
+        .args(["-o", "-"]))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let Some(rewritten) = rewrite(&text) else {
+        return Ok(None);
+    };
+    let ll = linked.with_extension("math.ll");
+    let bc = linked.with_extension("math.bc");
+    std::fs::write(&ll, rewritten).map_err(BuildError::io(format!("writing {}", ll.display())))?;
+    run(Command::new(tc.llvm("llvm-as")).arg(&ll).arg("-o").arg(&bc))?;
+    let _ = std::fs::remove_file(&ll);
+    Ok(Some(bc))
+}
+
+/// `ir` (textual LLVM IR) with every call of a scalar math intrinsic made a call of its C
+/// function, the intrinsics' declarations dropped and the functions declared where the
+/// module does not already have them; `None` if `ir` calls none.
+fn rewrite(ir: &str) -> Option<String> {
+    let all = rewrites();
+    let used: Vec<&Rewrite> = all
+        .iter()
+        .filter(|r| ir.contains(&format!("@{}(", r.intrinsic)))
+        .collect();
+    if used.is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(ir.len());
+    for line in ir.lines() {
+        if line.starts_with("declare ")
+            && used
+                .iter()
+                .any(|r| line.contains(&format!("@{}(", r.intrinsic)))
+        {
+            continue;
+        }
+        let mut line = line.to_owned();
+        for r in &used {
+            let from = format!("@{}(", r.intrinsic);
+            if line.contains(&from) {
+                line = line.replace(&from, &format!("@{}(", r.function));
+            }
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    let mut declared: Vec<&str> = Vec::new();
+    for r in used {
+        let named = format!("@{}(", r.function);
+        let present = ir
+            .lines()
+            .any(|l| (l.starts_with("define ") || l.starts_with("declare ")) && l.contains(&named));
+        if !present && !declared.contains(&r.function) {
+            out.push_str(&format!(
+                "declare {} @{}({})\n",
+                r.ret, r.function, r.params
+            ));
+            declared.push(r.function);
+        }
+    }
+    Some(out)
+}
+
+/// Refuses an optimized module that still calls a math intrinsic llc cannot lower,
+/// naming it and its callers, rather than letting llc abort.
+pub(crate) fn check(tc: &Toolchain, optimized: &Path) -> Result<()> {
+    let bytes = std::fs::read(optimized)
+        .map_err(BuildError::io(format!("reading {}", optimized.display())))?;
+    if !may_name_math(&bytes) {
+        return Ok(());
+    }
+    let out = run(Command::new(tc.llvm("llvm-dis"))
+        .arg(optimized)
+        .args(["-o", "-"]))?;
+    let left = unlowered_calls(&String::from_utf8_lossy(&out.stdout));
+    if left.is_empty() {
+        return Ok(());
+    }
+    Err(BuildError::MathIntrinsics(left))
+}
+
+/// The math intrinsics `ir` still calls, each with the functions that call it.
+fn unlowered_calls(ir: &str) -> Vec<(String, Vec<String>)> {
+    let mut found: Vec<(String, Vec<String>)> = Vec::new();
+    let mut current = "";
+    for line in ir.lines() {
+        if line.starts_with("define ") {
+            current = crate::ir::declared_or_defined(line).unwrap_or("");
+            continue;
+        }
+        let Some(at) = line.find("@llvm.") else {
+            continue;
+        };
+        if line.starts_with("declare ") {
+            continue;
+        }
+        let name = &line[at + 1..];
+        let name = &name[..name.find('(').unwrap_or(name.len())];
+        if !unlowerable(name) {
+            continue;
+        }
+        let caller = demangle(current);
+        match found.iter_mut().find(|(n, _)| n == name) {
+            Some((_, callers)) if !callers.contains(&caller) => callers.push(caller),
+            Some(_) => {}
+            None => found.push((name.to_owned(), vec![caller])),
+        }
+    }
+    found
+}
+
+/// Whether llc has no lowering for the intrinsic `name` (after the rewrites: any form
+/// of [`OPERATIONS`] or `powi` still present, and [`UNLOWERED`]).
+fn unlowerable(name: &str) -> bool {
+    OPERATIONS
+        .iter()
+        .any(|o| name.starts_with(&format!("llvm.{}.", o.op)))
+        || name.starts_with("llvm.powi.")
+        || UNLOWERED.iter().any(|u| name.starts_with(u))
+}
+
+/// A Rust symbol (legacy mangling, `_ZN...E`) as a path without its hash; other names
+/// as they are.
+pub(crate) fn demangle(symbol: &str) -> String {
+    let Some(mut rest) = symbol.strip_prefix("_ZN").and_then(|s| s.strip_suffix('E')) else {
+        return symbol.to_owned();
+    };
+    let mut parts = Vec::new();
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let Ok(len) = rest[..digits].parse::<usize>() else {
+            return symbol.to_owned();
+        };
+        let Some(part) = rest.get(digits..digits + len) else {
+            return symbol.to_owned();
+        };
+        parts.push(part);
+        rest = &rest[digits + len..];
+    }
+    if parts
+        .last()
+        .is_some_and(|h| h.len() == 17 && h.starts_with('h'))
+    {
+        parts.pop();
+    }
+    parts.join("::").replace("$LT$", "<").replace("$GT$", ">")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const IR: &str = "\
+define double @f(double %x, float %y, i32 %n) {
+  %a = tail call double @llvm.sin.f64(double %x)
+  %b = call fast float @llvm.pow.f32(float %y, float %y)
+  %c = call double @llvm.powi.f64.i32(double %a, i32 %n)
+  %d = call double @llvm.sqrt.f64(double %c)
+  ret double %d
+}
+
+define weak float @powf(float %x, float %y) {
+  ret float %x
+}
+
+declare double @llvm.sin.f64(double) #0
+declare float @llvm.pow.f32(float, float) #0
+declare double @llvm.powi.f64.i32(double, i32) #0
+declare double @llvm.sqrt.f64(double) #0
+";
+
+    #[test]
+    fn scalar_intrinsics_become_c_calls_declared_once() {
+        let out = rewrite(IR).unwrap();
+        assert!(out.contains("tail call double @sin(double %x)"), "{out}");
+        assert!(
+            out.contains("call fast float @powf(float %y, float %y)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("call double @__powidf2(double %a, i32 %n)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("call double @llvm.sqrt.f64(double %c)"),
+            "{out}"
+        );
+        assert!(!out.contains("@llvm.sin.f64"), "{out}");
+        assert!(out.contains("declare double @sin(double)\n"), "{out}");
+        assert!(
+            out.contains("declare double @__powidf2(double, i32)\n"),
+            "{out}"
+        );
+        // The module defines powf (compiler-builtins' libm): not declared again.
+        assert!(!out.contains("declare float @powf"), "{out}");
+        assert!(
+            out.contains("declare double @llvm.sqrt.f64(double) #0"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_module_without_math_is_left_alone() {
+        assert!(rewrite("define void @f() {\n  ret void\n}\n").is_none());
+        assert!(!may_name_math(b"BC\xc0\xdellvm.sqrt.f64llvm.memcpy.p0"));
+        assert!(may_name_math(b"BC\xc0\xde__rustllvm.exp2.f32"));
+    }
+
+    #[test]
+    fn vector_and_other_forms_left_are_named_with_their_callers() {
+        let ir = "\
+define void @_ZN4demo5wavey17h0123456789abcdefE(<2 x double> %v) {
+  %a = call <2 x double> @llvm.sin.v2f64(<2 x double> %v)
+  %b = call { double, double } @llvm.sincos.f64(double 1.0)
+  %c = call double @llvm.sqrt.f64(double 2.0)
+  ret void
+}
+declare <2 x double> @llvm.sin.v2f64(<2 x double>)
+";
+        let left = unlowered_calls(ir);
+        assert_eq!(
+            left,
+            vec![
+                ("llvm.sin.v2f64".to_owned(), vec!["demo::wavey".to_owned()]),
+                ("llvm.sincos.f64".to_owned(), vec!["demo::wavey".to_owned()]),
+            ]
+        );
+        let msg = BuildError::MathIntrinsics(left).to_string();
+        assert!(
+            msg.contains("llvm.sin.v2f64 (called by demo::wavey)"),
+            "{msg}"
+        );
+        assert!(msg.lines().count() <= 4, "{msg}");
+    }
+
+    #[test]
+    fn rust_symbols_are_named_as_paths() {
+        assert_eq!(
+            demangle("_ZN3std2io5stdio6_print17h0123456789abcdefE"),
+            "std::io::stdio::_print"
+        );
+        assert_eq!(demangle("kmain"), "kmain");
+        assert_eq!(demangle("_ZN99tooshortE"), "_ZN99tooshortE");
+    }
+}
