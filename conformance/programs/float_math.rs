@@ -102,6 +102,7 @@ pub fn main() {
     });
     row64("to_degrees", f64::to_degrees);
     row64("rem_euclid", |x| x.rem_euclid(2.5));
+    row64("x % 0.7", |x| x % 0.7);
     // SAFETY: the C math functions take plain values; lgamma_r writes one i32 through a
     // pointer to a local.
     unsafe {

@@ -36,6 +36,10 @@ const MODE_TYPED_NULL: u32 = 14;
 const MODE_TYPED_LATENCY: u32 = 15;
 const MODE_ALLOC_FAIL: u32 = 16;
 const MODE_STACK_OVERFLOW: u32 = 17;
+/// `MODE_MATH + k`: every thread evaluates the k-th float function of [`math_rate`].
+const MODE_MATH: u32 = 18;
+/// Evaluations per thread in `MODE_MATH + k`.
+const MATH_EVALS: u64 = 65536;
 
 /// Round trips timed by thread 0 in `MODE_LATENCY`.
 const LATENCY_PINGS: u64 = 2000;
@@ -101,6 +105,7 @@ pub extern "ptx-kernel" fn kmain(mode: u32) {
         MODE_CALL_LOOP => call_forever(),
         MODE_BIG_WRITE => return big_write(),
         MODE_ALLOC_FAIL => alloc_fail(),
+        m if (MODE_MATH..MODE_MATH + 8).contains(&m) => return math_rate(m - MODE_MATH),
         MODE_STACK_OVERFLOW if block == 0 && thread == 0 => {
             println!("culinux: {}", deep(256));
             return;
@@ -540,6 +545,30 @@ fn bulk_write() {
 }
 
 /// Every thread allocates and frees 64-byte boxes `ALLOCS_PER_THREAD` times.
+/// Evaluates float function `f` (`sin`, `exp`, `ln`, `powf(_, 1.7)` of `f64`, then of
+/// `f32`) [`MATH_EVALS`] times at `0.5 + k * 1e-7`, as `bench/limits.cu` times CUDA's.
+fn math_rate(f: u32) {
+    let t = gpu::global_thread();
+    let mut acc = 0.0f64;
+    for i in 0..MATH_EVALS {
+        let x = 0.5 + (t * MATH_EVALS + i) as f64 * 1e-7;
+        let y = x as f32;
+        acc += match f {
+            0 => x.sin(),
+            1 => x.exp(),
+            2 => x.ln(),
+            3 => x.powf(1.7),
+            4 => f64::from(y.sin()),
+            5 => f64::from(y.exp()),
+            6 => f64::from(y.ln()),
+            _ => f64::from(y.powf(1.7)),
+        };
+    }
+    if acc == 12345.0 {
+        CHECKSUM.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 fn malloc_pairs() {
     let mut sum = 0u64;
     for i in 0..ALLOCS_PER_THREAD {

@@ -6,6 +6,10 @@
 //! the fixup `0012-gpu-libm.patch`). The C names std and crates call directly (`cbrt`,
 //! `tgamma`, `lgamma_r`, ...) come from the same place.
 //!
+//! LLVM's own lowering of `frem` (Rust's `%` on floats) is inexact and loses the sign of
+//! a zero result, so it becomes a call of `fmod`/`fmodf` too; that it appears nowhere in
+//! a module's names is why every module is disassembled for this step.
+//!
 //! `opt` never makes these intrinsics anew: LLVM knows of no C library on NVPTX, so it
 //! turns no `sin` call back into `llvm.sin`. A module that still holds one after `opt`
 //! (a form no rewrite covers, such as a vector `llvm.sin.v4f64`) is refused before llc
@@ -111,6 +115,74 @@ fn rewrites() -> Vec<Rewrite> {
     all
 }
 
+/// `frem` of `double` and `float` as calls of C's `fmod` and `fmodf`. LLVM lowers `frem`
+/// on NVPTX as `x - trunc(x / y) * y`, which loses the sign of a zero result
+/// (`(-0.0) % 2.5` gives `0.0`, glibc `-0.0`) and is inexact where the quotient is large;
+/// `fmod` is exact, as on the CPU.
+static REMAINDERS: [Rewrite; 2] = [
+    Rewrite {
+        intrinsic: String::new(),
+        function: "fmod",
+        ret: "double",
+        params: String::new(),
+    },
+    Rewrite {
+        intrinsic: String::new(),
+        function: "fmodf",
+        ret: "float",
+        params: String::new(),
+    },
+];
+
+/// Whether `ir` has a scalar `frem` of type `ty` (`frem double`, `frem fast double`).
+fn has_frem(ir: &str, ty: &str) -> bool {
+    ir.match_indices(" = frem ")
+        .any(|(at, _)| frem_parts(&ir[at + 1..]).is_some_and(|(_, t, _)| t == ty))
+}
+
+/// The fast-math flags, type and operands of the `frem` that `text` (`= frem ...`) starts.
+fn frem_parts(text: &str) -> Option<(&str, &str, &str)> {
+    let rest = text.strip_prefix("= frem ")?;
+    let line = rest.lines().next()?;
+    for ty in ["double ", "float "] {
+        if let Some(at) = line.find(ty) {
+            let flags = line[..at].trim();
+            if flags.split(' ').all(|f| {
+                matches!(
+                    f,
+                    "" | "fast" | "nnan" | "ninf" | "nsz" | "arcp" | "contract" | "afn" | "reassoc"
+                )
+            }) {
+                return Some((flags, ty.trim_end(), &line[at + ty.len()..]));
+            }
+        }
+    }
+    None
+}
+
+/// The line of a scalar `frem` as a call of `fmod`/`fmodf` with the same flags and
+/// operands; `None` for any other line.
+fn frem_as_call(line: &str) -> Option<String> {
+    let at = line.find(" = frem ")?;
+    let (flags, ty, operands) = frem_parts(&line[at + 1..])?;
+    let (a, rest) = operands.split_once(", ")?;
+    // Metadata after the operands (`, !dbg !7`) stays on the call.
+    let (b, tail) = match rest.split_once(", ") {
+        Some((b, tail)) => (b, format!(", {tail}")),
+        None => (rest, String::new()),
+    };
+    let function = if ty == "double" { "fmod" } else { "fmodf" };
+    let flags = if flags.is_empty() {
+        String::new()
+    } else {
+        format!("{flags} ")
+    };
+    Some(format!(
+        "{} = call {flags}{ty} @{function}({ty} {a}, {ty} {b}){tail}",
+        &line[..at]
+    ))
+}
+
 /// Whether the bitcode `bytes` may name a math intrinsic: function names sit in the
 /// bitcode's string table as plain bytes, so a module that names none is left as it is
 /// without disassembling it.
@@ -124,11 +196,6 @@ fn may_name_math(bytes: &[u8]) -> bool {
 /// `linked` with its math intrinsics turned into C calls, as a new bitcode file beside it
 /// (`NAME.linked.math.bc`, its path returned); `None` when `linked` names none.
 pub(crate) fn lower(tc: &Toolchain, linked: &Path) -> Result<Option<PathBuf>> {
-    let bytes =
-        std::fs::read(linked).map_err(BuildError::io(format!("reading {}", linked.display())))?;
-    if !may_name_math(&bytes) {
-        return Ok(None);
-    }
     let out = run(Command::new(tc.llvm("llvm-dis"))
         .arg(linked)
         .args(["-o", "-"]))?;
@@ -145,28 +212,39 @@ pub(crate) fn lower(tc: &Toolchain, linked: &Path) -> Result<Option<PathBuf>> {
 }
 
 /// `ir` (textual LLVM IR) with every call of a scalar math intrinsic made a call of its C
-/// function, the intrinsics' declarations dropped and the functions declared where the
-/// module does not already have them; `None` if `ir` calls none.
+/// function, every scalar `frem` a call of `fmod`/`fmodf`, the intrinsics' declarations
+/// dropped and the functions declared where the module does not already have them;
+/// `None` if `ir` has none of these.
 fn rewrite(ir: &str) -> Option<String> {
     let all = rewrites();
-    let used: Vec<&Rewrite> = all
+    let mut used: Vec<&Rewrite> = all
         .iter()
         .filter(|r| ir.contains(&format!("@{}(", r.intrinsic)))
         .collect();
-    if used.is_empty() {
+    let rems = REMAINDERS
+        .iter()
+        .filter(|r| has_frem(ir, r.ret))
+        .collect::<Vec<_>>();
+    if used.is_empty() && rems.is_empty() {
         return None;
     }
+    used.extend(rems.iter().copied());
     let mut out = String::with_capacity(ir.len());
     for line in ir.lines() {
+        if let Some(call) = frem_as_call(line) {
+            out.push_str(&call);
+            out.push('\n');
+            continue;
+        }
         if line.starts_with("declare ")
             && used
                 .iter()
-                .any(|r| line.contains(&format!("@{}(", r.intrinsic)))
+                .any(|r| !r.intrinsic.is_empty() && line.contains(&format!("@{}(", r.intrinsic)))
         {
             continue;
         }
         let mut line = line.to_owned();
-        for r in &used {
+        for r in used.iter().filter(|r| !r.intrinsic.is_empty()) {
             let from = format!("@{}(", r.intrinsic);
             if line.contains(&from) {
                 line = line.replace(&from, &format!("@{}(", r.function));
@@ -182,10 +260,12 @@ fn rewrite(ir: &str) -> Option<String> {
             .lines()
             .any(|l| (l.starts_with("define ") || l.starts_with("declare ")) && l.contains(&named));
         if !present && !declared.contains(&r.function) {
-            out.push_str(&format!(
-                "declare {} @{}({})\n",
-                r.ret, r.function, r.params
-            ));
+            let params = if r.intrinsic.is_empty() {
+                format!("{0}, {0}", r.ret)
+            } else {
+                r.params.clone()
+            };
+            out.push_str(&format!("declare {} @{}({params})\n", r.ret, r.function));
             declared.push(r.function);
         }
     }
@@ -326,6 +406,36 @@ declare double @llvm.sqrt.f64(double) #0
         assert!(!out.contains("declare float @powf"), "{out}");
         assert!(
             out.contains("declare double @llvm.sqrt.f64(double) #0"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn float_remainders_become_fmod_calls_keeping_flags_and_metadata() {
+        let ir = "\
+define double @r(double %x, float %y) {
+  %a = frem double %x, 2.500000e+00
+  %b = frem fast float %y, %y, !dbg !7
+  %c = frem <2 x double> %v, %v
+  ret double %a
+}
+";
+        let out = rewrite(ir).unwrap();
+        assert!(
+            out.contains("  %a = call double @fmod(double %x, double 2.500000e+00)\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("  %b = call fast float @fmodf(float %y, float %y), !dbg !7\n"),
+            "{out}"
+        );
+        assert!(out.contains("  %c = frem <2 x double> %v, %v\n"), "{out}");
+        assert!(
+            out.contains("declare double @fmod(double, double)\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("declare float @fmodf(float, float)\n"),
             "{out}"
         );
     }

@@ -99,17 +99,16 @@ impl RingReader {
             } else {
                 (&words[start..], &words[..start + n - words.len()])
             };
+            // The acquire of the commit word above orders every writer's store to the
+            // batch's words before these loads; no writer stores to them again before
+            // `tail` is published past them (its release, below, orders these loads and
+            // stores first). A kernel that breaks the protocol may still store to them
+            // at any time: each word is read and cleared by an atomic access, never
+            // through a reference, so that is a wrong value, never a data race.
             for run in [run, wrapped] {
-                // SAFETY: the acquire of the commit word above orders every writer's
-                // store to the batch's words before this; no writer stores to them
-                // again before `tail` is published past them (its release, below,
-                // orders this copy and clearing first). So nothing races with the
-                // plain copy and the plain stores of zeros, which are as wide as the
-                // memory allows (the words are `AtomicU64`s: they may be written
-                // through a shared reference).
-                unsafe {
-                    self.batch.extend_from_slice(settled(run));
-                    std::ptr::write_bytes(run.as_ptr() as *mut u64, 0, run.len());
+                self.batch.extend(run.iter().map(|w| w.load(Relaxed)));
+                for w in run {
+                    w.store(0, Relaxed);
                 }
             }
             words[index].store(0, Relaxed);
@@ -157,14 +156,4 @@ impl RingReader {
     fn publish(&self, control: &RingControl) {
         control.tail.store(self.taken, Release);
     }
-}
-
-/// `words` as plain integers, read where they lie.
-///
-/// # Safety
-/// No store to `words` may happen while the slice returned lives, and every store
-/// before it must happen before this call.
-unsafe fn settled(words: &[AtomicU64]) -> &[u64] {
-    // SAFETY: `AtomicU64` has `u64`'s size and alignment; the caller rules out races.
-    unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u64>(), words.len()) }
 }

@@ -22,6 +22,7 @@ mod calls;
 mod consumers;
 mod gpus;
 mod machine;
+mod math;
 mod programs;
 mod runs;
 mod streams;
@@ -30,6 +31,7 @@ use calls::*;
 use consumers::*;
 use gpus::*;
 use machine::*;
+use math::*;
 use programs::*;
 use runs::*;
 use streams::*;
@@ -86,6 +88,8 @@ enum Part {
     Consumers,
     /// Ordinary std programs on the GPU and on the CPU (needs `--programs`).
     Programs,
+    /// Float math functions' evaluations per second, beside CUDA's own.
+    Math,
 }
 
 /// Launch shapes of the sweep, from one warp to 1056 x 256 threads.
@@ -201,6 +205,9 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     if part(Part::Consumers) {
         results.extend(consumer_rows(&mut module, &dir)?);
+    }
+    if part(Part::Math) {
+        results.extend(math_rows(&mut module, &dir, &limit)?);
     }
     match (&a.programs, a.only.contains(&Part::Programs)) {
         (Some(dir), _) if part(Part::Programs) => results.extend(program_rows(dir)?),
