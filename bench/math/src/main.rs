@@ -210,15 +210,20 @@ fn compare(gpu: &[u64], cpu: &[u64]) {
     }
 }
 
-/// Evaluations per second of each [`RATED`] function: `threads` threads, `n` each, the
-/// arguments those of `bench/limits.cu`'s kernels (`0.5 + k * 1e-7`).
+/// Evaluations per second of each [`RATED`] function: `threads` threads, started once,
+/// each evaluating it `n` times between two barriers, at the arguments of
+/// `bench/limits.cu`'s kernels (`0.5 + k * 1e-7`); thread 0 times from barrier to barrier.
 fn rate(threads: usize, n: usize) {
-    for name in RATED {
-        let func = FUNCTIONS.iter().find(|f| f.name == name).expect("rated");
-        let start = Instant::now();
-        std::thread::scope(|s| {
-            for t in 0..threads {
-                s.spawn(move || {
+    let barrier = std::sync::Barrier::new(threads);
+    let seconds = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (barrier, seconds) = (&barrier, &seconds);
+            s.spawn(move || {
+                for name in RATED {
+                    let func = FUNCTIONS.iter().find(|f| f.name == name).expect("rated");
+                    barrier.wait();
+                    let start = Instant::now();
                     let mut acc = 0.0f64;
                     for i in 0..n {
                         let x = 0.5 + (t * n + i) as f64 * 1e-7;
@@ -229,11 +234,17 @@ fn rate(threads: usize, n: usize) {
                             Call::F2(g) => f64::from(g(black_box(x as f32), 1.7)),
                         };
                     }
-                    black_box(acc)
-                });
-            }
-        });
-        let secs = start.elapsed().as_secs_f64();
+                    black_box(acc);
+                    barrier.wait();
+                    if t == 0 {
+                        let mut s = seconds.lock().expect("not poisoned");
+                        s.push((name, start.elapsed().as_secs_f64()));
+                    }
+                }
+            });
+        }
+    });
+    for (name, secs) in seconds.into_inner().expect("not poisoned") {
         println!(
             "{{\"function\": \"{name}\", \"threads\": {threads}, \"per_thread\": {n}, \
              \"seconds\": {secs:.4}, \"evals_per_s\": {:.4e}}}",
