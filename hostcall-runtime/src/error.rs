@@ -113,7 +113,7 @@ pub enum Error {
         kernel: String,
         /// The limit it ran past.
         limit: Duration,
-        /// From launch until it was given up on.
+        /// From the call of `Host::run` until it was given up on.
         elapsed: Duration,
         /// The calls it had published and not had answered when the limit fired.
         in_flight: Vec<InFlight>,

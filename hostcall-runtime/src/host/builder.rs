@@ -120,8 +120,11 @@ impl HostBuilder {
     }
 
     /// Stops a launch that runs longer than this (default [`DEFAULT_TIMEOUT`], or
-    /// `HOSTCALL_TIMEOUT_S`): its threads that call the host trap, and the run returns
-    /// [`Error::Timeout`] naming the kernel and the calls in flight.
+    /// `HOSTCALL_TIMEOUT_S`), counted from the call of [`Host::run`](crate::Host::run),
+    /// set-up included: its threads that call the host trap, and the run returns
+    /// [`Error::Timeout`] naming the kernel and the calls in flight, within a second of
+    /// the limit (a reader of the host's stdout stalled that long loses the rest of the
+    /// program's output).
     pub fn timeout(mut self, t: Duration) -> Self {
         self.timeout = Some(t);
         self

@@ -24,8 +24,9 @@ pub const DEFAULT_HEAP_BYTES: u64 = 256 << 20;
 /// Files the GPU may hold open at once unless set; never more than the process's
 /// open-file limit allows with room to spare for the host (see [`HostBuilder::build`](crate::HostBuilder::build)).
 pub const DEFAULT_MAX_OPEN_FILES: usize = 1024;
-/// How long a launch may run unless set (or `HOSTCALL_TIMEOUT_S` says otherwise; 0 there
-/// means no limit): long for a GPU program, short against a hung CI job.
+/// How long a run may take from the call of `Host::run` unless set (or
+/// `HOSTCALL_TIMEOUT_S` says otherwise; 0 there means no limit): long for a GPU program,
+/// short against a hung CI job.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 /// Bytes of each of stdout and stderr a capture keeps unless set.
 pub const DEFAULT_CAPTURE_LIMIT: usize = 64 << 20;
@@ -53,9 +54,13 @@ pub(super) const KILL_GRACE: Duration = Duration::from_millis(500);
 /// killed launch's requests takes microseconds.
 pub(super) const DRAIN_LIMIT: Duration = Duration::from_secs(10);
 pub(super) const DRAIN_MIN: Duration = Duration::from_millis(100);
-/// Longest the end of a run waits for the host's stdout and stderr to take the GPU's
-/// output (what they have not taken by then follows as they do).
-pub(super) const OUTPUT_WAIT: Duration = Duration::from_millis(500);
+/// How long past its time limit (counted from the call of `Host::run`) a run waits for
+/// the host's stdout and stderr to take the program's output, however long the program
+/// ran: a reader stalled that long loses the rest. The killed launch's [`KILL_GRACE`]
+/// and the drain of its last calls end before it, and closing the run's files and
+/// reactor after it, so `Host::run` returns within the limit and a second.
+pub(super) const OUTPUT_GRACE: Duration = Duration::from_millis(900);
+const _: () = assert!(KILL_GRACE.as_millis() + DRAIN_MIN.as_millis() < OUTPUT_GRACE.as_millis());
 /// How long a GPU thread waits for a port or an answer before it gives up and ends the
 /// launch with a report, unless set: far beyond any queueing delay, so that only a host
 /// that stopped serving (or a service that blocks) trips it.

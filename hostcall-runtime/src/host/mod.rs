@@ -114,9 +114,15 @@ impl Host {
 
     /// Runs `launch` on `module`, serving hostcalls until it ends. The module's declared
     /// services are checked against what this host serves first, and bound to their ids.
+    /// Returns once the program has ended and the host's stdout and stderr have taken
+    /// everything it printed, so a caller that exits right after loses none of it; the
+    /// time limit ([`HostBuilder::timeout`]) counts from this call, set-up included, and
+    /// the run returns within the limit and a second, a reader of the host's stdout that
+    /// stalls past it included.
     pub fn run(&self, module: &mut dyn GpuModule, launch: &Launch) -> Result<RunReport> {
+        let called = Instant::now();
         let process = self.process_state();
-        let report = self.run_in(module, launch, &process, None);
+        let report = self.run_in(module, launch, &process, None, called);
         process.end();
         report
     }
@@ -161,15 +167,16 @@ impl Host {
         }
     }
 
-    /// Runs `launch` on `module` as part of `process`: alone, or, with `channel`, beside
-    /// other launches (whose exit ends it), with the channel's own services and as the
-    /// GPU it names.
+    /// Runs `launch` on `module` as part of `process`: alone, or, with `own` services,
+    /// beside other launches (whose exit ends it), as the GPU they name. Its time limit
+    /// counts from `called`, when the launch was asked for.
     pub(crate) fn run_in(
         &self,
         module: &mut dyn GpuModule,
         launch: &Launch,
         process: &ProcessState,
         own: Option<&LaunchServices>,
+        called: Instant,
     ) -> Result<RunReport> {
         module.bind_to_thread()?;
         if let Some(kernel) = module.still_running()? {
@@ -195,7 +202,7 @@ impl Host {
             ));
         }
 
-        let report = self.run_launch(module, launch, process, own, threads);
+        let report = self.run_launch(module, launch, process, (own, called), threads);
         // After the drain, no thread reaches the launch's memory (a kernel still running
         // keeps it).
         module.end_launch();
@@ -203,13 +210,13 @@ impl Host {
     }
 
     /// [`Host::run_in`] once the module is ready: allocates the launch's memory, runs
-    /// it and serves it until it ends.
+    /// it and serves it until it ends, and waits for its output to be written.
     fn run_launch(
         &self,
         module: &mut dyn GpuModule,
         launch: &Launch,
         process: &ProcessState,
-        own: Option<&LaunchServices>,
+        (own, called): (Option<&LaunchServices>, Instant),
         threads: u64,
     ) -> Result<RunReport> {
         self.check_threads(launch, threads)?;
@@ -299,13 +306,13 @@ impl Host {
         let exits_all = own.is_some();
         let ended = match module
             .launch(launch)
-            .and_then(|()| self.wait(module, launch, started, &server, (process, exits_all)))
+            .and_then(|()| self.wait(module, launch, called, &server, (process, exits_all)))
         {
             Ok(LaunchEnd::Completed) if process.termination().is_none() => self.thread_exit(
                 module,
                 launch,
                 (config.launch_state, process),
-                started,
+                called,
                 &server,
             ),
             other => other,
@@ -316,7 +323,7 @@ impl Host {
         let left = self
             .b
             .timeout
-            .map_or(DRAIN_LIMIT, |t| t.saturating_sub(started.elapsed()));
+            .map_or(DRAIN_LIMIT, |t| t.saturating_sub(called.elapsed()));
         log::info!(
             "the launch ended after {:.2?}: {ended:?}",
             started.elapsed()
@@ -328,7 +335,12 @@ impl Host {
         }
         let calls = server.finish(Instant::now() + left.clamp(DRAIN_MIN, DRAIN_LIMIT));
         let streams = draining.finish(&*device);
-        let output = Instant::now() + left.clamp(DRAIN_MIN, OUTPUT_WAIT);
+        // The host's streams take the program's output however slowly, up to the limit
+        // and OUTPUT_GRACE: the caller may exit as soon as this returns.
+        let output = self
+            .b
+            .timeout
+            .and_then(|t| called.checked_add(t.saturating_add(OUTPUT_GRACE)));
         match files.stdio.finish(output) {
             0 => {}
             n => log::warn!(
@@ -451,13 +463,14 @@ impl Host {
     /// when threads end: the module's `THREAD_EXIT_KERNEL` on the same geometry (each
     /// GPU thread finds its own values). Launched only when the GPU's libc recorded a
     /// value with a destructor (`LaunchState::tls_destructors`); a module without the
-    /// kernel (built without libc-hostcall, or emulated) has none to run.
+    /// kernel (built without libc-hostcall, or emulated) has none to run. The time
+    /// limit still counts from `called`.
     fn thread_exit(
         &self,
         module: &mut dyn GpuModule,
         launch: &Launch,
         (launch_state, process): (u64, &Process),
-        started: Instant,
+        called: Instant,
         server: &Server,
     ) -> Result<LaunchEnd> {
         let flag = launch_state + std::mem::offset_of!(LaunchState, tls_destructors) as u64;
@@ -478,24 +491,25 @@ impl Host {
         match module.launch(&exit) {
             Err(Error::MissingSymbol(_)) => Ok(LaunchEnd::Completed),
             Err(e) => Err(e),
-            Ok(()) => self.wait(module, &exit, started, server, (process, false)),
+            Ok(()) => self.wait(module, &exit, called, server, (process, false)),
         }
     }
 
-    /// Waits for the launch to end, or for the timeout: then every call is answered
-    /// `Killed` (the callers trap), the launch gets [`KILL_GRACE`] to end, and the run
-    /// fails with what was in flight. Once `process` asks to end, every call that waits
-    /// is answered `Killed`; with `exits_all` (beside other launches, whose `exit` ends
-    /// this one too), every call from then on.
+    /// Waits for the launch to end, or for the timeout (counted from `called`): then
+    /// every call is answered `Killed` (the callers trap), the launch gets
+    /// [`KILL_GRACE`] to end, and the run fails with what was in flight. Once `process`
+    /// asks to end, every call that waits is answered `Killed`; with `exits_all` (beside
+    /// other launches, whose `exit` ends this one too), every call from then on.
     fn wait(
         &self,
         module: &mut dyn GpuModule,
         launch: &Launch,
-        started: Instant,
+        called: Instant,
         server: &Server,
         (process, exits_all): (&Process, bool),
     ) -> Result<LaunchEnd> {
         let mut stopped_for_exit = false;
+        let waiting = Instant::now();
         loop {
             if let Some(end) = module.poll()? {
                 return Ok(end);
@@ -511,7 +525,7 @@ impl Host {
                 stopped_for_exit = true;
             }
             if let Some(limit) = self.b.timeout
-                && started.elapsed() > limit
+                && called.elapsed() > limit
             {
                 let in_flight = server.in_flight();
                 server.kill();
@@ -527,12 +541,12 @@ impl Host {
                 return Err(Error::Timeout {
                     kernel: launch.kernel.clone(),
                     limit,
-                    elapsed: started.elapsed(),
+                    elapsed: called.elapsed(),
                     in_flight,
                     still_running: !ended,
                 });
             }
-            let run = started.elapsed();
+            let run = waiting.elapsed();
             std::thread::sleep(if run < LONG_RUN {
                 POLL_INTERVAL
             } else {

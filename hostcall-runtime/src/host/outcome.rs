@@ -80,8 +80,8 @@ pub struct RunReport {
     pub stderr: Vec<u8>,
     /// Lane calls served.
     pub calls: u64,
-    /// From launch until it ended and every hostcall it made was served, posted output
-    /// included.
+    /// From launch until it ended, every hostcall it made was served, and the host's
+    /// stdout and stderr had taken its output.
     pub elapsed: Duration,
     /// With [`HostBuilder::summary`](crate::HostBuilder::summary) (`HOSTCALL_DEBUG=summary`): the table printed to
     /// stderr at the end of the run, of calls, errors and host time per service.

@@ -4,6 +4,7 @@
 //! launch gets: its own services on top of the host's, and the GPU it names.
 
 use std::thread::ScopedJoinHandle;
+use std::time::Instant;
 
 use super::process::ProcessState;
 use super::served::LaunchServices;
@@ -52,13 +53,16 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         self.launch_on(module, launch, self.host.launch_services())
     }
 
-    /// Starts `launch` on `module`, served by `services`, and returns while it runs.
+    /// Starts `launch` on `module`, served by `services`, and returns while it runs. Its
+    /// time limit counts from this call, and it ends once its output is written, as
+    /// [`Host::run`]'s does.
     pub fn launch_on<M: GpuModule + Send>(
         &self,
         module: &'scope mut M,
         launch: &Launch,
         services: LaunchServices,
     ) -> Result<Running<'scope>> {
+        let called = Instant::now();
         let (host, process, launch) = (self.host, self.process.clone(), launch.clone());
         let name = match services.gpu {
             Some(g) => format!("hostcall-gpu-{g}"),
@@ -67,7 +71,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         let thread = std::thread::Builder::new()
             .name(name)
             .spawn_scoped(self.threads, move || {
-                host.run_in(module, &launch, &process, Some(&services))
+                host.run_in(module, &launch, &process, Some(&services), called)
             })?;
         Ok(Running { thread })
     }

@@ -17,7 +17,7 @@ pub(crate) struct Extra {
     pub(super) id: u32,
     pub(super) handler: Arc<dyn Handler>,
     pub(super) name: Option<Arc<str>>,
-    /// Its calls left, for a closure served with a [`Lifetime`].
+    /// Its calls left, for a closure served with a [`Lifetime`](crate::Lifetime).
     pub(super) life: Option<Arc<Life>>,
 }
 

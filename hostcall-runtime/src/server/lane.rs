@@ -26,7 +26,11 @@ pub(crate) struct Deferred {
     pub lane: usize,
     pub slot: LaneSlot,
     input: Result<Vec<u8>, Malformed>,
+    /// Room for the answer's bytes while the service runs (the lane's bulk buffer's
+    /// size, `cap`); emptied while the call waits, and cut to the answer once answered,
+    /// so that a waiting call keeps only its request.
     out: Vec<u8>,
+    cap: usize,
     words: Option<[u64; 4]>,
     /// How far the call has come, for a call that waits on an fd and is tried again.
     pub attempt: Attempt,
@@ -61,7 +65,8 @@ impl Deferred {
             lane,
             slot,
             input: copied.map(|()| input),
-            out: vec![0; cap],
+            out: Vec::new(),
+            cap,
             words: None,
             attempt: Attempt::first(true),
             posted: slot.posted().then(|| ctx.posted_out.track()),
@@ -78,6 +83,7 @@ impl Deferred {
         let entry = ctx.services.serving(self.slot.service);
         let (port, seq) = (self.held.port, self.held.seq);
         let attempt = wait::Attempting::enter(self.attempt);
+        self.out.resize(self.cap, 0);
         let (status, reply) = match &self.input {
             Ok(input) => run_lane(
                 ctx,
@@ -92,6 +98,8 @@ impl Deferred {
         };
         match attempt.parked() {
             Some(park) => {
+                // A call tried again writes its answer anew.
+                self.out = Vec::new();
                 self.attempt = park.attempt;
                 Ran::Parked(park)
             }
@@ -107,6 +115,7 @@ impl Deferred {
         }
         let mut out = self.out;
         out.truncate(reply.bulk_out.min(out.len()));
+        out.shrink_to_fit();
         let answered = Answered {
             status,
             reply,

@@ -2,13 +2,15 @@
 //! of a published packet and answer it (step 5 of the protocol in `hostcall_abi`). Port
 //! `p` belongs to consumer `p % consumers`, so no two host threads ever serve one port.
 //!
-//! No system call that can block runs on a consumer. A lane whose call may block on a
-//! file system is handed to the blocking [`pool`], one job per lane; a lane whose fd
-//! (a socket, a pipe, stdin) is not ready waits in the [`reactor`], which runs the call
-//! again once it is. Either way its packet stays [`hold`]'s until every lane has its
-//! answer, and the last answer stores `response`. A stop (the timeout, a kill, an `exit`
-//! on another GPU) answers every lane still outstanding `Killed` at once, wherever it
-//! waits; a handler still inside a system call is abandoned, its late answer dropped.
+//! No system call that can block runs on a consumer. A lane whose call may block is
+//! handed to the blocking [`pool`], one job per lane: one that only takes time (a file
+//! system) to its workers, one that may wait on another party (a FIFO's open) to a
+//! thread of its own; a lane whose fd (a socket, a pipe, stdin) is not ready waits in
+//! the [`reactor`], which runs the call again once it is. Either way its packet stays
+//! [`hold`]'s until every lane has its answer, and the last answer stores `response`. A
+//! stop (the timeout, a kill, an `exit` on another GPU) answers every lane still
+//! outstanding `Killed` at once, wherever it waits; a handler still inside a system call
+//! is abandoned, its late answer dropped.
 //!
 //! A port is GPU-writable, so the server treats it as untrusted input: each lane's slot
 //! and its declared input bytes are copied into host memory once ([`ports`],
@@ -108,9 +110,9 @@ impl Context {
             killing: AtomicBool::new(false),
             waits_ended: AtomicBool::new(false),
             ended: AtomicBool::new(false),
-            // A job per lane of every port at most (a port is not served again until its
-            // jobs have answered).
-            pool: BlockingPool::new(blocking, ports.len.max(blocking), ports.len * WARP_SIZE),
+            // A job per lane of every port queued for the workers, beyond which packets
+            // wait on their ports.
+            pool: BlockingPool::new(blocking, ports.len * WARP_SIZE),
             holds: Holds::new(ports.len),
             parked: parked::Parked::new(ports.wake, ports.wake_words),
             posted_out: PostedOut::default(),
@@ -462,7 +464,8 @@ fn consume(
 /// `hostcall_abi`), lane by lane: a lane whose call may block goes to the pool, one
 /// whose fd is not ready to the reactor, and the others are answered here. Returns the
 /// lanes taken, not counting the collections of parked calls (part of the transport);
-/// `None` for a packet left on its port for now ([`admitted`]).
+/// `None` for a packet left on its port for now ([`admitted`], or a lane for the pool's
+/// workers while their queue is full: [`wants_worker`]).
 pub(crate) fn serve_port(
     ctx: &Arc<Context>,
     p: usize,
@@ -483,7 +486,10 @@ pub(crate) fn serve_port(
     let alone = mask.count_ones() == 1;
     ports.prefetch(p, mask);
     let killing = ctx.killing.load(Relaxed);
-    if mode == Mode::Live && !killing && !admitted(ctx, p, mask) {
+    if mode == Mode::Live
+        && !killing
+        && (!admitted(ctx, p, mask) || (!ctx.pool.has_room() && wants_worker(ctx, p, seq, mask)))
+    {
         return None;
     }
     let mut held = None;
@@ -504,9 +510,7 @@ pub(crate) fn serve_port(
             continue;
         }
         let entry = ctx.services.serving(slot.service);
-        let blocks = slot.sequence() == seq
-            && entry.is_some_and(|e| e.can_block && e.handler.may_block(slot.service, &slot.args));
-        if blocks {
+        if may_block(entry, &slot, seq) {
             // After the launch, a posted call is still served (the end waits for it);
             // nobody is left to wait for any other, which is answered as stopped.
             if mode == Mode::Drain && !slot.posted() {
@@ -576,6 +580,27 @@ fn admitted(ctx: &Context, p: usize, mask: u32) -> bool {
         .filter(|l| mask & (1 << l) != 0)
         .map(|l| ctx.ports.slot(p, l));
     admission.admits(&mut lanes)
+}
+
+/// Whether `slot`'s call, published as `seq`, may block: it is served off the consumer.
+#[inline(always)]
+fn may_block(entry: Option<&Entry>, slot: &LaneSlot, seq: u32) -> bool {
+    slot.sequence() == seq
+        && entry.is_some_and(|e| e.can_block && e.handler.may_block(slot.service, &slot.args))
+}
+
+/// Whether a lane of the packet of `mask`'s lanes on port `p` would be queued for the
+/// blocking pool's workers: while their queue is full such a packet stays on its port,
+/// unserved, until it has room (`pool`'s module doc says why that cannot deadlock).
+#[cold]
+fn wants_worker(ctx: &Context, p: usize, seq: u32, mask: u32) -> bool {
+    (0..WARP_SIZE)
+        .filter(|l| mask & (1 << l) != 0)
+        .map(|l| ctx.ports.slot(p, l))
+        .any(|slot| {
+            let entry = ctx.services.serving(slot.service);
+            may_block(entry, &slot, seq) && Pooled::of(entry, &slot) != Pooled::OnPeer
+        })
 }
 
 /// Answers lane `lane`'s `Collect` of a parked call with that call's answer

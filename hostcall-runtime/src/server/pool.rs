@@ -1,15 +1,43 @@
-//! Threads for services that may block (stdin, FIFOs, slow file systems). A consumer
-//! hands such a packet over, already copied out of its port, and goes on polling its
-//! other ports, so one stuck `read(0)` never holds up another warp's calls. A worker
-//! that finished a job polls briefly for the next before it sleeps.
+//! Threads for calls that may keep the host a while, so that no consumer ever waits in
+//! one: a consumer hands such a lane over, already copied out of its port, and goes on
+//! polling its other ports. Two kinds of call, two kinds of thread:
 //!
-//! The queue is bounded: the server hands over at most one packet per port (a port is
-//! not served again until its jobs have answered), as one job, or one per lane when its
-//! calls may wait on a peer, and the pool refuses more than its capacity all the same. Closing drops the jobs still queued. Workers are joined when
-//! the pool closes idle; a busy one may sit in a system call that never returns, so
-//! then none is waited for. The port memory is guarded instead: a worker writes its
-//! answers under the read half of [`PortsAlive`], and [`PortsAlive::retire`] takes the
-//! write half before the launch's memory is freed, after which workers write nothing.
+//! - A call that only takes time (a regular file, `stat`, a slow file system, a service
+//!   declared `blocks`) runs on one of a set number of **workers**, in the order queued.
+//!   Such a job ends without any GPU thread's help, so however many wait in the queue,
+//!   the workers empty it.
+//! - A call that may wait as long as another party likes (a FIFO's other end, which may
+//!   be another GPU thread; stdout's reader; a service declared `waits`) runs on a
+//!   **waiter** of its own: an idle waiter takes it, or a new one starts for it. It
+//!   never waits for a thread, nor holds one a call that only takes time needs, so no
+//!   number of such calls waiting on each other can starve the host.
+//!
+//! # Bounds
+//!
+//! Host threads: the workers (`HostBuilder::blocking_threads`), and one waiter per
+//! waiting call being served, plus those idle less than [`WAITER_IDLE`]. The waiting
+//! calls a GPU thread waits on are at most one per GPU thread of the launch (each has
+//! one call outstanding: on a port's lane, or parked under a wake word; a posted call,
+//! which nobody waits for, takes a waiter too while it runs), and no smaller bound is
+//! safe: with `n` waiters, `n` readers' opens of FIFOs leave the writers'
+//! opens that would end them waiting for a thread, as Linux, which gives every blocked
+//! thread its own kernel context, never does. The operating system's thread limit is
+//! the only cap: a call no thread can be started for is refused (answered `EAGAIN`, as
+//! `pthread_create` fails then), never queued behind calls that may wait for it.
+//!
+//! The workers' queue holds [`BlockingPool::has_room`]'s `capacity` jobs (32 per port):
+//! past it, a consumer leaves a packet with a lane for the workers on its port, unserved
+//! (the port waits, as when every port is busy), and takes it on a later sweep. That
+//! cannot deadlock: the queued jobs only take time, so the queue empties; the packet
+//! holds no worker and no other port meanwhile. Each consumer looks before it takes a
+//! packet, so the queue holds at most one packet per consumer beyond `capacity` (and the
+//! run's end, which serves each port once more without looking, one per port).
+//!
+//! Closing drops the jobs still queued. Threads are joined when the pool closes idle; a
+//! busy one may sit in a system call that never returns, so then none is waited for.
+//! The port memory is guarded instead: a job writes its answers under the read half of
+//! [`PortsAlive`], and [`PortsAlive::retire`] takes the write half before the launch's
+//! memory is freed, after which jobs write nothing.
 
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicUsize;
@@ -18,8 +46,28 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// A packet's service, to run off the consumer thread.
-pub(crate) type Job = Box<dyn FnOnce() + Send>;
+/// A lane's service, to run off the consumer thread: run (`Fate::Run`), or answered
+/// without running when no thread can take it (`Fate::Refused`); dropped unrun once
+/// the pool is closed (the run is over, nobody waits for its answer).
+pub(crate) type Job = Box<dyn FnOnce(Fate) + Send>;
+
+/// What becomes of a job handed to the pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fate {
+    /// A thread runs it.
+    Run,
+    /// No thread could be started for it.
+    Refused,
+}
+
+/// Which threads a job runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Runs {
+    /// A worker: the job only takes time.
+    OnWorker,
+    /// A waiter of its own: the job may wait on another party for as long as it likes.
+    OnWaiter,
+}
 
 /// Whether the ports may still be written (the launch's memory is still allocated).
 #[derive(Clone, Default)]
@@ -42,33 +90,83 @@ impl PortsAlive {
     }
 }
 
-/// How long closing waits for jobs to finish before it leaves busy workers behind.
+/// How long closing waits for jobs to finish before it leaves busy threads behind.
 const CLOSE_GRACE: Duration = Duration::from_millis(100);
 
-/// Worker threads taking jobs from one bounded queue, started on first use: a set
-/// number, and more, up to a bound, for jobs that wait on a peer.
+/// How long an idle waiter stays for the next waiting call before it exits: a burst of
+/// opens reuses the threads of the last, and a launch that once had many waiting calls
+/// does not keep their threads.
+const WAITER_IDLE: Duration = Duration::from_secs(1);
+
+/// The workers and waiters of one launch, started on first use (most launches never
+/// make a call that may block, and pay for no thread): `workers` workers, and a waiter
+/// per call that waits on another party while it waits, bounded by the launch's GPU
+/// threads and no lower, since a lower bound lets such calls wait on each other for a
+/// thread (the module's doc, under Bounds).
 pub(crate) struct BlockingPool {
     shared: Arc<Shared>,
     /// Workers to start.
-    size: usize,
-    /// Workers there may be, started for jobs that wait on a peer.
-    max_workers: usize,
-    /// Jobs the queue holds at most.
+    workers: usize,
+    /// Jobs the workers' queue holds before consumers leave packets on their ports.
     capacity: usize,
-    workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
-/// The queue the workers share, and how many jobs are queued or running.
+/// The queues the threads share, and how many jobs are queued or running.
 struct Shared {
     queue: Mutex<Queue>,
-    ready: Condvar,
+    /// Wakes a worker.
+    for_worker: Condvar,
+    /// Wakes an idle waiter.
+    for_waiter: Condvar,
     busy: AtomicUsize,
+    /// Jobs in the workers' queue (read without the lock by every consumer).
+    queued: AtomicUsize,
 }
 
 #[derive(Default)]
 struct Queue {
+    /// Jobs for the workers.
     jobs: VecDeque<Job>,
+    /// Jobs for waiters, each promised to an idle one (`idle_waiters >= waiting.len()`).
+    waiting: VecDeque<Job>,
+    idle_waiters: usize,
+    workers_started: bool,
+    threads: Vec<JoinHandle<()>>,
     closed: bool,
+}
+
+impl Queue {
+    /// The next job for a worker (`Runs::OnWorker`) or a waiter.
+    fn take(&mut self, shared: &Shared, runs: Runs) -> Option<Job> {
+        match runs {
+            Runs::OnWorker => {
+                let job = self.jobs.pop_front()?;
+                shared.queued.fetch_sub(1, Relaxed);
+                Some(job)
+            }
+            Runs::OnWaiter => {
+                let job = self.waiting.pop_front()?;
+                self.idle_waiters -= 1;
+                Some(job)
+            }
+        }
+    }
+
+    /// Starts a thread of kind `runs`, and lets go of the handles of threads that have
+    /// exited.
+    fn start(&mut self, shared: &Arc<Shared>, runs: Runs) -> std::io::Result<()> {
+        self.threads.retain(|t| !t.is_finished());
+        let name = match runs {
+            Runs::OnWorker => "hostcall-blocking",
+            Runs::OnWaiter => "hostcall-waiting",
+        };
+        let s = shared.clone();
+        let t = std::thread::Builder::new()
+            .name(format!("{name}-{}", self.threads.len()))
+            .spawn(move || serve(&s, runs))?;
+        self.threads.push(t);
+        Ok(())
+    }
 }
 
 impl Shared {
@@ -78,74 +176,86 @@ impl Shared {
 }
 
 impl BlockingPool {
-    /// A pool of `workers` threads (at least one), started with its first job (most
-    /// launches never make a call that may block, and pay for no thread), growing to
-    /// `max_workers` for jobs that wait on a peer, queueing at most `capacity` jobs.
-    pub fn new(workers: usize, max_workers: usize, capacity: usize) -> BlockingPool {
+    /// A pool of `workers` workers (at least one) whose queue holds `capacity` jobs
+    /// before consumers hold packets back ([`BlockingPool::has_room`]), and of waiters as
+    /// the calls that wait need them.
+    pub fn new(workers: usize, capacity: usize) -> BlockingPool {
         BlockingPool {
             shared: Arc::new(Shared {
                 queue: Mutex::new(Queue::default()),
-                ready: Condvar::new(),
+                for_worker: Condvar::new(),
+                for_waiter: Condvar::new(),
                 busy: AtomicUsize::new(0),
+                queued: AtomicUsize::new(0),
             }),
-            size: workers.max(1),
-            max_workers: max_workers.max(workers).max(1),
+            workers: workers.max(1),
             capacity: capacity.max(1),
-            workers: Mutex::new(Vec::new()),
         }
     }
 
-    /// Queues `job`, starting the workers on first use; hands it back if the pool is
-    /// closed, its queue full, or no worker could be started (the caller then runs it
-    /// itself, or drops it once closed). A job that may wait on another party
-    /// (`waits`: a socket's peer, perhaps another GPU thread whose own call is queued
-    /// behind it) gets a worker started for it when none is idle, up to `max_workers`, so
-    /// such jobs never wait for each other.
-    pub fn submit(&self, job: Job, waits: bool) -> Result<(), Job> {
-        // Held until the job is queued: two waiting jobs submitted at once both count
-        // the other as busy.
-        let mut workers = self.lock_workers();
-        let idle = workers.len().saturating_sub(self.busy());
-        let want = if waits && idle == 0 {
-            (workers.len() + 1).clamp(self.size, self.max_workers)
-        } else {
-            self.size
-        };
-        while workers.len() < want {
-            let shared = self.shared.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("hostcall-blocking-{}", workers.len()))
-                .spawn(move || worker(&shared));
-            match spawned {
-                Ok(t) => workers.push(t),
-                Err(e) if workers.is_empty() => {
-                    log::warn!("starting a thread for blocking hostcalls: {e}");
-                    return Err(job);
-                }
-                Err(_) => break,
-            }
-        }
+    /// Hands `job` to a thread of kind `runs`: queued for the workers (started on first
+    /// use), or given to an idle waiter, else to a waiter started for it. A job no
+    /// thread can be started for is refused (run with [`Fate::Refused`]), with a log
+    /// line; one handed to a closed pool is dropped.
+    pub fn submit(&self, job: Job, runs: Runs) {
         let mut q = self.shared.lock();
-        if q.closed || q.jobs.len() >= self.capacity {
-            return Err(job);
+        if q.closed {
+            drop(q);
+            drop(job);
+            return;
+        }
+        let started = match runs {
+            Runs::OnWorker if !q.workers_started => {
+                let mut started = Ok(());
+                for _ in 0..self.workers {
+                    started = q.start(&self.shared, runs);
+                    if started.is_err() {
+                        break;
+                    }
+                    q.workers_started = true;
+                }
+                if q.workers_started { Ok(()) } else { started }
+            }
+            Runs::OnWaiter if q.idle_waiters <= q.waiting.len() => {
+                q.start(&self.shared, runs).map(|()| q.idle_waiters += 1)
+            }
+            _ => Ok(()),
+        };
+        if let Err(e) = started {
+            drop(q);
+            log::warn!(
+                "starting a thread for a hostcall that may block: {e}; the call is answered EAGAIN"
+            );
+            job(Fate::Refused);
+            return;
         }
         self.shared.busy.fetch_add(1, Relaxed);
-        q.jobs.push_back(job);
-        drop(q);
-        drop(workers);
-        self.shared.ready.notify_one();
-        Ok(())
+        match runs {
+            Runs::OnWorker => {
+                q.jobs.push_back(job);
+                self.shared.queued.fetch_add(1, Relaxed);
+                drop(q);
+                self.shared.for_worker.notify_one();
+            }
+            Runs::OnWaiter => {
+                q.waiting.push_back(job);
+                drop(q);
+                self.shared.for_waiter.notify_one();
+            }
+        }
     }
 
-    /// Whether the pool takes no more jobs.
-    pub fn is_closed(&self) -> bool {
-        self.shared.lock().closed
+    /// Whether the workers' queue has room for more jobs: a consumer takes no packet
+    /// with a lane for the workers while it has not.
+    pub fn has_room(&self) -> bool {
+        self.shared.queued.load(Relaxed) < self.capacity
     }
 
-    /// Jobs queued, not yet taken by a worker.
+    /// Jobs queued, not yet taken by a thread.
     #[cfg(feature = "fuzzing")]
     pub fn queued(&self) -> usize {
-        self.shared.lock().jobs.len()
+        let q = self.shared.lock();
+        q.jobs.len() + q.waiting.len()
     }
 
     /// Jobs queued or running.
@@ -153,66 +263,87 @@ impl BlockingPool {
         self.shared.busy.load(Relaxed)
     }
 
-    /// Takes no more jobs and drops the queued ones; idle workers exit, busy ones when
+    /// Takes no more jobs and drops the queued ones; idle threads exit, busy ones when
     /// their job ends. When none is busy (after [`CLOSE_GRACE`] for jobs just
     /// answering), waits for them to exit, so a finished run leaves no thread behind.
     pub fn close(&self) {
         let dropped = {
             let mut q = self.shared.lock();
             q.closed = true;
-            std::mem::take(&mut q.jobs)
+            self.shared.queued.store(0, Relaxed);
+            let mut jobs = std::mem::take(&mut q.jobs);
+            jobs.append(&mut q.waiting);
+            jobs
         };
         self.shared.busy.fetch_sub(dropped.len(), Relaxed);
         // Outside the lock: a job's drop releases its port.
         drop(dropped);
-        self.shared.ready.notify_all();
+        self.shared.for_worker.notify_all();
+        self.shared.for_waiter.notify_all();
         let deadline = Instant::now() + CLOSE_GRACE;
         while self.busy() > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_micros(100));
         }
         if self.busy() == 0 {
-            for t in self.lock_workers().drain(..) {
-                // A worker that panicked has reported through the panic hook.
+            let threads = std::mem::take(&mut self.shared.lock().threads);
+            for t in threads {
+                // A thread that panicked has reported through the panic hook.
                 let _ = t.join();
             }
         }
     }
-
-    fn lock_workers(&self) -> MutexGuard<'_, Vec<JoinHandle<()>>> {
-        self.workers.lock().unwrap_or_else(|p| p.into_inner())
-    }
 }
 
-/// How long a worker polls for its next job before it sleeps: file calls come in bursts
+/// How long a thread polls for its next job before it sleeps: file calls come in bursts
 /// (a large write is many calls), and waking a sleeping thread can cost hundreds of
 /// microseconds on a virtual machine.
 const WARM: Duration = Duration::from_micros(500);
 
-fn worker(shared: &Shared) {
+/// A worker's or a waiter's life: the jobs of its kind, until the pool closes (or, for
+/// a waiter, until it has been idle for [`WAITER_IDLE`]).
+fn serve(shared: &Shared, runs: Runs) {
     crate::services::wait::blocking_thread();
     crate::services::wait::serving_live(true);
-    loop {
-        let warm_until = Instant::now() + WARM;
-        let job = loop {
-            let mut q = shared.lock();
-            if let Some(job) = q.jobs.pop_front() {
-                break Some(job);
-            }
-            if q.closed {
-                break None;
-            }
-            if Instant::now() < warm_until {
-                drop(q);
-                std::thread::yield_now();
-                continue;
-            }
-            while q.jobs.is_empty() && !q.closed {
-                q = shared.ready.wait(q).unwrap_or_else(|p| p.into_inner());
-            }
-            break q.jobs.pop_front();
-        };
-        let Some(job) = job else { return };
-        job();
+    while let Some(job) = next(shared, runs) {
+        job(Fate::Run);
         shared.busy.fetch_sub(1, Relaxed);
+        if runs == Runs::OnWaiter {
+            shared.lock().idle_waiters += 1;
+        }
+    }
+}
+
+/// The next job of kind `runs`, polled for [`WARM`], then waited for; `None` once the
+/// pool is closed, or a waiter has been idle for [`WAITER_IDLE`] (it then counts itself
+/// out of the idle waiters, with no job promised to it: the queue is empty).
+fn next(shared: &Shared, runs: Runs) -> Option<Job> {
+    let warm_until = Instant::now() + WARM;
+    let idle_until = warm_until + WAITER_IDLE;
+    let mut q = shared.lock();
+    loop {
+        if let Some(job) = q.take(shared, runs) {
+            return Some(job);
+        }
+        let now = Instant::now();
+        let idle_long = runs == Runs::OnWaiter && now >= idle_until;
+        if q.closed || idle_long {
+            if runs == Runs::OnWaiter {
+                q.idle_waiters -= 1;
+            }
+            return None;
+        }
+        if now < warm_until {
+            drop(q);
+            std::thread::yield_now();
+            q = shared.lock();
+            continue;
+        }
+        q = match runs {
+            Runs::OnWorker => shared.for_worker.wait(q).unwrap_or_else(|p| p.into_inner()),
+            Runs::OnWaiter => {
+                let waited = shared.for_waiter.wait_timeout(q, idle_until - now);
+                waited.unwrap_or_else(|p| p.into_inner()).0
+            }
+        };
     }
 }

@@ -513,7 +513,9 @@ fn serve_again(inner: &Inner, mut w: Waiter, expired: bool) {
     let Some(ctx) = w.ctx.upgrade() else {
         return;
     };
-    if w.lane.stopped() {
+    // No service runs for a launch after its run: nobody waits for the answer, and the
+    // run's end has let its waiting calls go.
+    if w.lane.stopped() || ctx.ended.load(Acquire) {
         return;
     }
     w.lane.attempt = w.lane.attempt.again(expired);

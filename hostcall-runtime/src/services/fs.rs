@@ -319,6 +319,12 @@ impl Handler for Files {
         // it. A posted piece never blocks: one the host has no room for waits on its port.
         service == Service::OrderedFromDevice as u32
     }
+
+    fn waits_on_peer(&self, service: u32, _: &[u64; 6]) -> bool {
+        // The writer makes room as the host's stdout takes its bytes: a reader there may
+        // take them as late as it likes.
+        service == Service::OrderedFromDevice as u32
+    }
 }
 
 impl FdKinds for Files {
@@ -341,6 +347,13 @@ impl FdKinds for Files {
         // A regular file or a directory: neither stdio (whose output waits for other GPU
         // threads' turns, or for its reader) nor an fd waited for by readiness.
         !is_stdio(fd) && !self.table().is_waitable(fd)
+    }
+
+    fn waits_on_peer(&self, fd: i32) -> bool {
+        // A write to stdout or stderr waits for room, which the host's stdout makes as
+        // its reader takes the bytes, as late as it likes. (Every other call that may
+        // block is on a file, which only takes time.)
+        is_stdio(fd)
     }
 }
 

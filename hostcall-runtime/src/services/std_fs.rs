@@ -371,23 +371,33 @@ impl Fs for Files {
         put_path(out, &self.sandbox.guest_path(at.mount, &rel))
     }
 
+    /// A link's target never names the host above the grant: an absolute one is
+    /// answered as its guest path where it lies in a grant, a relative one as it stands
+    /// while its `..` components stay in the link's grant; anything else is `EACCES`, as
+    /// a path outside the grants is.
     fn readlink(&self, path: &[u8], out: &mut [u8]) -> Result<usize, Errno> {
-        use std::os::unix::ffi::OsStrExt;
         if let Some(exe) = self.sandbox.self_exe(&self.cwd, path) {
             return put_link(out, &exe?);
         }
         let at = self.sandbox.resolve(&self.cwd, path)?;
-        let target = at
-            .mount
-            .dir
-            .read_link_contents(&at.rel)
-            .map_err(|e| at.mount.errno(&e, &self.log))?;
+        let errno = |e: std::io::Error| at.mount.errno(&e, &self.log);
+        let target = at.mount.dir.read_link_contents(&at.rel).map_err(errno)?;
         let target = if target.is_absolute() {
-            // A host path: answered as the guest path where it lies in a mount, and not
-            // at all elsewhere.
-            self.sandbox.guest_of_host(&target).ok_or(Errno(EACCES))?
+            self.sandbox
+                .guest_of_host(&lexical(&target))
+                .ok_or(Errno(EACCES))?
         } else {
-            target.as_os_str().as_bytes().to_vec()
+            // Counted from the link's own directory, the links on the way to it
+            // resolved, as the kernel follows the target.
+            let dir = at.rel.parent().filter(|d| !d.as_os_str().is_empty());
+            let dir = at.mount.dir.canonicalize(dir.unwrap_or(Path::new(".")));
+            let depth = (dir.map_err(errno)?.components())
+                .filter(|c| matches!(c, Component::Normal(_)))
+                .count();
+            if !stays_in_grant(depth, &target) {
+                return Err(Errno(EACCES));
+            }
+            target.into_os_string().into_vec()
         };
         put_link(out, &target)
     }
@@ -600,6 +610,37 @@ fn put_link(out: &mut [u8], target: &[u8]) -> Result<usize, Errno> {
     let n = target.len().min(out.len());
     out[..n].copy_from_slice(&target[..n]);
     Ok(n)
+}
+
+/// Whether the relative link target `target`, in a directory `depth` components below
+/// its grant, stays in the grant as written: no `..` climbs above the grant's root, so
+/// no name in it is one of the host's directories above the grant. Judged lexically, as
+/// the target is text: a name inside it that is itself a link is read on its own.
+fn stays_in_grant(mut depth: usize, target: &Path) -> bool {
+    target.components().all(|c| match c {
+        Component::ParentDir => depth.checked_sub(1).map(|up| depth = up).is_some(),
+        Component::Normal(_) => {
+            depth += 1;
+            true
+        }
+        Component::CurDir | Component::RootDir | Component::Prefix(_) => true,
+    })
+}
+
+/// The absolute host path `path` with `.` and `..` taken lexically (never above `/`),
+/// so that a target written through a grant does not pass for one inside it.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn put_path(out: &mut [u8], b: &[u8]) -> Result<usize, Errno> {

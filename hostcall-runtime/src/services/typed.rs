@@ -39,6 +39,8 @@ pub(crate) trait FdKinds: Send + Sync {
     fn may_block(&self, fd: i32, what: FdUse) -> bool;
     /// Whether such a call, which may block, only takes time and waits on nobody.
     fn only_takes_time(&self, fd: i32) -> bool;
+    /// Whether such a call, which may block, may wait as long as another party likes.
+    fn waits_on_peer(&self, fd: i32) -> bool;
 }
 
 /// The fd a call of a method declared with an fd's use names: its first argument, an
@@ -90,8 +92,12 @@ where
         }
     }
 
-    fn waits_on_peer(&self, _service: u32, _args: &[u64; 6]) -> bool {
-        S::SERVICES[self.method].waits == Waits::OnPeer
+    fn waits_on_peer(&self, _service: u32, args: &[u64; 6]) -> bool {
+        match (S::SERVICES[self.method].waits, &self.fds) {
+            (Waits::OnPeer, _) => true,
+            (Waits::OnFd(_), Some(fds)) => fds.waits_on_peer(fd_of(args)),
+            _ => false,
+        }
     }
 
     fn only_takes_time(&self, _service: u32, args: &[u64; 6]) -> bool {

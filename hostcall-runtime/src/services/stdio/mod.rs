@@ -2,12 +2,14 @@
 //! captured (the demo and tests inspect what the kernel printed).
 //!
 //! Each fd's output goes through its [`reorder`] buffer, which puts posted writes back
-//! in ticket order, and then to its [`echo`] thread, the only host thread that writes
-//! the host's stream for the GPU. A consumer never writes there itself, nor waits for
-//! room: what the fd holds is bounded, and past the bound a posted piece stays on its
-//! port ([`Stdio::admits`]), a waiting piece is answered `EAGAIN`, and a direct write
-//! waits for room on a pool thread (`Files::may_block`). So a reader of the host's
-//! stdout that pauses holds up the GPU's output, and nothing else.
+//! in ticket order, and then to its [`echo`] thread, the process's only thread that
+//! writes the host's stream for the GPU. A consumer never writes there itself, nor waits
+//! for room: what the fd holds is bounded, and past the bound a posted piece stays on
+//! its port ([`Stdio::admits`]), a waiting piece is answered `EAGAIN`, and a direct
+//! write waits for room on a pool thread (`Files::may_block`). So a reader of the host's
+//! stdout that pauses holds up the GPU's output, and nothing else; and the end of the
+//! launch waits until the reader has taken it all ([`Stdio::finish`]), so a host that
+//! exits then loses none of it.
 
 mod capture;
 mod echo;
@@ -224,32 +226,60 @@ impl Stdio {
         }
     }
 
-    /// The launch ended: writes whatever posted data still waits, in ticket order, and
-    /// waits for the writers until `deadline` (what they have not written by then they
-    /// write as the host's streams take it); returns how many tickets never arrived
-    /// (writes cut short by a trap).
-    pub fn finish(&self, deadline: Instant) -> u64 {
+    /// The launch ended: hands whatever posted data still waits to the writers, in
+    /// ticket order, and waits until the host's streams have taken every byte of the
+    /// launch's output, or until `deadline` (a reader stalled that long loses the
+    /// rest); returns how many tickets never arrived (writes cut short by a trap). The
+    /// two fds are waited for at once, so a stalled reader of one does not cost the
+    /// other its output.
+    pub fn finish(&self, deadline: Option<Instant>) -> u64 {
         let mut missing = 0;
-        for fd in &self.fds {
+        let [out, err] = self.fds.each_ref().map(|fd| {
             let mut r = self.reorder(fd);
             missing += r.close();
-            self.flush_fd(fd, &mut r, true);
-        }
-        for fd in &self.fds {
-            let Some(e) = &fd.echo else { continue };
-            match e.finish(deadline) {
-                (0, 0) => {}
-                (0, dropped) => self.log.warn(
-                    Kind::Io,
-                    format_args!("{dropped} bytes of GPU output to fd {} were dropped after the host's stream refused a write", fd.n),
-                ),
-                (left, _) => log::warn!(
-                    "{left} bytes of GPU output to fd {} are still to be written: the host's stream takes them slowly; they follow as it does",
-                    fd.n
-                ),
+            let rest = std::mem::take(&mut r.out);
+            if let Some(cap) = &self.captured {
+                cap.add(fd.n, &rest);
             }
-        }
+            (fd, rest)
+        });
+        std::thread::scope(|s| {
+            let apart = err.0.echo.as_ref().and_then(|_| {
+                std::thread::Builder::new()
+                    .name("hostcall-stderr-end".into())
+                    .spawn_scoped(s, || self.finish_fd(&err, deadline))
+                    .ok()
+            });
+            self.finish_fd(&out, deadline);
+            match apart {
+                // A panic there has been reported by the panic hook.
+                Some(t) => drop(t.join()),
+                None => self.finish_fd(&err, deadline),
+            }
+        });
         missing
+    }
+
+    /// [`Stdio::finish`] for one fd, whose in-order bytes not yet handed over are `rest`.
+    fn finish_fd(&self, (fd, rest): &(&Fd, Vec<u8>), deadline: Option<Instant>) {
+        let Some(e) = &fd.echo else { return };
+        let unwritten = e.finish(rest, deadline);
+        if unwritten.refused > 0 {
+            self.log.warn(
+                Kind::Io,
+                format_args!(
+                    "{} bytes of GPU output to fd {} were dropped after the host's stream refused a write",
+                    unwritten.refused, fd.n
+                ),
+            );
+        }
+        if unwritten.late > 0 {
+            log::warn!(
+                "{} bytes of GPU output to fd {} were dropped: the host's stream had not taken them when the run's time limit and its grace ran out",
+                unwritten.late,
+                fd.n
+            );
+        }
     }
 
     /// Takes what was captured on fd 1 and fd 2 so far.

@@ -115,7 +115,7 @@ impl Default for Reorder {
 /// writing at once do not interleave. A line goes out unended when it passes
 /// [`LINE_MAX`] or when holding it would pass [`LINES_MAX`] or the fd's
 /// [`HELD_BYTES_MAX`] (then it may share its line with another thread's), when its
-/// writer's next write is taken in its turn ([`Stdio::at_turn`]), and when the launch
+/// writer's next write is taken in its turn ([`super::Stdio::at_turn`]), and when the launch
 /// ends.
 #[derive(Default)]
 struct Lines {

@@ -14,7 +14,7 @@ fn capturing() -> Stdio {
 }
 
 fn end(s: &Stdio) -> u64 {
-    s.finish(Instant::now() + Duration::from_secs(1))
+    s.finish(Some(Instant::now() + Duration::from_secs(1)))
 }
 
 fn held(s: &Stdio, fd: i32) -> usize {

@@ -1,0 +1,102 @@
+//! The host's memory for a call that waits is what the call needs: a thread waiting in a
+//! 64-byte `read` of an empty FIFO keeps its request, not a buffer as large as its
+//! port's bulk area (128 KiB for a lane alone in its packet). A test binary of its own:
+//! it counts every allocation of the process.
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::Write;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicIsize, AtomicU32};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use common::{c, c0, mkfifo, quiet, svc, within};
+use hostcall_abi::fcntl::{AT_FDCWD, O_RDWR};
+use hostcall_abi::std_services::Fs;
+use hostcall_client::fd_io;
+use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_runtime::{Launch, Outcome};
+
+/// Bytes allocated and not yet freed, process-wide.
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+struct Counting;
+
+// SAFETY: every call goes to `System` unchanged; only the count is added.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size() as isize, Relaxed);
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.alloc(l) }
+    }
+
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size() as isize, Relaxed);
+        // SAFETY: as above.
+        unsafe { System.dealloc(p, l) }
+    }
+
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        LIVE.fetch_add(new as isize - l.size() as isize, Relaxed);
+        // SAFETY: as above.
+        unsafe { System.realloc(p, l, new) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+/// GPU threads, each waiting in one read.
+const WAITERS: u32 = 64;
+/// Bytes each reads.
+const READ: usize = 64;
+
+#[test]
+fn threads_waiting_in_small_reads_hold_little_host_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    mkfifo(&fifo);
+    let host = quiet().preopen_dir(dir.path(), "/data");
+    // Every thread opens the FIFO (`O_RDWR` never waits), then all meet, and then read.
+    let opened = Arc::new(Barrier::new(WAITERS as usize + 1));
+    let reading = Arc::new(AtomicU32::new(0));
+    let (o, r) = (opened.clone(), reading.clone());
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
+        let fd = c(svc::<dyn Fs>(t.channel()).openat(AT_FDCWD, b"/data/fifo", O_RDWR, 0)) as i32;
+        o.wait();
+        let mut buf = [0u8; READ];
+        r.fetch_add(1, Relaxed);
+        let n = fd_io::read::<Emu>(t.channel(), fd, &mut buf);
+        assert_eq!(n, READ as i64, "read");
+        c0(svc::<dyn Fs>(t.channel()).close(fd));
+    });
+    let runner = std::thread::spawn(move || {
+        within(Duration::from_secs(30), "Host::run", move || {
+            host.timeout(Duration::from_secs(20))
+                .build()
+                .unwrap()
+                .run(&mut m, &Launch::linear("k", 1, WAITERS, vec![]))
+                .unwrap()
+        })
+    });
+    opened.wait();
+    let before = LIVE.load(Relaxed);
+    while reading.load(Relaxed) < WAITERS {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Every read waits (nothing is written yet), parked after its first look.
+    std::thread::sleep(Duration::from_millis(500));
+    let waiting = LIVE.load(Relaxed) - before;
+    let mut w = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    w.write_all(&vec![7u8; WAITERS as usize * READ]).unwrap();
+    let report = runner.join().unwrap();
+    assert_eq!(report.outcome, Outcome::Completed, "{report:?}");
+    let per_call = waiting / WAITERS as isize;
+    assert!(
+        per_call < 8 << 10,
+        "{WAITERS} threads waiting in {READ}-byte reads held {waiting} bytes of host memory, \
+         {per_call} per call"
+    );
+}
