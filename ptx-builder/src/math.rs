@@ -330,31 +330,10 @@ fn unlowerable(name: &str) -> bool {
         || UNLOWERED.iter().any(|u| name.starts_with(u))
 }
 
-/// A Rust symbol (legacy mangling, `_ZN...E`) as a path without its hash; other names
-/// as they are.
+/// A Rust symbol as a path without its hash (`std::io::stdio::_print`); other names as
+/// they are.
 pub(crate) fn demangle(symbol: &str) -> String {
-    let Some(mut rest) = symbol.strip_prefix("_ZN").and_then(|s| s.strip_suffix('E')) else {
-        return symbol.to_owned();
-    };
-    let mut parts = Vec::new();
-    while !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let Ok(len) = rest[..digits].parse::<usize>() else {
-            return symbol.to_owned();
-        };
-        let Some(part) = rest.get(digits..digits + len) else {
-            return symbol.to_owned();
-        };
-        parts.push(part);
-        rest = &rest[digits + len..];
-    }
-    if parts
-        .last()
-        .is_some_and(|h| h.len() == 17 && h.starts_with('h'))
-    {
-        parts.pop();
-    }
-    parts.join("::").replace("$LT$", "<").replace("$GT$", ">")
+    format!("{:#}", rustc_demangle::demangle(symbol))
 }
 
 #[cfg(test)]
@@ -481,6 +460,11 @@ declare <2 x double> @llvm.sin.v2f64(<2 x double>)
             "std::io::stdio::_print"
         );
         assert_eq!(demangle("kmain"), "kmain");
-        assert_eq!(demangle("_ZN99tooshortE"), "_ZN99tooshortE");
+        assert_eq!(
+            demangle(
+                "_RNvNtNtNtCs66oLnnzkhFA_17compiler_builtins4math9libm_math14rem_pio2_large14rem_pio2_large"
+            ),
+            "compiler_builtins::math::libm_math::rem_pio2_large::rem_pio2_large"
+        );
     }
 }
