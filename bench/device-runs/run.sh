@@ -30,8 +30,9 @@
 #   startup-ab   bench/startup's `hi` and `threads` against the bundle's
 #                baseline/startup.gpu if any (an earlier commit's), 15 rounds in turn,
 #                each row's times sorted
-#   math         bench/math: every float function over 65,536 arguments on the GPU and
-#                on the CPU, compared in ulps (math-ulps.jsonl), and evaluations per
+#   math         bench/math: every float function over 65,536 arguments on the GPU, on
+#                the CPU and by CUDA's own functions (bench/math/cuda.cu), compared in
+#                ulps with the CPU's (math-ulps.jsonl, math-ulps-cuda.jsonl), and evaluations per
 #                second of sin, exp, ln, powf (f64 and f32) on both (math-rate-*.jsonl;
 #                CUDA's own are in the bench step's limits.json)
 # Later runs add steps here, rather than scripts of their own; bench/README.md says
@@ -171,12 +172,15 @@ lanes() {
 
 math() {
   local here=$PWD
+  nvcc -O2 -arch=sm_90 ../../bench/math/cuda.cu -o cuda-math > "$Z/math.txt" 2>&1
   (cd "$Z" && "$here/math-bench.gpu" values math-gpu.bin 4096 && "$here/math-bench-cpu" values math-cpu.bin \
-    && "$here/math-bench-cpu" compare math-gpu.bin math-cpu.bin > math-ulps.jsonl) > "$Z/math.txt" 2>&1
+    && "$here/math-bench-cpu" compare math-gpu.bin math-cpu.bin > math-ulps.jsonl \
+    && "$here/cuda-math" math-cuda.bin \
+    && "$here/math-bench-cpu" compare math-cuda.bin math-cpu.bin > math-ulps-cuda.jsonl) >> "$Z/math.txt" 2>&1
   ./math-bench.gpu rate 16384 65536 > "$Z/math-rate-gpu.jsonl" 2>> "$Z/math.txt"
   ./math-bench-cpu rate "$(nproc)" 4194304 > "$Z/math-rate-cpu.jsonl" 2>> "$Z/math.txt"
   rm -f "$Z"/math-*.bin
-  cat "$Z/math.txt" "$Z/math-ulps.jsonl" "$Z/math-rate-gpu.jsonl" "$Z/math-rate-cpu.jsonl"
+  cat "$Z/math.txt" "$Z/math-ulps.jsonl" "$Z/math-ulps-cuda.jsonl" "$Z/math-rate-gpu.jsonl" "$Z/math-rate-cpu.jsonl"
 }
 
 startup_ab() {

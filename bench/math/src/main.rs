@@ -46,6 +46,8 @@ const fn f(name: &'static str, call: Call, lo: f64, hi: f64, positive: bool) -> 
     }
 }
 
+/// Every function `values` computes, in the order of its file; `cuda.cu` beside this
+/// computes CUDA's own over the same arguments, in the same order: keep the two in step.
 const FUNCTIONS: &[Function] = &[
     f("sin", Call::D1(f64::sin), -10.0, 10.0, false),
     f("cos", Call::D1(f64::cos), -10.0, 10.0, false),
