@@ -206,8 +206,10 @@ fn runs_printing_to_a_stalled_stdout_keep_the_writer_bounded() {
         drop(m);
         let now = rss();
         let first = *first.get_or_insert(now);
+        // A writer that kept what a run left would grow by about EACH a run; the
+        // allocator's own arenas move the resident size by up to about half that.
         assert!(
-            now < first + (16 << 20),
+            now < first + EACH,
             "after run {run}, resident memory grew {} MiB",
             (now - first) >> 20
         );

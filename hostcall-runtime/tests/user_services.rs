@@ -487,6 +487,7 @@ fn a_modules_service_names_reach_load_errors_escaped() {
         fingerprint: 1,
         reads_input: false,
         waits: hostcall_abi::typed::Waits::Never,
+        answer: hostcall_abi::typed::AnswerBytes::Nothing,
     }];
     let mut m = EmulatedModule::new(WarpMode::Independent)
         .uses(&EVIL)

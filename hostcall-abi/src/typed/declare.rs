@@ -112,6 +112,10 @@ macro_rules! __service_signature {
                 &[$(<$t as $crate::typed::Arg<'static>>::SHAPE),*],
             ),
             waits: $crate::__service_waits!($($how)?),
+            answer: $crate::typed::answer_bytes(
+                &[$(<$t as $crate::typed::Arg<'static>>::SHAPE),*],
+                size_of::<<$r as $crate::typed::Ret>::Value>(),
+            ),
         }
     };
 }

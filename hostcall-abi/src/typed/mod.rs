@@ -52,8 +52,8 @@ pub use request::{
     Arg, Decoder, DeviceReader, DeviceSlice, Encoder, WireError, bulk_len, fixed_words,
 };
 pub use slot::{
-    FdUse, ServiceSlot, Shape, Signature, SlotRecord, Waits, count_kind, fingerprint, first_is_fd,
-    fixed_len, ids_distinct, reads_input,
+    AnswerBytes, FdUse, ServiceSlot, Shape, Signature, SlotRecord, Waits, answer_bytes, count_kind,
+    fingerprint, first_is_fd, fixed_len, ids_distinct, reads_input,
 };
 
 use crate::BULK_PER_LANE;

@@ -25,6 +25,74 @@ pub struct Signature {
     /// declaration (`= 7, blocks`), not of the fingerprint: the GPU's side of a call is
     /// the same whichever it is.
     pub waits: Waits,
+    /// How many bytes of the bulk buffer its answer may fill ([`answer_bytes`]): what
+    /// the host keeps room for while a call runs, waits included.
+    pub answer: AnswerBytes,
+}
+
+/// How many bytes of the bulk buffer a declared service's answer may fill, as its
+/// declaration says before any call: the room the host keeps for a call while it runs,
+/// which a call that waits inside its service keeps for the whole wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AnswerBytes {
+    /// None: its value travels in the slot, and it has no output buffer.
+    Nothing,
+    /// Its value's bytes: a value over [`VALUE_WORDS`](super::VALUE_WORDS) bytes, at the
+    /// start of the bulk buffer.
+    Value(usize),
+    /// As many as its output buffer holds, a `u64` of the request's fixed part.
+    Output {
+        /// The length's byte offset in the fixed part.
+        at: usize,
+        /// Whether the fixed part is `args[1..6]`; else it opens the bytes sent.
+        inline: bool,
+    },
+}
+
+/// The [`AnswerBytes`] of a service with arguments of these shapes and a value of
+/// `value` bytes (the answer's layout, in the module's docs: an output buffer, or else
+/// a value too large for the slot, fills the bulk buffer).
+pub const fn answer_bytes(shapes: &[Shape], value: usize) -> AnswerBytes {
+    let inline = fixed_len(shapes) <= FIXED_INLINE;
+    let mut at = 0;
+    let mut i = 0;
+    while i < shapes.len() {
+        at = round_up(at, shapes[i].align);
+        if shapes[i].kind == 2 {
+            return AnswerBytes::Output { at, inline };
+        }
+        at += shapes[i].size;
+        i += 1;
+    }
+    if value > super::VALUE_WORDS {
+        AnswerBytes::Value(value)
+    } else {
+        AnswerBytes::Nothing
+    }
+}
+
+impl AnswerBytes {
+    /// The bytes the answer to a call with `args` that sent `input` may fill (host
+    /// side): the output buffer's length as the request gives it, unchecked (the decoder
+    /// refuses one over the bulk buffer). `None` when the request is too short to hold
+    /// it, which the decoder refuses too.
+    pub fn of(self, args: &[u64; 6], input: &[u8]) -> Option<u64> {
+        match self {
+            AnswerBytes::Nothing => Some(0),
+            AnswerBytes::Value(n) => Some(n as u64),
+            AnswerBytes::Output { at, inline } => {
+                let inline_bytes;
+                let fixed: &[u8] = if inline {
+                    inline_bytes = super::args_bytes(args);
+                    &inline_bytes
+                } else {
+                    input
+                };
+                let len = fixed.get(at..at + 8)?;
+                Some(u64::from_le_bytes(len.try_into().ok()?))
+            }
+        }
+    }
 }
 
 /// How long a declared service's calls may keep the host waiting, as its declaration

@@ -51,6 +51,41 @@ fn plain_values_and_slices_round_trip_through_the_fixed_part_and_the_bulk() {
     assert_eq!(f32::take(&mut d), Ok(2.5));
     let o = <&mut [u8]>::take(&mut d).unwrap();
     assert_eq!(o, &[0u8; 16][..], "the output buffer starts zeroed");
+    let answer = answer_bytes(&shapes, 4);
+    assert_eq!(
+        answer.of(&args, &bulk[..at]),
+        Some(16),
+        "the output buffer's length"
+    );
+}
+
+#[test]
+fn an_answer_fills_the_bulk_only_with_an_output_buffer_or_a_large_value() {
+    let word = <u64 as Arg>::SHAPE;
+    let args = [0u64; 6];
+    assert_eq!(answer_bytes(&[word], 8), AnswerBytes::Nothing);
+    assert_eq!(answer_bytes(&[word], VALUE_WORDS), AnswerBytes::Nothing);
+    assert_eq!(answer_bytes(&[], 40), AnswerBytes::Value(40));
+    assert_eq!(answer_bytes(&[], 40).of(&args, &[]), Some(40));
+    // A fixed part over the slot's 40 bytes travels first in the bytes sent, and the
+    // output buffer's length with it.
+    let shapes = [word, word, word, word, word, <&mut [u8] as Arg>::SHAPE];
+    let answer = answer_bytes(&shapes, 8);
+    assert_eq!(
+        answer,
+        AnswerBytes::Output {
+            at: 40,
+            inline: false
+        }
+    );
+    let mut sent = [0u8; 48];
+    sent[40..].copy_from_slice(&64u64.to_le_bytes());
+    assert_eq!(answer.of(&args, &sent), Some(64));
+    assert_eq!(
+        answer.of(&args, &sent[..40]),
+        None,
+        "a request too short to say"
+    );
 }
 
 #[test]
@@ -147,6 +182,7 @@ fn slots_parse_back() {
         fingerprint: 0x1234_5678_9abc_def0,
         reads_input: false,
         waits: Waits::Never,
+        answer: AnswerBytes::Nothing,
     };
     let slot = ServiceSlot::<{ 3 + TEXT.len() }>::new(&sig);
     // SAFETY: the slot is repr(C) plain data; reading its bytes is what the host does.

@@ -26,9 +26,10 @@ impl ProcessState {
         self.reactor.clone()
     }
 
-    /// The run is over: the reactor lets every call still waiting go, and the files
-    /// close now, outside the table's lock (a pool worker still inside a service holds
-    /// the one file it is using, if any).
+    /// The run is over: the reactor lets every call still waiting go, every open still
+    /// waiting for a FIFO's other end gets one, and the files close now, outside the
+    /// table's lock (a pool worker still inside a service holds the one file it is
+    /// using, if any).
     pub(crate) fn end(&self) {
         self.reactor.stop();
         let (files, opens) = {
@@ -36,13 +37,10 @@ impl ProcessState {
             (t.take_all(), t.release_opens())
         };
         drop(files);
-        for (dir, rel) in opens {
+        for open in opens {
             // The other end of a FIFO a pool thread still waits to open; its open then
             // returns, and its answer is dropped.
-            let mut o = cap_std::fs::OpenOptions::new();
-            o.read(true).write(true);
-            cap_std::fs::OpenOptionsExt::custom_flags(&mut o, hostcall_abi::fcntl::O_NONBLOCK);
-            drop(dir.open_with(&rel, &o));
+            open.release();
         }
         self.log.finish();
     }

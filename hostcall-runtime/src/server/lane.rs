@@ -26,10 +26,12 @@ pub(crate) struct Deferred {
     pub lane: usize,
     pub slot: LaneSlot,
     input: Result<Vec<u8>, Malformed>,
-    /// Room for the answer's bytes while the service runs (the lane's bulk buffer's
-    /// size, `cap`); emptied while the call waits, and cut to the answer once answered,
-    /// so that a waiting call keeps only its request.
+    /// Room for the answer's bytes while the service runs: what its handler says the
+    /// answer may fill ([`Handler::answer_len`], at most `cap`), so that a call waiting
+    /// inside its handler keeps no more than its answer needs; emptied while the call
+    /// waits in the reactor, and cut to the answer once answered.
     out: Vec<u8>,
+    /// Bytes of the lane's bulk buffer.
     cap: usize,
     words: Option<[u64; 4]>,
     /// How far the call has come, for a call that waits on an fd and is tried again.
@@ -83,7 +85,14 @@ impl Deferred {
         let entry = ctx.services.serving(self.slot.service);
         let (port, seq) = (self.held.port, self.held.seq);
         let attempt = wait::Attempting::enter(self.attempt);
-        self.out.resize(self.cap, 0);
+        let room = match (&self.input, entry) {
+            (Ok(input), Some(e)) => {
+                let s = &self.slot;
+                e.handler.answer_len(s.service, &s.args, input, self.cap)
+            }
+            _ => 0,
+        };
+        self.out.resize(room.min(self.cap), 0);
         let (status, reply) = match &self.input {
             Ok(input) => run_lane(
                 ctx,

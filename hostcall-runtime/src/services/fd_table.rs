@@ -8,12 +8,13 @@
 
 use std::collections::HashMap;
 use std::fs::File;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hostcall_abi::errno::{EBADF, EMFILE, ENOTSOCK};
+use hostcall_abi::errno::{EBADF, EMFILE, ENOTSOCK, EPIPE};
 
 use super::sandbox::Access;
 
@@ -57,6 +58,56 @@ pub(crate) struct Waitable {
     /// `SO_LINGER` as the GPU set it (a time is recorded, never applied: the host's
     /// close must not wait).
     pub linger: Mutex<Option<Duration>>,
+}
+
+/// A FIFO a pool thread is opening: an open that waits for the FIFO's other end, which
+/// may never come. Held by its opener and, until the open returns, by the table, so that
+/// the run's end can end the wait whatever the FIFO is named by then (renamed, unlinked).
+pub(crate) struct FifoOpen {
+    /// The FIFO itself: an `O_PATH` handle, resolved beneath a grant as any open is,
+    /// which reaches the same FIFO whatever its name becomes and grants no access.
+    fifo: OwnedFd,
+    /// Both of its ends, opened by the run's end ([`FifoOpen::release`]) and closed with
+    /// the last holder, once the open has returned: an open that had not yet begun to
+    /// wait when the run ended then finds them and returns too.
+    release: Mutex<Option<OwnedFd>>,
+}
+
+impl FifoOpen {
+    /// An open of the FIFO `fifo` (an `O_PATH` handle).
+    pub fn new(fifo: OwnedFd) -> Arc<FifoOpen> {
+        Arc::new(FifoOpen {
+            fifo,
+            release: Mutex::new(None),
+        })
+    }
+
+    /// Opens the FIFO with `flags` (`O_CLOEXEC` added), through its handle: waits for
+    /// its other end as the open asks. The kernel checks the FIFO's permissions as for
+    /// any open; `flags` must grant no more than the FIFO's mount does.
+    pub fn open(&self, flags: rustix::fs::OFlags) -> std::io::Result<File> {
+        Ok(File::from(reopen(&self.fifo, flags)?))
+    }
+
+    /// Ends the wait: opens the FIFO for reading and writing, non-blocking (such an open
+    /// never waits, and is the other end that a waiting open of either kind waits for),
+    /// and holds it while anyone holds this open.
+    pub fn release(&self) {
+        use rustix::fs::OFlags;
+        match reopen(&self.fifo, OFlags::RDWR | OFlags::NONBLOCK) {
+            Ok(both) => *self.release.lock().unwrap_or_else(|p| p.into_inner()) = Some(both),
+            Err(e) => log::warn!("opening a FIFO to end an open waiting on it: {e}"),
+        }
+    }
+}
+
+/// A new open file description of the file `handle` refers to, through its link in
+/// `/proc/self/fd` (what reaches the file itself, not a name of it), with `flags` and
+/// `O_CLOEXEC`.
+fn reopen(handle: &OwnedFd, flags: rustix::fs::OFlags) -> rustix::io::Result<OwnedFd> {
+    let link = format!("/proc/self/fd/{}", handle.as_raw_fd());
+    let flags = flags | rustix::fs::OFlags::CLOEXEC;
+    rustix::fs::open(link, flags, rustix::fs::Mode::empty())
 }
 
 /// A reactor key no other file of the process has.
@@ -115,10 +166,12 @@ pub(crate) struct FdTable {
     /// How many of them may be sockets.
     socket_limit: usize,
     /// FIFOs a pool thread is opening now, by key: an open that waits for the FIFO's
-    /// other end, perhaps for ever. The run's end opens each once itself
+    /// other end, perhaps for ever. The run's end releases each
     /// ([`FdTable::release_opens`]), so that the waiting open returns and no thread is
     /// left behind in it.
-    fifo_opens: HashMap<u64, (cap_std::fs::Dir, std::path::PathBuf)>,
+    fifo_opens: HashMap<u64, Arc<FifoOpen>>,
+    /// Whether the run has ended ([`FdTable::release_opens`]).
+    ended: bool,
 }
 
 impl FdTable {
@@ -130,6 +183,7 @@ impl FdTable {
             limit,
             socket_limit,
             fifo_opens: HashMap::new(),
+            ended: false,
         }
     }
 
@@ -274,23 +328,28 @@ impl FdTable {
         self.open.drain().map(|(_, o)| o).collect()
     }
 
-    /// Notes that a pool thread opens the FIFO `rel` beneath `dir` and may wait for its
-    /// other end; returns the key that [`FdTable::opened`] takes back.
-    pub fn opening(&mut self, dir: cap_std::fs::Dir, rel: std::path::PathBuf) -> u64 {
+    /// Notes that a pool thread opens `fifo` and may wait for its other end; returns the
+    /// key that [`FdTable::opened`] takes back.
+    pub fn opening(&mut self, fifo: Arc<FifoOpen>) -> Result<u64, i32> {
+        if self.ended {
+            return Err(EPIPE);
+        }
         let key = new_token();
-        self.fifo_opens.insert(key, (dir, rel));
-        key
+        self.fifo_opens.insert(key, fifo);
+        Ok(key)
     }
 
-    /// The open noted under `key` returned.
+    /// The open noted under `key` returned. The caller still holds its [`FifoOpen`], so
+    /// nothing closes under the lock.
     pub fn opened(&mut self, key: u64) {
         self.fifo_opens.remove(&key);
     }
 
-    /// The FIFOs pool threads are opening now, taken out: the run's end opens each
-    /// (read and write, non-blocking, which never waits on Linux), which counts as the
-    /// other end every waiting open waits for.
-    pub fn release_opens(&mut self) -> Vec<(cap_std::fs::Dir, std::path::PathBuf)> {
+    /// The run ended: the FIFOs pool threads are opening now, taken out for the caller
+    /// to [`FifoOpen::release`] after letting the lock go; an open noted from now on is
+    /// refused (`EPIPE`), as it could wait with nobody left to end its wait.
+    pub fn release_opens(&mut self) -> Vec<Arc<FifoOpen>> {
+        self.ended = true;
         self.fifo_opens.drain().map(|(_, o)| o).collect()
     }
 

@@ -57,8 +57,10 @@ pub struct Call<'a> {
     pub args: [u64; 6],
     /// The bytes the lane sent: as many as the argument [`Handler::input_len_arg`] names.
     pub input: &'a [u8],
-    /// Room for the bytes the service sends back (`BULK_PER_LANE` bytes in a shared
-    /// packet, `PORT_BULK` for a lone lane); [`Reply::bulk_out`] says how many it wrote.
+    /// Room for the bytes the service sends back: the lane's bulk buffer
+    /// (`BULK_PER_LANE` bytes in a shared packet, `PORT_BULK` for a lone lane), or, for a
+    /// call served off its port, as much of it as [`Handler::answer_len`] says;
+    /// [`Reply::bulk_out`] says how many it wrote.
     pub out: &'a mut [u8],
     /// While hostcalls are traced, room for the call's decoded arguments and result,
     /// which typed services write and the trace line shows instead of raw words.
@@ -138,6 +140,16 @@ pub trait Handler: Send + Sync {
     /// ABI's convention for built-in ids (`Service::input_len_arg`), none for others.
     fn input_len_arg(&self, service: u32) -> Option<usize> {
         Service::from_id(service).and_then(Service::input_len_arg)
+    }
+
+    /// Bytes of the bulk buffer this call's answer may fill, at most `cap` (the lane's
+    /// bulk buffer): the room [`Call::out`] gets when the call is served off its port
+    /// (on the blocking pool, or again after a wait), which host memory holds while the
+    /// handler runs, a wait inside it included. A call that answers no bytes then keeps
+    /// none, and a read keeps its length. Default: all `cap` bytes.
+    fn answer_len(&self, service: u32, args: &[u64; 6], input: &[u8], cap: usize) -> usize {
+        let _ = (service, args, input);
+        cap
     }
 
     /// Whether some calls of `service` may block for long (a terminal, a FIFO, a slow

@@ -6,6 +6,7 @@
 //! stdio they share with the stdio's ordered output.
 
 use std::io::{Seek, SeekFrom};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{DirEntryExt, FileTypeExt as _, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
@@ -30,6 +31,7 @@ use hostcall_abi::{AT_FDCWD, AT_REMOVEDIR, NAME_MAX, PATH_MAX};
 use crate::guest_log::GuestLog;
 
 use super::errno_of;
+use super::fd_table::FifoOpen;
 use super::fs::{Files, Listing, is_stdio};
 use super::sandbox::{Access, ChdirTarget, Mount};
 
@@ -215,6 +217,29 @@ impl Files {
         r.map_err(|e| from.mount.errno(&e, &self.log))
     }
 
+    /// Opens `fifo` (resolved from `b`) with `flags`, which waits for its other end:
+    /// noted meanwhile, so that the run's end can end the wait. The open goes through
+    /// the FIFO's handle, so what the run's end releases is what this waits on, whatever
+    /// the FIFO is named by then.
+    fn open_fifo(&self, b: &Beneath<'_>, fifo: OwnedFd, flags: i32) -> Result<std::fs::File, i32> {
+        use rustix::fs::OFlags;
+        let (read, write) =
+            access_of(b.access, flags).map_err(|e| e.map_or(EINVAL, |e| b.errno(&e, &self.log)))?;
+        let mut o = match (read, write) {
+            (true, true) => OFlags::RDWR,
+            (false, true) => OFlags::WRONLY,
+            _ => OFlags::RDONLY,
+        };
+        // What else an open of an existing FIFO heeds (`O_CREAT` and `O_TRUNC` do
+        // nothing to one).
+        o |= OFlags::from_bits_retain((flags & (fcntl::O_APPEND | fcntl::O_NOCTTY)) as u32);
+        let open = FifoOpen::new(fifo);
+        let key = self.table().opening(open.clone())?;
+        let opened = open.open(o);
+        self.table().opened(key);
+        opened.map_err(|e| b.errno(&e, &self.log))
+    }
+
     /// The open file `fd` and the access of its mount (stdio has no file here).
     fn fd_file(&self, fd: i32) -> Result<(std::sync::Arc<std::fs::File>, Access), i32> {
         if is_stdio(fd) {
@@ -243,21 +268,11 @@ fn start_listing(file: &std::fs::File) -> Result<Listing, i32> {
 impl Fs for Files {
     fn openat(&self, dirfd: i32, path: &[u8], flags: i32, mode: u32) -> Result<i32, Errno> {
         let b = self.beneath(dirfd, path)?;
-        // An open of a FIFO without O_NONBLOCK waits for the other end: noted, so that
-        // the run's end can end the wait.
-        let waits = flags & hostcall_abi::fcntl::O_NONBLOCK == 0
-            && b.dir()
-                .metadata(&b.rel)
-                .is_ok_and(|m| m.file_type().is_fifo());
-        let noted = match b.dir().try_clone() {
-            Ok(dir) if waits => Some(self.table().opening(dir, b.rel.clone())),
-            _ => None,
+        let f = match fifo_to_wait_on(&b, flags) {
+            Some(fifo) => self.open_fifo(&b, fifo, flags)?,
+            None => open_beneath(b.dir(), &b.rel, b.access, flags, self.mode_of(mode))
+                .map_err(|e| e.map_or(EINVAL, |e| b.errno(&e, &self.log)))?,
         };
-        let opened = open_beneath(b.dir(), &b.rel, b.access, flags, self.mode_of(mode));
-        if let Some(key) = noted {
-            self.table().opened(key);
-        }
-        let f = opened.map_err(|e| e.map_or(EINVAL, |e| b.errno(&e, &self.log)))?;
         // A FIFO, a terminal or a socket may keep a read or write waiting: it is made
         // non-blocking on the host (its description is the runtime's own) and waited
         // for by readiness, the GPU's own `O_NONBLOCK` kept apart.
@@ -650,16 +665,32 @@ fn put_path(out: &mut [u8], b: &[u8]) -> Result<usize, Errno> {
     Ok(b.len())
 }
 
-/// Opens `rel` beneath `dir` with Linux open(2) `flags` and `mode` as the GPU passed
-/// them. `Err(None)`: flags the service refuses (`EINVAL`); `Err(Some(e))`: the
-/// refusal of the OS, or `EROFS` for a write in a read-only mount.
-fn open_beneath(
-    dir: &cap_std::fs::Dir,
-    rel: &std::path::Path,
-    access: Access,
-    fl: i32,
-    mode: u32,
-) -> Result<std::fs::File, Option<std::io::Error>> {
+/// The FIFO `b` names, as an `O_PATH` handle, when an open of it with `flags` waits for
+/// its other end: one without `O_NONBLOCK`, nor anything that refuses an existing FIFO
+/// (`O_CREAT | O_EXCL`, `O_DIRECTORY`), nor a flag the service refuses. Resolved beneath
+/// `b`'s directory as any open is, its last link followed unless `O_NOFOLLOW`.
+fn fifo_to_wait_on(b: &Beneath<'_>, flags: i32) -> Option<OwnedFd> {
+    let exclusive = fcntl::O_CREAT | fcntl::O_EXCL;
+    if flags & (fcntl::O_NONBLOCK | fcntl::O_DIRECTORY) != 0
+        || flags & exclusive == exclusive
+        || flags & !fcntl::O_SERVED != 0
+    {
+        return None;
+    }
+    let mut o = OpenOptions::new();
+    o.read(true).custom_flags(libc::O_PATH);
+    if flags & fcntl::O_NOFOLLOW != 0 {
+        o.follow(cap_fs_ext::FollowSymlinks::No);
+    }
+    let handle = b.dir().open_with(&b.rel, &o).ok()?;
+    let fifo = handle.metadata().is_ok_and(|m| m.file_type().is_fifo());
+    fifo.then(|| OwnedFd::from(handle.into_std()))
+}
+
+/// The read and write access an open(2) with `fl` asks for. `Err(None)`: flags the
+/// service refuses (`EINVAL`); `Err(Some(e))`: `EROFS` for a write, a creation, a
+/// truncation or an append in a read-only mount.
+fn access_of(access: Access, fl: i32) -> Result<(bool, bool), Option<std::io::Error>> {
     if fl & !fcntl::O_SERVED != 0 {
         return Err(None);
     }
@@ -671,8 +702,23 @@ fn open_beneath(
     {
         return Err(Some(std::io::Error::from_raw_os_error(EROFS)));
     }
+    Ok((acc != fcntl::O_WRONLY, writes))
+}
+
+/// Opens `rel` beneath `dir` with Linux open(2) `flags` and `mode` as the GPU passed
+/// them. `Err(None)`: flags the service refuses (`EINVAL`); `Err(Some(e))`: the
+/// refusal of the OS, or `EROFS` for a write in a read-only mount.
+fn open_beneath(
+    dir: &cap_std::fs::Dir,
+    rel: &std::path::Path,
+    access: Access,
+    fl: i32,
+    mode: u32,
+) -> Result<std::fs::File, Option<std::io::Error>> {
+    let (read, writes) = access_of(access, fl)?;
+    let creates = fl & fcntl::O_CREAT != 0;
     let mut o = OpenOptions::new();
-    o.read(acc != fcntl::O_WRONLY)
+    o.read(read)
         .write(writes)
         .append(fl & fcntl::O_APPEND != 0)
         .truncate(fl & fcntl::O_TRUNC != 0)

@@ -11,9 +11,9 @@ use hostcall_abi::errno::EFAULT;
 use hostcall_abi::std_services::ServeEach;
 use hostcall_abi::typed::closure_fixed_len;
 use hostcall_abi::typed::{
-    Args, Decoder, DeviceReader, Dispatch, Errno, FIXED_INLINE, FdUse, HostClosure, Incoming,
-    NAMED_IDS, Ret, Signature, SlotRecord, UNBOUND, Waits, WireError, args_bytes,
-    closure_fingerprint,
+    AnswerBytes, Args, Decoder, DeviceReader, Dispatch, Errno, FIXED_INLINE, FdUse, HostClosure,
+    Incoming, NAMED_IDS, Ret, Signature, SlotRecord, UNBOUND, Waits, WireError, answer_bytes,
+    args_bytes, closure_fingerprint,
 };
 
 use super::{Call, Handler, Malformed, Reply};
@@ -79,6 +79,12 @@ where
 
     fn input_len_arg(&self, _service: u32) -> Option<usize> {
         S::SERVICES[self.method].reads_input.then_some(0)
+    }
+
+    /// What the declaration says its answer fills: its output buffer's length, a value
+    /// too large for the slot, or nothing.
+    fn answer_len(&self, _service: u32, args: &[u64; 6], input: &[u8], cap: usize) -> usize {
+        bounded(S::SERVICES[self.method].answer, args, input, cap)
     }
 
     fn can_block(&self, _service: u32) -> bool {
@@ -208,6 +214,20 @@ where
     fn input_len_arg(&self, _service: u32) -> Option<usize> {
         (const { closure_fixed_len::<A>() } > FIXED_INLINE).then_some(0)
     }
+
+    /// A closure has no output buffer: its value, when too large for the slot.
+    fn answer_len(&self, _service: u32, args: &[u64; 6], input: &[u8], cap: usize) -> usize {
+        let answer = const { answer_bytes(A::SHAPES, size_of::<R::Value>()) };
+        bounded(answer, args, input, cap)
+    }
+}
+
+/// The bytes a typed call's answer may fill (`answer`), at most `cap`; none for a
+/// request too short to say, which its decoding refuses before any answer.
+fn bounded(answer: AnswerBytes, args: &[u64; 6], input: &[u8], cap: usize) -> usize {
+    answer
+        .of(args, input)
+        .map_or(0, |n| n.min(cap as u64) as usize)
 }
 
 /// A request that does not decode. Out of line, with [`other_types`], as the errors of
@@ -311,6 +331,11 @@ where
 
     fn input_len_arg(&self, _service: u32) -> Option<usize> {
         None
+    }
+
+    /// Its value is the call's raw result.
+    fn answer_len(&self, _: u32, _: &[u64; 6], _: &[u8], _: usize) -> usize {
+        0
     }
 }
 
