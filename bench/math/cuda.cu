@@ -45,7 +45,8 @@ __device__ double arg(const Func &f, uint64_t s, uint64_t i) {
   uint64_t r = mix((s * 0x10000001ull) ^ i);
   double x;
   if (i % 2 == 0) {
-    x = f.lo + (f.hi - f.lo) * ((double)(r >> 11) / 9007199254740992.0);
+    // Rounded as Rust rounds it: nvcc would fuse this multiply and add into one fma.
+    x = __dadd_rn(f.lo, __dmul_rn(f.hi - f.lo, (double)(r >> 11) / 9007199254740992.0));
   } else if (f.kind >= 2) {
     uint32_t b = (uint32_t)(r >> 32);
     float v;

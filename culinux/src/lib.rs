@@ -36,9 +36,7 @@ const MODE_TYPED_NULL: u32 = 14;
 const MODE_TYPED_LATENCY: u32 = 15;
 const MODE_ALLOC_FAIL: u32 = 16;
 const MODE_STACK_OVERFLOW: u32 = 17;
-/// `MODE_MATH + k`: every thread evaluates the k-th float function of [`math_rate`].
-const MODE_MATH: u32 = 18;
-/// Evaluations per thread in `MODE_MATH + k`.
+/// Evaluations per thread of `kmath`.
 const MATH_EVALS: u64 = 65536;
 
 /// Round trips timed by thread 0 in `MODE_LATENCY`.
@@ -105,7 +103,6 @@ pub extern "ptx-kernel" fn kmain(mode: u32) {
         MODE_CALL_LOOP => call_forever(),
         MODE_BIG_WRITE => return big_write(),
         MODE_ALLOC_FAIL => alloc_fail(),
-        m if (MODE_MATH..MODE_MATH + 8).contains(&m) => return math_rate(m - MODE_MATH),
         MODE_STACK_OVERFLOW if block == 0 && thread == 0 => {
             println!("culinux: {}", deep(256));
             return;
@@ -545,9 +542,11 @@ fn bulk_write() {
 }
 
 /// Every thread allocates and frees 64-byte boxes `ALLOCS_PER_THREAD` times.
-/// Evaluates float function `f` (`sin`, `exp`, `ln`, `powf(_, 1.7)` of `f64`, then of
-/// `f32`) [`MATH_EVALS`] times at `0.5 + k * 1e-7`, as `bench/limits.cu` times CUDA's.
-fn math_rate(f: u32) {
+/// Every thread evaluates float function `f` (`sin`, `exp`, `ln`, `powf(_, 1.7)` of
+/// `f64`, then of `f32`) [`MATH_EVALS`] times at `0.5 + k * 1e-7`, as `bench/limits.cu`
+/// times CUDA's (`hostcall_bench`'s part `math`). No hostcall.
+#[unsafe(no_mangle)]
+pub extern "ptx-kernel" fn kmath(f: u32) {
     let t = gpu::global_thread();
     let mut acc = 0.0f64;
     for i in 0..MATH_EVALS {

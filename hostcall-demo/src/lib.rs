@@ -54,13 +54,11 @@ pub mod mode {
     pub const ALLOC_FAIL: u32 = 16;
     /// Block 0 thread 0 recurses with a 1 KiB frame 256 deep, past any default stack.
     pub const STACK_OVERFLOW: u32 = 17;
-    /// Every thread evaluates a float function 65,536 times: `MATH + k` for the k-th of
-    /// `MATH_FUNCTIONS` (no hostcall; the figure beside CUDA's own in `bench/limits.cu`).
-    pub const MATH: u32 = 18;
-    /// The functions of `MATH + k`, in order, as `bench/limits.cu` names CUDA's.
+    /// `kmath`'s functions, by its argument, as `bench/limits.cu` names CUDA's: every
+    /// thread evaluates one 65,536 times (no hostcall).
     pub const MATH_FUNCTIONS: [&str; 8] =
         ["sin", "exp", "log", "pow", "sinf", "expf", "logf", "powf"];
-    /// Evaluations per thread in `MATH + k`.
+    /// Evaluations per thread of `kmath`.
     pub const MATH_EVALS: u32 = 65536;
 }
 

@@ -207,7 +207,7 @@ fn bench(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         results.extend(consumer_rows(&mut module, &dir)?);
     }
     if part(Part::Math) {
-        results.extend(math_rows(&mut module, &dir, &limit)?);
+        results.extend(math_rows(&mut module, &limit)?);
     }
     match (&a.programs, a.only.contains(&Part::Programs)) {
         (Some(dir), _) if part(Part::Programs) => results.extend(program_rows(dir)?),

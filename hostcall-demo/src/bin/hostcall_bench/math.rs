@@ -1,10 +1,12 @@
-//! The math rows: float functions evaluated by every thread of a 128 x 128 launch, each
-//! beside CUDA's own function timed the same way in `bench/limits.cu`.
+//! The math rows: float functions evaluated by every thread of a 128 x 128 launch of
+//! culinux's `kmath`, each beside CUDA's own function timed the same way in
+//! `bench/limits.cu`.
 
-use std::path::Path;
+use std::time::Duration;
 
 use hostcall_demo::mode;
 use hostcall_runtime::cuda::CudaModule;
+use hostcall_runtime::{Host, KernelArg, Launch, Outcome};
 use serde_json::Value;
 
 use super::*;
@@ -14,14 +16,20 @@ use super::*;
 /// time), beside `cuda_NAME_evals_per_s`.
 pub(super) fn math_rows(
     module: &mut CudaModule,
-    dir: &Path,
     limit: &dyn Fn(&str) -> Option<f64>,
 ) -> Result<Vec<Value>, Box<dyn std::error::Error>> {
     let mut rows = Vec::new();
     for (k, name) in (0u32..).zip(mode::MATH_FUNCTIONS) {
         let mut best = f64::INFINITY;
         for _ in 0..3 {
-            let r = run(module, dir, mode::MATH + k, 128, 128)?;
+            let host = Host::builder().timeout(Duration::from_secs(60)).build()?;
+            let r = host.run(
+                module,
+                &Launch::linear("kmath", 128, 128, vec![KernelArg::U32(k)]),
+            )?;
+            if r.outcome != Outcome::Completed {
+                return Err(format!("kmath {name} ended with {:?}", r.outcome).into());
+            }
             best = best.min(r.elapsed.as_secs_f64());
         }
         let reference = format!("cuda_{name}_evals_per_s");
