@@ -6,45 +6,19 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write;
+use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicIsize, AtomicU32};
 use std::sync::{Arc, Barrier, Mutex, MutexGuard};
 use std::time::Duration;
 
+use common::counting::{Counting, live};
 use common::{c, c0, mkfifo, quiet, svc, within};
 use hostcall_abi::fcntl::{AT_FDCWD, O_RDONLY, O_RDWR};
 use hostcall_abi::std_services::Fs;
 use hostcall_client::fd_io;
 use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{Launch, Outcome};
-
-/// Bytes allocated and not yet freed, process-wide.
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-struct Counting;
-
-// SAFETY: every call goes to `System` unchanged; only the count is added.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Relaxed);
-        // SAFETY: the caller's contract, passed on.
-        unsafe { System.alloc(l) }
-    }
-
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Relaxed);
-        // SAFETY: as above.
-        unsafe { System.dealloc(p, l) }
-    }
-
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new as isize - l.size() as isize, Relaxed);
-        // SAFETY: as above.
-        unsafe { System.realloc(p, l, new) }
-    }
-}
 
 #[global_allocator]
 static A: Counting = Counting;
@@ -90,13 +64,13 @@ fn threads_waiting_in_small_reads_hold_little_host_memory() {
         })
     });
     opened.wait();
-    let before = LIVE.load(Relaxed);
+    let before = live();
     while reading.load(Relaxed) < WAITERS {
         std::thread::sleep(Duration::from_millis(10));
     }
     // Every read waits (nothing is written yet), parked after its first look.
     std::thread::sleep(Duration::from_millis(500));
-    let waiting = LIVE.load(Relaxed) - before;
+    let waiting = live() - before;
     let mut w = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
     w.write_all(&vec![7u8; WAITERS as usize * READ]).unwrap();
     let report = runner.join().unwrap();
@@ -141,13 +115,13 @@ fn threads_waiting_in_fifo_opens_hold_little_host_memory() {
         })
     });
     met.wait();
-    let before = LIVE.load(Relaxed);
+    let before = live();
     while opening.load(Relaxed) < OPENERS {
         std::thread::sleep(Duration::from_millis(10));
     }
     // Every open waits (nobody writes yet), parked long since.
     std::thread::sleep(Duration::from_millis(500));
-    let waiting = LIVE.load(Relaxed) - before;
+    let waiting = live() - before;
     // The writer comes: every reader's open returns, and the program completes.
     let w = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
     std::thread::sleep(Duration::from_millis(200));

@@ -1,6 +1,7 @@
 //! Helpers the emulated end-to-end tests share.
 #![allow(dead_code)] // each test binary uses the part it needs
 
+pub mod counting;
 pub mod sockets;
 
 use std::sync::{Arc, Mutex, Once};
