@@ -188,9 +188,11 @@ fn a_timeout_names_the_kernel_and_the_calls_in_flight() {
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("stuck", |t: &EmuThread| {
         c(svc::<dyn Fs>(t.channel()).openat(AT_FDCWD, b"/data/fifo", O_RDONLY, 0));
     });
+    // The limit counts the launch's set-up too: long enough that, on a loaded machine,
+    // the thread is in its call when it comes.
     let host = quiet()
         .preopen_dir(&s.root, "/data")
-        .timeout(Duration::from_millis(300))
+        .timeout(Duration::from_secs(2))
         .build()
         .unwrap();
     let err = host
