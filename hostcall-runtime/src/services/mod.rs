@@ -9,6 +9,7 @@ mod fs;
 mod heap;
 pub mod lifetime;
 mod net;
+mod open_flags;
 mod process;
 pub mod sandbox;
 mod std_fs;

@@ -12,11 +12,9 @@ use std::os::unix::fs::{DirEntryExt, FileTypeExt as _, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use cap_fs_ext::{AccessType, DirExt as _, OpenOptionsFollowExt};
+use cap_fs_ext::{AccessType, DirExt as _};
 use cap_primitives::fs::AccessModes;
-use cap_std::fs::{
-    Dir, FileTypeExt, Metadata, MetadataExt, OpenOptions, OpenOptionsExt, Permissions,
-};
+use cap_std::fs::{Dir, FileTypeExt, Metadata, MetadataExt, Permissions};
 use hostcall_abi::dirent::{Record, kind};
 use hostcall_abi::errno::{
     EACCES, EBADF, EINVAL, ENAMETOOLONG, ENOENT, ENOSYS, ENOTDIR, EPERM, ERANGE, EROFS, ESPIPE,
@@ -33,6 +31,7 @@ use crate::guest_log::GuestLog;
 use super::errno_of;
 use super::fd_table::FifoOpen;
 use super::fs::{Files, Listing, is_stdio};
+use super::open_flags::{access_of, fifo_to_wait_on, open_beneath};
 use super::sandbox::{Access, ChdirTarget, Mount};
 
 // The open flags on the wire are the host's own (`hostcall_abi::fcntl`): pinned here
@@ -268,7 +267,7 @@ fn start_listing(file: &std::fs::File) -> Result<Listing, i32> {
 impl Fs for Files {
     fn openat(&self, dirfd: i32, path: &[u8], flags: i32, mode: u32) -> Result<i32, Errno> {
         let b = self.beneath(dirfd, path)?;
-        let f = match fifo_to_wait_on(&b, flags) {
+        let f = match fifo_to_wait_on(b.dir(), &b.rel, flags) {
             Some(fifo) => self.open_fifo(&b, fifo, flags)?,
             None => open_beneath(b.dir(), &b.rel, b.access, flags, self.mode_of(mode))
                 .map_err(|e| e.map_or(EINVAL, |e| b.errno(&e, &self.log)))?,
@@ -663,85 +662,4 @@ fn put_path(out: &mut [u8], b: &[u8]) -> Result<usize, Errno> {
         .ok_or(Errno(ERANGE))?
         .copy_from_slice(b);
     Ok(b.len())
-}
-
-/// The FIFO `b` names, as an `O_PATH` handle, when an open of it with `flags` waits for
-/// its other end: one without `O_NONBLOCK`, nor anything that refuses an existing FIFO
-/// (`O_CREAT | O_EXCL`, `O_DIRECTORY`), nor a flag the service refuses. Resolved beneath
-/// `b`'s directory as any open is, its last link followed unless `O_NOFOLLOW`.
-fn fifo_to_wait_on(b: &Beneath<'_>, flags: i32) -> Option<OwnedFd> {
-    let exclusive = fcntl::O_CREAT | fcntl::O_EXCL;
-    if flags & (fcntl::O_NONBLOCK | fcntl::O_DIRECTORY) != 0
-        || flags & exclusive == exclusive
-        || flags & !fcntl::O_SERVED != 0
-    {
-        return None;
-    }
-    let mut o = OpenOptions::new();
-    o.read(true).custom_flags(libc::O_PATH);
-    if flags & fcntl::O_NOFOLLOW != 0 {
-        o.follow(cap_fs_ext::FollowSymlinks::No);
-    }
-    let handle = b.dir().open_with(&b.rel, &o).ok()?;
-    let fifo = handle.metadata().is_ok_and(|m| m.file_type().is_fifo());
-    fifo.then(|| OwnedFd::from(handle.into_std()))
-}
-
-/// The read and write access an open(2) with `fl` asks for. `Err(None)`: flags the
-/// service refuses (`EINVAL`); `Err(Some(e))`: `EROFS` for a write, a creation, a
-/// truncation or an append in a read-only mount.
-fn access_of(access: Access, fl: i32) -> Result<(bool, bool), Option<std::io::Error>> {
-    if fl & !fcntl::O_SERVED != 0 {
-        return Err(None);
-    }
-    let acc = fl & fcntl::O_ACCMODE;
-    let writes = acc == fcntl::O_WRONLY || acc == fcntl::O_RDWR;
-    let creates = fl & fcntl::O_CREAT != 0;
-    if access == Access::ReadOnly
-        && (writes || creates || fl & (fcntl::O_TRUNC | fcntl::O_APPEND) != 0)
-    {
-        return Err(Some(std::io::Error::from_raw_os_error(EROFS)));
-    }
-    Ok((acc != fcntl::O_WRONLY, writes))
-}
-
-/// Opens `rel` beneath `dir` with Linux open(2) `flags` and `mode` as the GPU passed
-/// them. `Err(None)`: flags the service refuses (`EINVAL`); `Err(Some(e))`: the
-/// refusal of the OS, or `EROFS` for a write in a read-only mount.
-fn open_beneath(
-    dir: &cap_std::fs::Dir,
-    rel: &std::path::Path,
-    access: Access,
-    fl: i32,
-    mode: u32,
-) -> Result<std::fs::File, Option<std::io::Error>> {
-    let (read, writes) = access_of(access, fl)?;
-    let creates = fl & fcntl::O_CREAT != 0;
-    let mut o = OpenOptions::new();
-    o.read(read)
-        .write(writes)
-        .append(fl & fcntl::O_APPEND != 0)
-        .truncate(fl & fcntl::O_TRUNC != 0)
-        // Permission bits only: never setuid, setgid or sticky on the host.
-        .mode(mode & 0o777);
-    if fl & fcntl::O_NONBLOCK != 0 {
-        o.custom_flags(fcntl::O_NONBLOCK);
-    }
-    if fl & fcntl::O_NOFOLLOW != 0 {
-        // A link as the last component is refused (ELOOP), as std's remove_dir_all
-        // relies on to never follow a link it meets.
-        o.follow(cap_fs_ext::FollowSymlinks::No);
-    }
-    if creates {
-        if fl & fcntl::O_EXCL != 0 {
-            o.create_new(true);
-        } else {
-            o.create(true);
-        }
-    }
-    let f = dir.open_with(rel, &o).map_err(Some)?.into_std();
-    if fl & fcntl::O_DIRECTORY != 0 && !f.metadata().map_err(Some)?.is_dir() {
-        return Err(Some(std::io::Error::from_raw_os_error(ENOTDIR)));
-    }
-    Ok(f)
 }
