@@ -83,21 +83,25 @@ impl Operation {
     }
 }
 
-/// One rewrite: calls of `intrinsic` become calls of `function`, of type `ret (params)`.
+/// One rewrite: calls of `intrinsic` (`None`: the scalar `frem`s of type `ret`) become
+/// calls of `function`, of type `ret (params)`.
 struct Rewrite {
-    intrinsic: String,
+    intrinsic: Option<String>,
     function: &'static str,
     ret: &'static str,
     params: String,
 }
 
-/// Every scalar rewrite this module makes.
+/// Every scalar rewrite this module makes. `frem` of `double` and `float` becomes a call
+/// of C's `fmod` and `fmodf`: LLVM lowers `frem` on NVPTX as `x - trunc(x / y) * y`,
+/// which loses the sign of a zero result (`(-0.0) % 2.5` gives `0.0`, glibc `-0.0`) and
+/// is inexact where the quotient is large; `fmod` is exact, as on the CPU.
 fn rewrites() -> Vec<Rewrite> {
     let mut all = Vec::new();
     for o in OPERATIONS {
         for (suffix, name, ty) in [("f64", o.f64_name, "double"), ("f32", o.f32_name, "float")] {
             all.push(Rewrite {
-                intrinsic: format!("llvm.{}.{suffix}", o.op),
+                intrinsic: Some(format!("llvm.{}.{suffix}", o.op)),
                 function: name,
                 ret: ty,
                 params: vec![ty; o.args].join(", "),
@@ -106,33 +110,22 @@ fn rewrites() -> Vec<Rewrite> {
     }
     for (intrinsic, function, ty) in POWI {
         all.push(Rewrite {
-            intrinsic: intrinsic.to_owned(),
+            intrinsic: Some(intrinsic.to_owned()),
             function,
             ret: ty,
             params: format!("{ty}, i32"),
         });
     }
+    for (function, ty) in [("fmod", "double"), ("fmodf", "float")] {
+        all.push(Rewrite {
+            intrinsic: None,
+            function,
+            ret: ty,
+            params: format!("{ty}, {ty}"),
+        });
+    }
     all
 }
-
-/// `frem` of `double` and `float` as calls of C's `fmod` and `fmodf`. LLVM lowers `frem`
-/// on NVPTX as `x - trunc(x / y) * y`, which loses the sign of a zero result
-/// (`(-0.0) % 2.5` gives `0.0`, glibc `-0.0`) and is inexact where the quotient is large;
-/// `fmod` is exact, as on the CPU.
-static REMAINDERS: [Rewrite; 2] = [
-    Rewrite {
-        intrinsic: String::new(),
-        function: "fmod",
-        ret: "double",
-        params: String::new(),
-    },
-    Rewrite {
-        intrinsic: String::new(),
-        function: "fmodf",
-        ret: "float",
-        params: String::new(),
-    },
-];
 
 /// Whether `ir` has a scalar `frem` of type `ty` (`frem double`, `frem fast double`).
 fn has_frem(ir: &str, ty: &str) -> bool {
@@ -184,8 +177,8 @@ fn frem_as_call(line: &str) -> Option<String> {
 }
 
 /// Whether the bitcode `bytes` may name a math intrinsic: function names sit in the
-/// bitcode's string table as plain bytes, so a module that names none is left as it is
-/// without disassembling it.
+/// bitcode's string table as plain bytes, so the check after `opt` disassembles only a
+/// module that names one.
 fn may_name_math(bytes: &[u8]) -> bool {
     let has = |needle: &str| bytes.windows(needle.len()).any(|w| w == needle.as_bytes());
     OPERATIONS.iter().any(|o| has(&format!("llvm.{}.", o.op)))
@@ -194,7 +187,7 @@ fn may_name_math(bytes: &[u8]) -> bool {
 }
 
 /// `linked` with its math intrinsics turned into C calls, as a new bitcode file beside it
-/// (`NAME.linked.math.bc`, its path returned); `None` when `linked` names none.
+/// (`NAME.linked.math.bc`, its path returned); `None` when it has nothing to rewrite.
 pub(crate) fn lower(tc: &Toolchain, linked: &Path) -> Result<Option<PathBuf>> {
     let out = run(Command::new(tc.llvm("llvm-dis"))
         .arg(linked)
@@ -216,19 +209,24 @@ pub(crate) fn lower(tc: &Toolchain, linked: &Path) -> Result<Option<PathBuf>> {
 /// dropped and the functions declared where the module does not already have them;
 /// `None` if `ir` has none of these.
 fn rewrite(ir: &str) -> Option<String> {
-    let all = rewrites();
-    let mut used: Vec<&Rewrite> = all
-        .iter()
-        .filter(|r| ir.contains(&format!("@{}(", r.intrinsic)))
+    let used: Vec<Rewrite> = rewrites()
+        .into_iter()
+        .filter(|r| match &r.intrinsic {
+            Some(name) => ir.contains(&format!("@{name}(")),
+            None => has_frem(ir, r.ret),
+        })
         .collect();
-    let rems = REMAINDERS
-        .iter()
-        .filter(|r| has_frem(ir, r.ret))
-        .collect::<Vec<_>>();
-    if used.is_empty() && rems.is_empty() {
+    if used.is_empty() {
         return None;
     }
-    used.extend(rems.iter().copied());
+    // Each intrinsic's name as it appears in a call, and its function's.
+    let calls: Vec<(String, String)> = used
+        .iter()
+        .filter_map(|r| {
+            let name = r.intrinsic.as_ref()?;
+            Some((format!("@{name}("), format!("@{}(", r.function)))
+        })
+        .collect();
     let mut out = String::with_capacity(ir.len());
     for line in ir.lines() {
         if let Some(call) = frem_as_call(line) {
@@ -236,36 +234,29 @@ fn rewrite(ir: &str) -> Option<String> {
             out.push('\n');
             continue;
         }
-        if line.starts_with("declare ")
-            && used
-                .iter()
-                .any(|r| !r.intrinsic.is_empty() && line.contains(&format!("@{}(", r.intrinsic)))
-        {
+        if line.starts_with("declare ") && calls.iter().any(|(from, _)| line.contains(from)) {
             continue;
         }
         let mut line = line.to_owned();
-        for r in used.iter().filter(|r| !r.intrinsic.is_empty()) {
-            let from = format!("@{}(", r.intrinsic);
-            if line.contains(&from) {
-                line = line.replace(&from, &format!("@{}(", r.function));
+        for (from, to) in &calls {
+            if line.contains(from) {
+                line = line.replace(from, to);
             }
         }
         out.push_str(&line);
         out.push('\n');
     }
     let mut declared: Vec<&str> = Vec::new();
-    for r in used {
+    for r in &used {
         let named = format!("@{}(", r.function);
         let present = ir
             .lines()
             .any(|l| (l.starts_with("define ") || l.starts_with("declare ")) && l.contains(&named));
         if !present && !declared.contains(&r.function) {
-            let params = if r.intrinsic.is_empty() {
-                format!("{0}, {0}", r.ret)
-            } else {
-                r.params.clone()
-            };
-            out.push_str(&format!("declare {} @{}({params})\n", r.ret, r.function));
+            out.push_str(&format!(
+                "declare {} @{}({})\n",
+                r.ret, r.function, r.params
+            ));
             declared.push(r.function);
         }
     }
