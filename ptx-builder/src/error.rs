@@ -141,7 +141,7 @@ fn tool_message(tool: &str, status: &str, stderr: &str, log: Option<&Path>) -> S
         .collect();
     if let Some(f) = why.iter_mut().find(|l| l.starts_with("In function:")) {
         let symbol = f["In function:".len()..].trim();
-        *f = format!("in function {}", crate::math::demangle(symbol));
+        *f = format!("in function {}", crate::ir::demangle(symbol));
     }
     let mut s = format!("{name} failed ({status})");
     if !why.is_empty() {

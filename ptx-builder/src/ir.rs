@@ -1,6 +1,7 @@
 //! Reading the textual IR `llvm-dis` writes, line by line, as the rewrites of a binary's
 //! optimized module need it (`crate::unwind`, `crate::frames`): function names, calls
-//! and their callees, attribute groups, return types and block labels.
+//! and their callees, attribute groups, return types and block labels; and Rust symbols
+//! as the paths a message names.
 
 use std::collections::HashMap;
 
@@ -257,6 +258,12 @@ pub(crate) fn next_instruction<'a>(body: &[&'a str], k: usize) -> Option<(usize,
         .find(|(_, l)| !l.trim_start().starts_with("#dbg_"))
 }
 
+/// A Rust symbol as a path without its hash (`std::io::stdio::_print`); other names as
+/// they are.
+pub(crate) fn demangle(symbol: &str) -> String {
+    format!("{:#}", rustc_demangle::demangle(symbol))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,5 +280,20 @@ mod tests {
         assert_eq!(t("define [2 x i64] @\"a b\"() {"), "[2 x i64]");
         assert_eq!(t("define %\"x y\" @f() {"), "%\"x y\"");
         assert_eq!(t("define range(i64 1, 17) i64 @f() {"), "i64");
+    }
+
+    #[test]
+    fn rust_symbols_are_named_as_paths() {
+        assert_eq!(
+            demangle("_ZN3std2io5stdio6_print17h0123456789abcdefE"),
+            "std::io::stdio::_print"
+        );
+        assert_eq!(demangle("kmain"), "kmain");
+        assert_eq!(
+            demangle(
+                "_RNvNtNtNtCs66oLnnzkhFA_17compiler_builtins4math9libm_math14rem_pio2_large14rem_pio2_large"
+            ),
+            "compiler_builtins::math::libm_math::rem_pio2_large::rem_pio2_large"
+        );
     }
 }

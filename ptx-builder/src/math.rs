@@ -301,7 +301,7 @@ fn unlowered_calls(ir: &str) -> Vec<(String, Vec<String>)> {
         if !unlowerable(name) {
             continue;
         }
-        let caller = demangle(current);
+        let caller = crate::ir::demangle(current);
         match found.iter_mut().find(|(n, _)| n == name) {
             Some((_, callers)) if !callers.contains(&caller) => callers.push(caller),
             Some(_) => {}
@@ -319,12 +319,6 @@ fn unlowerable(name: &str) -> bool {
         .any(|o| name.starts_with(&format!("llvm.{}.", o.op)))
         || name.starts_with("llvm.powi.")
         || UNLOWERED.iter().any(|u| name.starts_with(u))
-}
-
-/// A Rust symbol as a path without its hash (`std::io::stdio::_print`); other names as
-/// they are.
-pub(crate) fn demangle(symbol: &str) -> String {
-    format!("{:#}", rustc_demangle::demangle(symbol))
 }
 
 #[cfg(test)]
@@ -442,20 +436,5 @@ declare <2 x double> @llvm.sin.v2f64(<2 x double>)
             "{msg}"
         );
         assert!(msg.lines().count() <= 4, "{msg}");
-    }
-
-    #[test]
-    fn rust_symbols_are_named_as_paths() {
-        assert_eq!(
-            demangle("_ZN3std2io5stdio6_print17h0123456789abcdefE"),
-            "std::io::stdio::_print"
-        );
-        assert_eq!(demangle("kmain"), "kmain");
-        assert_eq!(
-            demangle(
-                "_RNvNtNtNtCs66oLnnzkhFA_17compiler_builtins4math9libm_math14rem_pio2_large14rem_pio2_large"
-            ),
-            "compiler_builtins::math::libm_math::rem_pio2_large::rem_pio2_large"
-        );
     }
 }
