@@ -281,7 +281,17 @@ pub struct PortHeader {
     pub response: AtomicU32,
     /// Lanes of the packet (bit i = lane i), written before the doorbell.
     pub lane_mask: AtomicU32,
+    /// Written only by the host: [`PORT_HELD_BACK`] with the sequence of a posted packet
+    /// it leaves on the port, unserved, for lack of room for its output (its bytes wait
+    /// on the port until the host's stdout takes what is ahead of them). A GPU thread
+    /// that finds the port's last packet so marked takes another port rather than wait
+    /// for a reader that may never come back.
+    pub held: AtomicU32,
 }
+
+/// [`PortHeader::held`]'s mark: the rest of the word is the held-back packet's sequence
+/// (sequences count modulo 2^30, so a zeroed header marks none).
+pub const PORT_HELD_BACK: u32 = 1 << 31;
 
 /// `LaneSlot::seq` bit: the request is posted, nobody waits for its answer. A host that
 /// serves it later (a call that may block) frees the port at once and drops the answer,

@@ -108,14 +108,23 @@
 //! lost. The host holds a bounded amount of output that waits for earlier tickets (or
 //! for the host's own stdout to take it), so only writes of one piece are posted, and
 //! one the host has no room for stays on its port, unserved, until it has: the port
-//! waits, nothing is lost. Larger writes are not posted: their pieces wait for the
+//! waits, nothing is lost. The host marks such a port ([`PortHeader::held`], after it
+//! looked at the packet; `Release`), and a GPU thread that takes the port's lock word
+//! and finds its last packet held back (read after `response`, which it found short of
+//! that packet) puts the word back and takes another port: a reader of the host's
+//! stdout that stalls holds up only the threads that print. A posted write that meets
+//! a held-back port is sent as a waiting one instead (below), so that printers do not
+//! go on to fill every port; and no thread gives up its wait for a port while one is
+//! held back (the host is alive, and a stalled stdout blocks as long as Linux's
+//! `write(2)` would). Larger writes are not posted: their pieces wait for the
 //! host, which answers `EAGAIN` ([`POSTED_WAITS`]) to one it cannot hold yet, and the
 //! writer sends it again. A request whose ticket an earlier request took (a write's
 //! later pieces, a piece sent again) takes one of the last [`continuation_ports`],
 //! which the host never holds back: the piece whose turn it is always finds a port and
 //! is always taken, so nothing is dropped and nothing deadlocks (`hostcall-model`'s
-//! ticket model checks this, and finds the deadlock without those ports). A result is any `i64`: completion is the answer word's `done` bit, never a
-//! sentinel value. When every port is locked the caller backs off and retries:
+//! ticket model checks this, and finds the deadlock without those ports). A result is
+//! any `i64`: completion is the answer word's `done` bit, never a sentinel value. When
+//! every port is locked the caller backs off and retries:
 //! back-pressure, no loss.
 //!
 //! The `hostcall-model` crate checks these steps exhaustively against the GPU's warp
@@ -152,8 +161,9 @@ pub use fcntl::{AT_FDCWD, AT_REMOVEDIR};
 pub use layout::{
     BULK_PER_LANE, CACHED_CLASSES, CONFIG_SYMBOL, DeviceConfig, Doorbell, FLAG_SINGLE_LANE,
     FaultKind, FaultRecord, HEAP_MAX_BYTES, HEAP_RESERVED, LaneSlot, LaunchState, MAX_KEYS,
-    PORT_BULK, PORT_HELD, PORT_POSTED, PORT_SEQ_SHIFT, Port, PortHeader, PortState, SLOT_POSTED,
-    START_KERNEL, THREAD_EXIT_KERNEL, ThreadArea, VERSION_SYMBOL, WARP_SIZE, continuation_ports,
+    PORT_BULK, PORT_HELD, PORT_HELD_BACK, PORT_POSTED, PORT_SEQ_SHIFT, Port, PortHeader, PortState,
+    SLOT_POSTED, START_KERNEL, THREAD_EXIT_KERNEL, ThreadArea, VERSION_SYMBOL, WARP_SIZE,
+    continuation_ports,
 };
 pub use service::{
     DEVICE_READ_MAX, DEVICE_WRITE_MAX, NAME_MAX, PATH_MAX, POSTED_WAITS, STARTUP_ARGS, STARTUP_ENV,
@@ -167,4 +177,4 @@ pub use unwind::{UNWIND_RESUME, UNWIND_TAKE, UNWINDERS, UNWINDING};
 /// Declared services (std's included) need no bump: each carries a fingerprint of its
 /// signature, which the host checks when it loads a module. The host refuses a module
 /// built with another version.
-pub const ABI_VERSION: u32 = 14;
+pub const ABI_VERSION: u32 = 15;

@@ -8,13 +8,16 @@ use hostcall_abi::answer::{self, Answer};
 use hostcall_abi::park::{PARKED, PARKED_POLL_MAX_NS, Ticket};
 use hostcall_abi::{
     BULK_PER_LANE, DeviceConfig, Doorbell, FLAG_SINGLE_LANE, FaultKind, FaultRecord, LaneSlot,
-    LaunchState, PORT_BULK, PORT_HELD, PORT_POSTED, PORT_SEQ_SHIFT, Port, PortState, SLOT_POSTED,
-    Service, Status, continuation_ports,
+    LaunchState, PORT_BULK, PORT_HELD, PORT_HELD_BACK, PORT_POSTED, PORT_SEQ_SHIFT, Port,
+    PortState, SLOT_POSTED, Service, Status, continuation_ports,
 };
 
 use crate::Platform;
 use crate::copy::{copy_from_bulk, copy_to_bulk};
 use crate::stages::{Marks, Stage, StageClock};
+
+/// The port [`Channel::acquire`]'s leader broadcasts for a request it leaves unsent.
+const UNSENT: u32 = u32::MAX;
 
 /// Longest sleep between polls of a busy lock or an unanswered port, in nanoseconds.
 const MAX_BACKOFF_NS: u32 = 2048;
@@ -51,7 +54,8 @@ unsafe impl Sync for Channel {}
 pub struct Reply {
     /// Whether the service ran.
     pub status: Status,
-    /// The service's result (`-errno` on failure); for a posted request, the bytes sent.
+    /// The service's result (`-errno` on failure); for a posted request, the bytes sent
+    /// (`-EAGAIN`: none, [`Request::unsent_if_held`]).
     pub result: i64,
     /// The first number a [`Numbering`] request took, else 0.
     pub number: u64,
@@ -101,6 +105,12 @@ pub struct Request<'a> {
     /// a piece sent again): it goes on a continuation port
     /// (`hostcall_abi::continuation_ports`), which the host never holds back.
     pub continues: bool,
+    /// A posted request that comes back unsent (result `-EAGAIN`, nothing numbered) if
+    /// it meets a port whose posted packet the host holds back for lack of room for its
+    /// output (`hostcall_abi::PortHeader::held`): its caller then sends it as a request
+    /// that waits, so that posted output stops piling onto ports while the host's
+    /// stdout is stalled. Posted writes to stdout and stderr are.
+    pub unsent_if_held: bool,
 }
 
 impl Request<'_> {
@@ -118,6 +128,7 @@ impl Request<'_> {
             posted: false,
             numbering: None,
             continues: false,
+            unsent_if_held: false,
         }
     }
 
@@ -287,6 +298,7 @@ impl Channel {
             posted,
             numbering,
             continues,
+            unsent_if_held,
         } = *request;
         // Step 1: the packet is the lanes here now that take the same path.
         let lane = P::lane_id();
@@ -302,12 +314,23 @@ impl Channel {
 
         // Step 2: the leader takes a port; every lane learns it and the sequence.
         let (mine, mine_seq) = if is_leader {
-            self.acquire::<P>(continues)
+            self.acquire::<P>(continues, posted && unsent_if_held)
+                .unwrap_or((UNSENT, 0))
         } else {
             (0, 0)
         };
         let index = P::broadcast(mask, mine, leader);
         let seq = P::broadcast(mask, mine_seq, leader);
+        if index == UNSENT {
+            let reply = Reply {
+                status: Status::Ok,
+                result: -(hostcall_abi::errno::EAGAIN as i64),
+                number: 0,
+                words: [0; 4],
+                inline: true,
+            };
+            return (reply, None);
+        }
         let number = numbering.map_or(0, |n| {
             let first = n.counter.fetch_add(n.count, Relaxed);
             args[n.arg] = first;
@@ -494,8 +517,11 @@ impl Channel {
     /// warps do not all contend for port 0, and returns it with the sequence its packet
     /// will be published under: one of the continuation ports for a request that
     /// `continues`, one of the others otherwise. Backs off while all are held. A port
-    /// whose last request was posted is used only once the host has finished with it.
-    fn acquire<P: Platform>(&self, continues: bool) -> (u32, u32) {
+    /// whose last request was posted is used only once the host has finished with it;
+    /// one whose posted packet the host holds back is given back and passed over, and
+    /// then no wait gives up (a stalled stdout holds up only its printers, as long as
+    /// it likes). `None`, for a request `unsent_if_held`, as soon as it meets one.
+    fn acquire<P: Platform>(&self, continues: bool, unsent_if_held: bool) -> Option<(u32, u32)> {
         let (block, thread) = P::caller();
         let kept = continuation_ports(self.num_ports);
         let (base, n) = if continues && kept > 0 {
@@ -507,6 +533,7 @@ impl Channel {
         let mut wait = Wait::new(64);
         let mut first = true;
         loop {
+            let mut held_back = false;
             for i in 0..n {
                 let p = base + (start + i) % n;
                 // SAFETY: `p < num_ports`, the length of the state array (`new`'s contract).
@@ -522,20 +549,43 @@ impl Channel {
                     continue;
                 }
                 let last = was >> PORT_SEQ_SHIFT;
-                if was & PORT_POSTED != 0 {
-                    // SAFETY: `p < num_ports` (`new`'s contract); the header is atomics only.
-                    let header = unsafe { &(*self.ports.add(p as usize)).header };
-                    let mut posted = Wait::new(32);
-                    while P::load_acquire_system(&header.response) != last {
-                        if let Some(waited) = posted.pause::<P>(0, self.wait_limit_ns) {
-                            self.give_up::<P>(FaultKind::NoPostedAnswer, p, last, waited, 0);
-                        }
+                if was & PORT_POSTED != 0 && !self.finished::<P>(p, last) {
+                    // Held back: the word goes back as it was, for the host's answer.
+                    P::lock_store(&state.word, was);
+                    if unsent_if_held {
+                        return None;
                     }
+                    held_back = true;
+                    continue;
                 }
-                return (p, (last + 1) & (u32::MAX >> PORT_SEQ_SHIFT));
+                return Some((p, (last + 1) & (u32::MAX >> PORT_SEQ_SHIFT)));
             }
-            if let Some(waited) = wait.pause::<P>(0, self.wait_limit_ns) {
+            let limit = if held_back { 0 } else { self.wait_limit_ns };
+            if held_back {
+                wait.since = 0;
+            }
+            if let Some(waited) = wait.pause::<P>(0, limit) {
                 self.give_up::<P>(FaultKind::NoPort, u32::MAX, 0, waited, 0);
+            }
+        }
+    }
+
+    /// Waits until the host has finished with posted packet `last` on port `p`, whose
+    /// lock word this lane holds: `true` then; `false` at once if the host holds the
+    /// packet back (its output has no room yet).
+    fn finished<P: Platform>(&self, p: u32, last: u32) -> bool {
+        // SAFETY: `p < num_ports` (`new`'s contract); the header is atomics only.
+        let header = unsafe { &(*self.ports.add(p as usize)).header };
+        let mut posted = Wait::new(32);
+        loop {
+            if P::load_acquire_system(&header.response) == last {
+                return true;
+            }
+            if header.held.load(Relaxed) == PORT_HELD_BACK | last {
+                return false;
+            }
+            if let Some(waited) = posted.pause::<P>(0, self.wait_limit_ns) {
+                self.give_up::<P>(FaultKind::NoPostedAnswer, p, last, waited, 0);
             }
         }
     }

@@ -45,7 +45,9 @@ fn fs<P: Platform + 'static>(ch: &Channel) -> Client<P, dyn Fs> {
 
 /// The request of a posted write of `piece` to stdout or stderr (`fd` 1 or 2), which
 /// takes `count` tickets of `tickets` when it is published (one per piece of the write it
-/// begins) and carries the first.
+/// begins) and carries the first. It comes back unsent while the host holds posted
+/// output back ([`Request::unsent_if_held`]): [`post_or_wait`] then sends it so that it
+/// waits.
 pub fn posted_write_request<'a>(
     fd: i32,
     piece: &'a [u8],
@@ -56,6 +58,7 @@ pub fn posted_write_request<'a>(
         send: piece,
         len_arg: Some(1),
         posted: true,
+        unsent_if_held: true,
         numbering: Some(Numbering {
             counter: tickets,
             arg: 2,
@@ -157,8 +160,25 @@ pub fn write_posted<P: Platform>(ch: &Channel, fd: i32, data: &[u8], tickets: &A
     if data.is_empty() {
         return 0;
     }
-    ch.exchange::<P>(posted_write_request(fd, data, tickets, 1));
+    let reply = ch.exchange::<P>(posted_write_request(fd, data, tickets, 1));
+    post_or_wait::<P>(ch, reply, fd, data, tickets);
     data.len() as i64
+}
+
+/// Finishes a posted write of one `piece` to stdout or stderr whose request
+/// ([`posted_write_request`]) was answered `reply`: if it came back unsent, because the
+/// host holds posted output back while its stdout is stalled, the piece goes as a
+/// write that waits for room ([`write_ordered`]), as `write(2)` to a full pipe does.
+pub fn post_or_wait<P: Platform>(
+    ch: &Channel,
+    reply: Reply,
+    fd: i32,
+    piece: &[u8],
+    tickets: &AtomicU64,
+) {
+    if reply.result == -(EAGAIN as i64) {
+        write_ordered::<P>(ch, fd, piece, tickets);
+    }
 }
 
 /// A request of `service` carrying a ticket an earlier request took: it waits for its

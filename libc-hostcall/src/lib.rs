@@ -122,7 +122,11 @@ pub mod gpu {
             Some(l) => fd_io::posted_write_request(1, l, tickets, 1),
             None => hostcall_client::Request::ping(token),
         };
-        crate::channel().exchange::<Nvptx>(request).result as u64
+        let reply = crate::channel().exchange::<Nvptx>(request);
+        if let Some(l) = line {
+            fd_io::post_or_wait::<Nvptx>(&crate::channel(), reply, 1, l, tickets);
+        }
+        reply.result as u64
     }
 
     /// Nanoseconds from the GPU's global timer.

@@ -490,6 +490,7 @@ pub(crate) fn serve_port(
         && !killing
         && (!admitted(ctx, p, mask) || (!ctx.pool.has_room() && wants_worker(ctx, p, seq, mask)))
     {
+        ports.mark_held_back(p, seq);
         return None;
     }
     let mut held = None;

@@ -10,7 +10,9 @@ use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 use hostcall_abi::answer::Answer;
 use hostcall_abi::park::{PARKED, Ticket};
-use hostcall_abi::{BULK_PER_LANE, Doorbell, LaneSlot, PORT_BULK, Port, Status, WARP_SIZE};
+use hostcall_abi::{
+    BULK_PER_LANE, Doorbell, LaneSlot, PORT_BULK, PORT_HELD_BACK, Port, Status, WARP_SIZE,
+};
 
 use super::shared;
 use crate::services::Reply;
@@ -64,6 +66,15 @@ impl Ports {
         unsafe { &(*self.port(p)).header }
             .response
             .store(seq, Release);
+    }
+
+    /// Marks port `p`'s packet `seq` as left on its port for now (`PortHeader::held`):
+    /// a GPU thread that would wait for it takes another port.
+    pub fn mark_held_back(&self, p: usize, seq: u32) {
+        // SAFETY: `p < len`; the header is accessed only through atomics.
+        unsafe { &(*self.port(p)).header }
+            .held
+            .store(PORT_HELD_BACK | seq, Release);
     }
 
     /// The lanes of port `p`'s packet (written before the doorbell, which was read with
