@@ -35,6 +35,13 @@ pub const PARKED: u64 = u64::MAX;
 /// second round trip; a call that waits longer frees its port for others.
 pub const PARK_AFTER_NS: u64 = 100_000;
 
+/// How long a call that only takes time (a regular file's read or write) keeps its port
+/// before the host parks it, in nanoseconds: far longer than such a call takes on a
+/// working file system (the GPU's 8 MiB file writes take 2 to 3 ms), so parking costs
+/// them nothing, while calls on a hung mount, which may never end, do not hold every
+/// port.
+pub const TAKES_TIME_PARK_AFTER_NS: u64 = 20_000_000;
+
 /// Longest pause between two polls of a parked call's wake word, in nanoseconds: a
 /// parked call is a long wait, and thousands of them polling host memory across PCIe
 /// must not fill the bus; a wake-up is seen within this of the host's store.

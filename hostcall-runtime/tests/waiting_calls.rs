@@ -16,6 +16,7 @@ use hostcall_abi::std_services::Fs;
 use hostcall_abi::typed::Signature;
 use hostcall_client::{fd_io, service};
 use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
+use hostcall_runtime::services::{Call, Handler, Malformed, Reply};
 use hostcall_runtime::{HostBuilder, Launch, Outcome, RunReport};
 
 service! {
@@ -239,4 +240,57 @@ fn calls_past_the_workers_queue_wait_on_their_port_and_run_on_the_worker() {
         .filter(|n| !n.starts_with("hostcall-blocking"))
         .collect();
     assert!(elsewhere.is_empty(), "calls served on {elsewhere:?}");
+}
+
+/// Issue 47's F8: sixteen GPU threads read files on a hung network mount (calls that
+/// only take time, and never end) on eight ports; another thread's ping must be answered
+/// while they hang. A call that only takes time kept its port until answered, so every
+/// port was held and the ping waited for the mount.
+#[test]
+fn calls_on_a_hung_mount_leave_the_ports_to_other_calls() {
+    /// A file system that answers after `0` (for ever, as far as the run can tell).
+    struct HungMount(Duration);
+    impl Handler for HungMount {
+        fn call(&self, _: &mut Call<'_>) -> Result<Reply, Malformed> {
+            std::thread::sleep(self.0);
+            Ok(Reply::value(0))
+        }
+        fn can_block(&self, _: u32) -> bool {
+            true
+        }
+        fn only_takes_time(&self, _: u32, _: &[u64; 6]) -> bool {
+            true
+        }
+    }
+    const HUNG: u32 = 16;
+    const READ: u32 = 30;
+    let ping = Arc::new(Mutex::new(None));
+    let p = ping.clone();
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
+        let ch = t.channel();
+        if t.block < HUNG {
+            ch.call::<Emu>(READ, [0; 6], &[], &mut [], None);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let t0 = Instant::now();
+        assert_eq!(ch.ping::<Emu>(7), 7);
+        *p.lock().unwrap() = Some(t0.elapsed());
+    });
+    let host = quiet()
+        .ports(8)
+        .blocking_threads(HUNG as usize)
+        .service(READ, Arc::new(HungMount(Duration::from_secs(4))));
+    let report = within(Duration::from_secs(60), "Host::run", move || {
+        host.build()
+            .unwrap()
+            .run(&mut m, &Launch::linear("k", HUNG + 1, 1, vec![]))
+            .unwrap()
+    });
+    assert_eq!(report.outcome, Outcome::Completed, "{report:?}");
+    let took = ping.lock().unwrap().expect("the ping was answered");
+    assert!(
+        took < Duration::from_secs(1),
+        "the ping waited {took:?} for the hung mount"
+    );
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering::{Acquire, SeqCst};
 use std::time::{Duration, Instant};
 
 use hostcall_abi::Status;
-use hostcall_abi::park::PARK_AFTER_NS;
+use hostcall_abi::park::{PARK_AFTER_NS, TAKES_TIME_PARK_AFTER_NS};
 
 use super::*;
 use crate::services::wait::Park;
@@ -18,8 +18,8 @@ use pool::{Fate, Runs};
 /// How a lane handed to the pool may wait, as its service says.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Pooled {
-    /// It only takes time (`Handler::only_takes_time`): it keeps its port, and runs on
-    /// a worker.
+    /// It only takes time (`Handler::only_takes_time`): it runs on a worker, and keeps
+    /// its port unless it has waited `TAKES_TIME_PARK_AFTER_NS` (a hung mount).
     TakesTime,
     /// It may take long, but waits on nobody: it runs on a worker, and is parked once
     /// it has waited `PARK_AFTER_NS`.
@@ -50,9 +50,11 @@ impl Pooled {
 /// for as long as the call waits.
 pub(super) fn to_pool(ctx: &Arc<Context>, lane: Deferred, how: Pooled) {
     hand_off(ctx, &lane);
-    if how != Pooled::TakesTime {
-        park_later(ctx, &lane);
-    }
+    let after = match how {
+        Pooled::TakesTime => TAKES_TIME_PARK_AFTER_NS,
+        Pooled::MayWait | Pooled::OnPeer => PARK_AFTER_NS,
+    };
+    park_later(ctx, &lane, after);
     let job_ctx = ctx.clone();
     let job: pool::Job = Box::new(move |fate| {
         // A run that ended, or is being stopped, starts no more work: a stop answers
@@ -98,7 +100,7 @@ pub(super) fn hand_off(ctx: &Context, lane: &Deferred) {
 /// were up, if the reactor cannot take it.
 pub(super) fn wait_for(ctx: &Arc<Context>, lane: Deferred, park: Park) {
     if lane.attempt_is_first() {
-        park_later(ctx, &lane);
+        park_later(ctx, &lane, PARK_AFTER_NS);
     }
     if ctx.waits_ended.load(Acquire) && !lane.posted() {
         lane.answer(ctx, (Status::Killed, Reply::errno(EIO)));
@@ -128,12 +130,12 @@ pub(super) fn wait_for(ctx: &Arc<Context>, lane: Deferred, park: Park) {
 }
 
 /// Parks `lane`, just handed off, if it still waits for its answer on its port after
-/// `PARK_AFTER_NS`: its port is then freed for other calls while it waits.
-pub(super) fn park_later(ctx: &Arc<Context>, lane: &Deferred) {
+/// `after_ns`: its port is then freed for other calls while it waits.
+pub(super) fn park_later(ctx: &Arc<Context>, lane: &Deferred, after_ns: u64) {
     if lane.posted() {
         return;
     }
-    let at = Instant::now() + Duration::from_nanos(PARK_AFTER_NS);
+    let at = Instant::now() + Duration::from_nanos(after_ns);
     let caller = parked::Caller {
         port: lane.held.port,
         block: lane.slot.block,

@@ -180,11 +180,12 @@ pub trait Handler: Send + Sync {
 
     /// Whether this call, which [`Handler::may_block`], only takes time and waits on
     /// nobody (a regular file's read or write, a copy from GPU memory into it): it then
-    /// keeps its port until answered. Any other is parked once it has waited
-    /// `hostcall_abi::park::PARK_AFTER_NS`, its port freed for other calls; parking a
-    /// call that only takes time costs it a parked call's wake-up and collection (one
-    /// GPU thread's 8 MiB file writes on the H100: 2.3 to 2.5 GB/s parked, 3.7 to 4.1
-    /// kept). Default: no.
+    /// keeps its port until answered, or until it has waited
+    /// `hostcall_abi::park::TAKES_TIME_PARK_AFTER_NS` (a hung mount). Any other is
+    /// parked once it has waited `hostcall_abi::park::PARK_AFTER_NS`, its port freed for
+    /// other calls; parking a call that only takes time that soon costs it a parked
+    /// call's wake-up and collection (one GPU thread's 8 MiB file writes on the H100:
+    /// 2.3 to 2.5 GB/s parked, 3.7 to 4.1 kept). Default: no.
     fn only_takes_time(&self, service: u32, args: &[u64; 6]) -> bool {
         let _ = (service, args);
         false
