@@ -71,11 +71,19 @@
 //! worker that retires after a thread that panicked, a creator that cannot ready a
 //! worker, and the program's end: announced, every thread that waits leaves and counts
 //! itself gone, and the ending thread waits for the count or traps.
+//!
+//! A fifth, [`check_resources`], takes the host's bounded resources as the server has
+//! them (ports taken as the client takes them, consumers, base workers and their queue,
+//! waiters, parking, stdout's writer and a reader that may stall, the end of the run)
+//! and checks that nothing that can wait without bound holds one that a call needing
+//! only the host waits for; each field of [`Rules`] is a way the host was at c839d74 or
+//! is today.
 
 mod call;
 mod explore;
 mod holding;
 mod model;
+mod resources;
 mod spawn;
 mod streams;
 mod tickets;
@@ -85,7 +93,8 @@ pub use explore::{Report, Trace};
 pub use model::{
     Blocks, CallKind, Config, Holding, HostModel, LaneRef, Op, Protocol, Stop, Token, check,
 };
+pub use resources::{Call, ResourceConfig, Rules, Search, check_resources};
 pub use spawn::{SpawnConfig, Then, check_spawn};
 pub use streams::{HeaderCheck, StreamConfig, WhenFull, check_streams};
 pub use tickets::{TicketConfig, TicketHost, check_tickets};
-pub use violation::Violation;
+pub use violation::{Holder, Violation};

@@ -9,6 +9,10 @@
 //! `hostcall-model tickets [waiting | dropping]`: the same for the host's ordering of
 //! posted output (`waiting` is today's, `dropping` the one before posted writes waited for room).
 //!
+//! `hostcall-model resources [today | c839d74]`: the host's bounded resources in
+//! `ResourceConfig::mixed` (a reader that may stall for good), under today's rules or
+//! those of c839d74.
+//!
 //! `hostcall-model streams [wait | drop | unfenced | offset]`: the same for the
 //! tagged-stream ring (`unfenced` leaves out the writer's fence, `offset` the header's
 //! lap).
@@ -16,8 +20,8 @@
 use std::process::ExitCode;
 
 use hostcall_model::{
-    Config, HeaderCheck, Holding, HostModel, Protocol, Report, StreamConfig, TicketConfig,
-    TicketHost, WhenFull, check, check_streams, check_tickets,
+    Config, HeaderCheck, Holding, HostModel, Protocol, Report, ResourceConfig, Rules, StreamConfig,
+    TicketConfig, TicketHost, WhenFull, check, check_resources, check_streams, check_tickets,
 };
 
 fn main() -> ExitCode {
@@ -41,6 +45,20 @@ fn main() -> ExitCode {
         return print(
             &format!("{host:?}"),
             &check_tickets(&TicketConfig::standard(host)),
+        );
+    }
+    if arg == "resources" {
+        let rules = match std::env::args().nth(2).as_deref().unwrap_or("today") {
+            "today" => Rules::today(),
+            "c839d74" => Rules::c839d74(),
+            other => {
+                eprintln!("hostcall-model: unknown rules {other:?} (today or c839d74)");
+                return ExitCode::from(2);
+            }
+        };
+        return print(
+            &format!("{rules:?}"),
+            &check_resources(&ResourceConfig::mixed(rules)),
         );
     }
     if arg == "streams" {

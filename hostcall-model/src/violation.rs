@@ -122,6 +122,42 @@ pub enum Violation {
     /// The run ended with a parked call's ticket still out: its wake word is never
     /// given back.
     Uncollected(Token),
+    /// A GPU thread's call that needs only what the host has (a port, a worker, a
+    /// consumer's turn) never gets it: something that waits without bound holds it.
+    HeldUp {
+        /// The thread.
+        thread: u8,
+        /// What holds the host's resource.
+        by: Holder,
+    },
+    /// The process ended with printed output not yet written while its reader still
+    /// reads: the output is lost.
+    OutputLost {
+        /// Units of output not written.
+        units: u8,
+    },
+    /// The host's stdout holds more unwritten output than its bound.
+    OverBound {
+        /// Units it holds.
+        units: u8,
+    },
+    /// A GPU thread gave up waiting on a port whose posted output waits for a stalled
+    /// reader: the launch fails.
+    GaveUp {
+        /// The thread.
+        thread: u8,
+    },
+}
+
+/// What holds a resource a call that only needs the host waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Holder {
+    /// Output waiting for stdout's stalled reader.
+    StalledOutput,
+    /// A call that never returns (a read of a hung mount).
+    HungCall,
+    /// Calls that wait on another party (a FIFO's other end, stdout's reader).
+    WaitingCalls,
 }
 
 impl Violation {
@@ -150,6 +186,14 @@ impl Violation {
             Violation::ThreadLost { .. } => "thread lost",
             Violation::Stranded { .. } => "worker stranded",
             Violation::Uncollected(_) => "ticket never collected",
+            Violation::HeldUp { by, .. } => match by {
+                Holder::StalledOutput => "held up by stalled output",
+                Holder::HungCall => "held up by a hung call",
+                Holder::WaitingCalls => "held up by waiting calls",
+            },
+            Violation::OutputLost { .. } => "output lost",
+            Violation::OverBound { .. } => "output past its bound",
+            Violation::GaveUp { .. } => "launch failed",
         }
     }
 }
@@ -244,6 +288,28 @@ impl fmt::Display for Violation {
             Violation::Uncollected(t) => {
                 write!(f, "{t} was parked and its answer is never collected")
             }
+            Violation::HeldUp { thread, by } => {
+                let by = match by {
+                    Holder::StalledOutput => "output waiting for a stalled reader holds",
+                    Holder::HungCall => "a call that never returns holds",
+                    Holder::WaitingCalls => "calls waiting on another party hold",
+                };
+                write!(
+                    f,
+                    "thread {thread}'s call needs only the host and waits for ever: {by} what it needs"
+                )
+            }
+            Violation::OutputLost { units } => write!(
+                f,
+                "the process ended with {units} unit(s) of output unwritten while its reader still reads"
+            ),
+            Violation::OverBound { units } => {
+                write!(f, "stdout holds {units} unit(s) unwritten, past its bound")
+            }
+            Violation::GaveUp { thread } => write!(
+                f,
+                "thread {thread} gave up waiting on a port whose output waits for a stalled reader: the launch fails"
+            ),
         }
     }
 }
