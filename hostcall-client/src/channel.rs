@@ -138,6 +138,22 @@ impl Request<'_> {
     }
 }
 
+/// What one sweep of [`Channel::acquire`] over the ports saw.
+#[derive(Default)]
+struct Sweep {
+    /// The sum of the sequences in the lock words it read: a change from one sweep to
+    /// the next means some port moved.
+    moved: u32,
+    /// Whether a port's posted packet was held back by the host.
+    held_back: bool,
+}
+
+impl Sweep {
+    fn note(&mut self, word: u32) {
+        self.moved = self.moved.wrapping_add(word >> PORT_SEQ_SHIFT);
+    }
+}
+
 /// A wait that may have to be given up: counts polls, sleeps with a doubling delay
 /// after the eager ones, and reads the clock only once it sleeps.
 struct Wait {
@@ -519,8 +535,15 @@ impl Channel {
     /// `continues`, one of the others otherwise. Backs off while all are held. A port
     /// whose last request was posted is used only once the host has finished with it;
     /// one whose posted packet the host holds back is given back and passed over, and
-    /// then no wait gives up (a stalled stdout holds up only its printers, as long as
-    /// it likes). `None`, for a request `unsent_if_held`, as soon as it meets one.
+    /// once every other port is held or held back the continuation ports are tried too
+    /// (the host never holds them back, so printers cannot take every port from a thread
+    /// that does not print). `None`, for a request `unsent_if_held`, as soon as it meets
+    /// a held-back port.
+    ///
+    /// A wait gives up only once no port it looks at has moved for the wait limit:
+    /// while their sequences advance, the host is serving, and a thread that keeps
+    /// losing the race for a port (thousands of writers retrying while stdout is
+    /// stalled) waits on, as a blocked `write(2)` would. Nor while a port is held back.
     fn acquire<P: Platform>(&self, continues: bool, unsent_if_held: bool) -> Option<(u32, u32)> {
         let (block, thread) = P::caller();
         let kept = continuation_ports(self.num_ports);
@@ -532,42 +555,68 @@ impl Channel {
         let start = block.wrapping_mul(0x9E37_79B1).wrapping_add(thread / 32) % n;
         let mut wait = Wait::new(64);
         let mut first = true;
+        let mut seen = None;
         loop {
-            let mut held_back = false;
+            let mut sweep = Sweep::default();
             for i in 0..n {
                 let p = base + (start + i) % n;
-                // SAFETY: `p < num_ports`, the length of the state array (`new`'s contract).
-                let state = unsafe { &*self.states.add(p as usize) };
                 // The home port is tried at once; others are read first, so that warps
                 // searching a busy channel do not flood it with atomics.
-                if !core::mem::take(&mut first) && state.word.load(Relaxed) & PORT_HELD != 0 {
-                    continue;
+                let look = !core::mem::take(&mut first);
+                if let Some(taken) = self.try_take::<P>(p, look, unsent_if_held, &mut sweep) {
+                    return taken;
                 }
-                // One atomic takes the port if free (and changes nothing if held).
-                let was = P::lock_or(&state.word, PORT_HELD);
-                if was & PORT_HELD != 0 {
-                    continue;
-                }
-                let last = was >> PORT_SEQ_SHIFT;
-                if was & PORT_POSTED != 0 && !self.finished::<P>(p, last) {
-                    // Held back: the word goes back as it was, for the host's answer.
-                    P::lock_store(&state.word, was);
-                    if unsent_if_held {
-                        return None;
-                    }
-                    held_back = true;
-                    continue;
-                }
-                return Some((p, (last + 1) & (u32::MAX >> PORT_SEQ_SHIFT)));
             }
-            let limit = if held_back { 0 } else { self.wait_limit_ns };
-            if held_back {
+            if sweep.held_back && base == 0 {
+                for p in n..self.num_ports {
+                    if let Some(taken) = self.try_take::<P>(p, true, false, &mut sweep) {
+                        return taken;
+                    }
+                }
+            }
+            if sweep.held_back || seen.replace(sweep.moved) != Some(sweep.moved) {
                 wait.since = 0;
             }
+            let limit = if sweep.held_back { 0 } else { self.wait_limit_ns };
             if let Some(waited) = wait.pause::<P>(0, limit) {
                 self.give_up::<P>(FaultKind::NoPort, u32::MAX, 0, waited, 0);
             }
         }
+    }
+
+    /// One try of [`Channel::acquire`] at port `p` (its lock word read first if `look`):
+    /// `Some(Some(..))` if it took the port, `Some(None)` if it met a held-back port and
+    /// `unsent_if_held`, `None` to go on; notes in `sweep` what it saw.
+    fn try_take<P: Platform>(
+        &self,
+        p: u32,
+        look: bool,
+        unsent_if_held: bool,
+        sweep: &mut Sweep,
+    ) -> Option<Option<(u32, u32)>> {
+        // SAFETY: `p < num_ports`, the length of the state array (`new`'s contract).
+        let state = unsafe { &*self.states.add(p as usize) };
+        if look {
+            let word = state.word.load(Relaxed);
+            sweep.note(word);
+            if word & PORT_HELD != 0 {
+                return None;
+            }
+        }
+        // One atomic takes the port if free (and changes nothing if held).
+        let was = P::lock_or(&state.word, PORT_HELD);
+        sweep.note(was);
+        if was & PORT_HELD != 0 {
+            return None;
+        }
+        let last = was >> PORT_SEQ_SHIFT;
+        if was & PORT_POSTED != 0 && !self.finished::<P>(p, last) {
+            // Held back: the word goes back as it was, for the host's answer.
+            P::lock_store(&state.word, was);
+            sweep.held_back = true;
+            return unsent_if_held.then_some(None);
+        }
+        Some(Some((p, (last + 1) & (u32::MAX >> PORT_SEQ_SHIFT))))
     }
 
     /// Waits until the host has finished with posted packet `last` on port `p`, whose

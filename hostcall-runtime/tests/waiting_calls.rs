@@ -242,26 +242,29 @@ fn calls_past_the_workers_queue_wait_on_their_port_and_run_on_the_worker() {
     assert!(elsewhere.is_empty(), "calls served on {elsewhere:?}");
 }
 
+/// A file system whose calls only take time, and answer after `0` (for ever, as far as
+/// the run can tell).
+struct HungMount(Duration);
+
+impl Handler for HungMount {
+    fn call(&self, _: &mut Call<'_>) -> Result<Reply, Malformed> {
+        std::thread::sleep(self.0);
+        Ok(Reply::value(0))
+    }
+    fn can_block(&self, _: u32) -> bool {
+        true
+    }
+    fn only_takes_time(&self, _: u32, _: &[u64; 6]) -> bool {
+        true
+    }
+}
+
 /// Issue 47's F8: sixteen GPU threads read files on a hung network mount (calls that
 /// only take time, and never end) on eight ports; another thread's ping must be answered
 /// while they hang. A call that only takes time kept its port until answered, so every
 /// port was held and the ping waited for the mount.
 #[test]
 fn calls_on_a_hung_mount_leave_the_ports_to_other_calls() {
-    /// A file system that answers after `0` (for ever, as far as the run can tell).
-    struct HungMount(Duration);
-    impl Handler for HungMount {
-        fn call(&self, _: &mut Call<'_>) -> Result<Reply, Malformed> {
-            std::thread::sleep(self.0);
-            Ok(Reply::value(0))
-        }
-        fn can_block(&self, _: u32) -> bool {
-            true
-        }
-        fn only_takes_time(&self, _: u32, _: &[u64; 6]) -> bool {
-            true
-        }
-    }
     const HUNG: u32 = 16;
     const READ: u32 = 30;
     let ping = Arc::new(Mutex::new(None));
@@ -292,5 +295,50 @@ fn calls_on_a_hung_mount_leave_the_ports_to_other_calls() {
     assert!(
         took < Duration::from_secs(1),
         "the ping waited {took:?} for the hung mount"
+    );
+}
+
+/// As many GPU threads read files on a hung mount as the pool has workers; another then
+/// `stat`s a healthy file system. The hung reads held every worker, and the `stat`
+/// waited behind them in the queue for as long as the mount hung: a job that has waited
+/// 20 ms with no worker idle now gets a worker of its own.
+#[test]
+fn a_stat_behind_as_many_hung_reads_as_workers_is_answered() {
+    const WORKERS: u32 = 2;
+    const READ: u32 = 30;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("file"), b"x").unwrap();
+    let stat = Arc::new(Mutex::new(None));
+    let s = stat.clone();
+    let mut m = EmulatedModule::new(WarpMode::Independent)
+        .uses(<dyn Fs>::SERVICES)
+        .kernel("k", move |t: &EmuThread| {
+            let ch = t.channel();
+            if t.block < WORKERS {
+                ch.call::<Emu>(READ, [0; 6], &[], &mut [], None);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+            let t0 = Instant::now();
+            let mut out = [0u8; 256];
+            let r = svc::<dyn Fs>(ch).statat(AT_FDCWD, b"/data/file", 1, &mut out);
+            *s.lock().unwrap() = Some((c0(r), t0.elapsed()));
+        });
+    let host = quiet()
+        .preopen_dir(dir.path(), "/data")
+        .blocking_threads(WORKERS as usize)
+        .service(READ, Arc::new(HungMount(Duration::from_secs(4))));
+    let report = within(Duration::from_secs(60), "Host::run", move || {
+        host.build()
+            .unwrap()
+            .run(&mut m, &Launch::linear("k", WORKERS + 1, 1, vec![]))
+            .unwrap()
+    });
+    assert_eq!(report.outcome, Outcome::Completed, "{report:?}");
+    let (r, took) = stat.lock().unwrap().expect("the stat was answered");
+    assert_eq!(r, 0, "the stat's answer");
+    assert!(
+        took < Duration::from_secs(1),
+        "the stat waited {took:?} behind the hung reads"
     );
 }

@@ -440,6 +440,7 @@ fn consume(
             }
         }
         sweeps = sweeps.wrapping_add(1);
+        ctx.pool.unstick();
         // When its own sweep was empty, and every 64 sweeps while it is busy.
         if !others.is_empty() && (served == 0 || sweeps.is_multiple_of(64)) {
             parking.wake_pending(ctx, others);

@@ -5,7 +5,10 @@
 //! - A call that only takes time (a regular file, `stat`, a slow file system, a service
 //!   declared `blocks`) runs on one of a set number of **workers**, in the order queued.
 //!   Such a job ends without any GPU thread's help, so however many wait in the queue,
-//!   the workers empty it.
+//!   the workers empty it; unless they are all in calls that never end (reads on a hung
+//!   mount): a job that has waited [`STUCK`] in the queue while no worker was idle gets
+//!   a worker started for it ([`BlockingPool::unstick`]), which leaves once idle for
+//!   [`WAITER_IDLE`].
 //! - A call that may wait as long as another party likes (a FIFO's other end, which may
 //!   be another GPU thread; stdout's reader; a service declared `waits`) runs on a
 //!   **waiter** of its own: an idle waiter takes it, or a new one starts for it. It
@@ -14,8 +17,9 @@
 //!
 //! # Bounds
 //!
-//! Host threads: the workers (`HostBuilder::blocking_threads`), and one waiter per
-//! waiting call being served, plus those idle less than [`WAITER_IDLE`]. The waiting
+//! Host threads: the workers (`HostBuilder::blocking_threads`), one more per job that
+//! waited [`STUCK`] for a worker, and one waiter per waiting call being served, plus
+//! those idle less than [`WAITER_IDLE`]. The waiting
 //! calls a GPU thread waits on are at most one per GPU thread of the launch (each has
 //! one call outstanding: on a port's lane, or parked under a wake word; a posted call,
 //! which nobody waits for, takes a waiter too while it runs), and no smaller bound is
@@ -45,6 +49,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use hostcall_abi::park::TAKES_TIME_PARK_AFTER_NS;
 
 /// A lane's service, to run off the consumer thread: run (`Fate::Run`), or answered
 /// without running when no thread can take it (`Fate::Refused`); dropped unrun once
@@ -93,10 +99,16 @@ impl PortsAlive {
 /// How long closing waits for jobs to finish before it leaves busy threads behind.
 const CLOSE_GRACE: Duration = Duration::from_millis(100);
 
-/// How long an idle waiter stays for the next waiting call before it exits: a burst of
-/// opens reuses the threads of the last, and a launch that once had many waiting calls
-/// does not keep their threads.
+/// How long an idle waiter, or a worker started past the set number, stays for the next
+/// job before it exits: a burst of opens reuses the threads of the last, and a launch
+/// that once had many waiting calls does not keep their threads.
 const WAITER_IDLE: Duration = Duration::from_secs(1);
+
+/// How long a job may wait in the workers' queue, no worker idle, before the pool starts
+/// another worker for it: far longer than a call that only takes time takes on a working
+/// file system (the time such a call keeps its port), so the workers are then in calls
+/// that may never end.
+const STUCK: Duration = Duration::from_nanos(TAKES_TIME_PARK_AFTER_NS);
 
 /// The workers and waiters of one launch, started on first use (most launches never
 /// make a call that may block, and pay for no thread): `workers` workers, and a waiter
@@ -105,8 +117,6 @@ const WAITER_IDLE: Duration = Duration::from_secs(1);
 /// thread (the module's doc, under Bounds).
 pub(crate) struct BlockingPool {
     shared: Arc<Shared>,
-    /// Workers to start.
-    workers: usize,
     /// Jobs the workers' queue holds before consumers leave packets on their ports.
     capacity: usize,
 }
@@ -119,17 +129,22 @@ struct Shared {
     /// Wakes an idle waiter.
     for_waiter: Condvar,
     busy: AtomicUsize,
+    /// Workers to start, and to keep while idle.
+    workers: usize,
     /// Jobs in the workers' queue (read without the lock by every consumer).
     queued: AtomicUsize,
 }
 
 #[derive(Default)]
 struct Queue {
-    /// Jobs for the workers.
-    jobs: VecDeque<Job>,
+    /// Jobs for the workers, each with when it was queued.
+    jobs: VecDeque<(Instant, Job)>,
     /// Jobs for waiters, each promised to an idle one (`idle_waiters >= waiting.len()`).
     waiting: VecDeque<Job>,
     idle_waiters: usize,
+    /// Workers running, and those of them waiting for a job (or starting).
+    workers: usize,
+    idle_workers: usize,
     workers_started: bool,
     threads: Vec<JoinHandle<()>>,
     closed: bool,
@@ -140,8 +155,9 @@ impl Queue {
     fn take(&mut self, shared: &Shared, runs: Runs) -> Option<Job> {
         match runs {
             Runs::OnWorker => {
-                let job = self.jobs.pop_front()?;
+                let (_, job) = self.jobs.pop_front()?;
                 shared.queued.fetch_sub(1, Relaxed);
+                self.idle_workers -= 1;
                 Some(job)
             }
             Runs::OnWaiter => {
@@ -165,6 +181,10 @@ impl Queue {
             .name(format!("{name}-{}", self.threads.len()))
             .spawn(move || serve(&s, runs))?;
         self.threads.push(t);
+        if runs == Runs::OnWorker {
+            self.workers += 1;
+            self.idle_workers += 1;
+        }
         Ok(())
     }
 }
@@ -186,9 +206,9 @@ impl BlockingPool {
                 for_worker: Condvar::new(),
                 for_waiter: Condvar::new(),
                 busy: AtomicUsize::new(0),
+                workers: workers.max(1),
                 queued: AtomicUsize::new(0),
             }),
-            workers: workers.max(1),
             capacity: capacity.max(1),
         }
     }
@@ -207,7 +227,7 @@ impl BlockingPool {
         let started = match runs {
             Runs::OnWorker if !q.workers_started => {
                 let mut started = Ok(());
-                for _ in 0..self.workers {
+                for _ in 0..self.shared.workers {
                     started = q.start(&self.shared, runs);
                     if started.is_err() {
                         break;
@@ -232,7 +252,7 @@ impl BlockingPool {
         self.shared.busy.fetch_add(1, Relaxed);
         match runs {
             Runs::OnWorker => {
-                q.jobs.push_back(job);
+                q.jobs.push_back((Instant::now(), job));
                 self.shared.queued.fetch_add(1, Relaxed);
                 drop(q);
                 self.shared.for_worker.notify_one();
@@ -243,6 +263,28 @@ impl BlockingPool {
                 self.shared.for_waiter.notify_one();
             }
         }
+    }
+
+    /// Starts one more worker if the job first in the workers' queue has waited
+    /// [`STUCK`] and no worker is idle: they are all in calls that outlast any file
+    /// operation (a hung mount), which must not hold up the calls behind them. Called by
+    /// the consumers as they sweep; costs one load while the queue is empty.
+    pub fn unstick(&self) {
+        if self.shared.queued.load(Relaxed) == 0 {
+            return;
+        }
+        let mut q = self.shared.lock();
+        let waited = q.jobs.front().is_some_and(|(at, _)| at.elapsed() >= STUCK);
+        if !waited || q.idle_workers > 0 || q.closed {
+            return;
+        }
+        if let Err(e) = q.start(&self.shared, Runs::OnWorker) {
+            drop(q);
+            log::warn!("starting a worker for calls queued behind calls that do not end: {e}");
+            return;
+        }
+        drop(q);
+        self.shared.for_worker.notify_one();
     }
 
     /// Whether the workers' queue has room for more jobs: a consumer takes no packet
@@ -271,7 +313,10 @@ impl BlockingPool {
             let mut q = self.shared.lock();
             q.closed = true;
             self.shared.queued.store(0, Relaxed);
-            let mut jobs = std::mem::take(&mut q.jobs);
+            let mut jobs: VecDeque<Job> = std::mem::take(&mut q.jobs)
+                .into_iter()
+                .map(|(_, job)| job)
+                .collect();
             jobs.append(&mut q.waiting);
             jobs
         };
@@ -300,22 +345,26 @@ impl BlockingPool {
 const WARM: Duration = Duration::from_micros(500);
 
 /// A worker's or a waiter's life: the jobs of its kind, until the pool closes (or, for
-/// a waiter, until it has been idle for [`WAITER_IDLE`]).
+/// a waiter or a worker past the set number, until it has been idle for
+/// [`WAITER_IDLE`]).
 fn serve(shared: &Shared, runs: Runs) {
     crate::services::wait::blocking_thread();
     crate::services::wait::serving_live(true);
     while let Some(job) = next(shared, runs) {
         job(Fate::Run);
         shared.busy.fetch_sub(1, Relaxed);
-        if runs == Runs::OnWaiter {
-            shared.lock().idle_waiters += 1;
+        let mut q = shared.lock();
+        match runs {
+            Runs::OnWaiter => q.idle_waiters += 1,
+            Runs::OnWorker => q.idle_workers += 1,
         }
     }
 }
 
 /// The next job of kind `runs`, polled for [`WARM`], then waited for; `None` once the
-/// pool is closed, or a waiter has been idle for [`WAITER_IDLE`] (it then counts itself
-/// out of the idle waiters, with no job promised to it: the queue is empty).
+/// pool is closed, or a waiter, or a worker past the set number, has been idle for
+/// [`WAITER_IDLE`] (it then counts itself out of the idle threads, with no job promised
+/// to it: the queue is empty).
 fn next(shared: &Shared, runs: Runs) -> Option<Job> {
     let warm_until = Instant::now() + WARM;
     let idle_until = warm_until + WAITER_IDLE;
@@ -325,10 +374,14 @@ fn next(shared: &Shared, runs: Runs) -> Option<Job> {
             return Some(job);
         }
         let now = Instant::now();
-        let idle_long = runs == Runs::OnWaiter && now >= idle_until;
-        if q.closed || idle_long {
-            if runs == Runs::OnWaiter {
-                q.idle_waiters -= 1;
+        let may_leave = runs == Runs::OnWaiter || q.workers > shared.workers;
+        if q.closed || (may_leave && now >= idle_until) {
+            match runs {
+                Runs::OnWaiter => q.idle_waiters -= 1,
+                Runs::OnWorker => {
+                    q.workers -= 1;
+                    q.idle_workers -= 1;
+                }
             }
             return None;
         }
@@ -338,12 +391,15 @@ fn next(shared: &Shared, runs: Runs) -> Option<Job> {
             q = shared.lock();
             continue;
         }
-        q = match runs {
-            Runs::OnWorker => shared.for_worker.wait(q).unwrap_or_else(|p| p.into_inner()),
-            Runs::OnWaiter => {
-                let waited = shared.for_waiter.wait_timeout(q, idle_until - now);
-                waited.unwrap_or_else(|p| p.into_inner()).0
-            }
+        let wake = match runs {
+            Runs::OnWorker => &shared.for_worker,
+            Runs::OnWaiter => &shared.for_waiter,
+        };
+        q = if may_leave {
+            let waited = wake.wait_timeout(q, idle_until - now);
+            waited.unwrap_or_else(|p| p.into_inner()).0
+        } else {
+            wake.wait(q).unwrap_or_else(|p| p.into_inner())
         };
     }
 }

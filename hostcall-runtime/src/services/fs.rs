@@ -276,16 +276,19 @@ impl Files {
 
     /// `WritePosted`: a piece of a write to stdout or stderr, written in its ticket's
     /// turn; nobody waits for it, unless the writer asked to ([`POSTED_WAITS`]: then a
-    /// piece the host has no room to hold yet is answered `EAGAIN`).
+    /// piece the host has no room to hold yet waits for room on a thread of its own, as
+    /// `write(2)` to a full pipe does, where it may, else is answered `EAGAIN`).
     fn write_posted(&self, call: &Call<'_>) -> Result<Reply, Malformed> {
         let [fd, _, ticket, waits, ..] = call.args;
         let fd = stdio_fd(fd, "posted write")?;
         let waits = waits == POSTED_WAITS;
         let writer = (call.block, call.thread);
-        match self
-            .stdio
-            .write_posted(fd, writer, ticket, call.input, waits)
-        {
+        let written = if waits {
+            self.stdio.write_waiting(fd, writer, ticket, call.input)
+        } else {
+            self.stdio.write_posted(fd, writer, ticket, call.input, false)
+        };
+        match written {
             Ok(()) => Ok(Reply::value(call.input.len() as i64)),
             Err(PostedError::Full { .. }) if waits => Ok(Reply::errno(EAGAIN)),
             Err(e) => Err(Malformed(format!("posted write to fd {fd}: {e}"))),
@@ -321,14 +324,26 @@ impl Handler for Files {
 
     fn can_block(&self, service: u32) -> bool {
         // A copy from GPU memory into stdout or stderr: up to 64 MiB, as the writer takes
-        // it. A posted piece never blocks: one the host has no room for waits on its port.
-        service == Service::OrderedFromDevice as u32
+        // it; and a piece whose writer waits, while the host has no room for it.
+        matches!(
+            Service::from_id(service),
+            Some(Service::OrderedFromDevice | Service::WritePosted)
+        )
     }
 
-    fn waits_on_peer(&self, service: u32, _: &[u64; 6]) -> bool {
+    fn may_block(&self, service: u32, args: &[u64; 6]) -> bool {
+        // A posted piece never blocks: one the host has no room for waits on its port
+        // (`super::Admission`). One whose writer waits, and finds no room, waits for it
+        // parked, rather than have its writer send it again and again: thousands of
+        // writers retrying would take the ports from every other call.
+        service == Service::OrderedFromDevice as u32
+            || (args[3] == POSTED_WAITS && !self.stdio.has_room_for_any_piece())
+    }
+
+    fn waits_on_peer(&self, _: u32, _: &[u64; 6]) -> bool {
         // The writer makes room as the host's stdout takes its bytes: a reader there may
         // take them as late as it likes.
-        service == Service::OrderedFromDevice as u32
+        true
     }
 }
 

@@ -15,8 +15,10 @@ mod capture;
 mod echo;
 mod reorder;
 
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::{Acquire, Release};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub(crate) use capture::Capture;
 #[cfg(feature = "fuzzing")]
@@ -43,7 +45,12 @@ pub(crate) struct Stdio {
     fds: [Fd; 2],
     /// The launch's GPU-caused log lines.
     log: Arc<GuestLog>,
+    /// The launch has ended: writes that wait for room stop waiting.
+    ended: AtomicBool,
 }
+
+/// How often a write waiting for room looks again, besides when the writer takes bytes.
+const ROOM_POLL: Duration = Duration::from_millis(1);
 
 impl Stdio {
     /// Fds 1 and 2, written to the host's own when `echo`, copied into `captured`.
@@ -57,6 +64,7 @@ impl Stdio {
             captured,
             fds: [fd(1, Reorder::default()), fd(2, Reorder::by_lines())],
             log,
+            ended: AtomicBool::new(false),
         }
     }
 
@@ -180,6 +188,35 @@ impl Stdio {
         Ok(())
     }
 
+    /// [`Stdio::write_posted`] of a piece whose writer waits for the answer: on a thread
+    /// that may block, a piece with no room yet waits for room (the host's stdout taking
+    /// bytes, or the tickets before it arriving), as `write(2)` to a full pipe does,
+    /// until the launch ends; elsewhere it is refused `Full` (answered `EAGAIN`: the
+    /// writer sends it again).
+    pub fn write_waiting(
+        &self,
+        fd: i32,
+        writer: Writer,
+        ticket: u64,
+        data: &[u8],
+    ) -> Result<(), PostedError> {
+        let f = self.fd(fd);
+        loop {
+            match self.write_posted(fd, writer, ticket, data, true) {
+                Err(PostedError::Full { .. })
+                    if wait::may_block_here() && !self.ended.load(Acquire) =>
+                {
+                    self.wait_room(f);
+                    self.flush_fd(f, &mut self.reorder(f), false);
+                    // Room may also come from tickets before this one, which other
+                    // threads' calls bring.
+                    std::thread::sleep(ROOM_POLL);
+                }
+                written => return written,
+            }
+        }
+    }
+
     /// Runs `write` with a sink into fd 1 or 2 once `ticket` is the next one due (the
     /// bytes before it handed to the writer, `writer`'s unended line among them), then
     /// moves past the ticket: for output too large to hold, which is only taken in its
@@ -233,6 +270,7 @@ impl Stdio {
     /// two fds are waited for at once, so a stalled reader of one does not cost the
     /// other its output.
     pub fn finish(&self, deadline: Option<Instant>) -> u64 {
+        self.ended.store(true, Release);
         let mut missing = 0;
         let [out, err] = self.fds.each_ref().map(|fd| {
             let mut r = self.reorder(fd);
