@@ -212,7 +212,11 @@ fn a_posted_call_in_a_packet_led_by_a_stdout_write_is_not_dropped() {
             .unwrap()
     });
     assert_eq!(r.outcome, Outcome::Completed, "{r:?}");
-    assert_eq!(gate_calls.load(SeqCst), FILL as usize, "every gate call ran");
+    assert_eq!(
+        gate_calls.load(SeqCst),
+        FILL as usize,
+        "every gate call ran"
+    );
     assert_eq!(r.stdout, b"lane 0's line\n");
     let result = lane1.load(SeqCst);
     assert_eq!(
@@ -354,7 +358,10 @@ fn reads_on_a_hung_mount_leave_a_worker_to_other_files() {
             .unwrap()
     });
     assert_eq!(report.outcome, Outcome::Completed, "{report:?}");
-    let took = healthy.lock().unwrap().expect("the healthy read was answered");
+    let took = healthy
+        .lock()
+        .unwrap()
+        .expect("the healthy read was answered");
     assert!(
         took < Duration::from_secs(1),
         "a read of a healthy file waited {took:?} behind the hung mount"
