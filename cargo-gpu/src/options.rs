@@ -73,6 +73,13 @@ pub struct RunOptions {
     /// many connections raises it.
     #[arg(long = "max-sockets", value_name = "N")]
     pub max_sockets: Option<usize>,
+    /// Files the program may have open at once, beyond stdin, stdout and stderr
+    ///
+    /// Default: the runtime's 1,024, as Linux's usual soft limit; a program of
+    /// thousands of threads each holding a file raises it (the host's own limit,
+    /// `ulimit -n`, must then allow it).
+    #[arg(long = "max-open-files", value_name = "N")]
+    pub max_open_files: Option<usize>,
 }
 
 /// A `--grant` value made absolute: the host folder and the guest path it is mounted at.
@@ -157,6 +164,9 @@ impl RunOptions {
         if let Some(n) = self.max_sockets {
             push("--max-sockets", &n.to_string());
         }
+        if let Some(n) = self.max_open_files {
+            push("--max-open-files", &n.to_string());
+        }
         if self.stdin {
             args.push("--stdin".to_owned());
         }
@@ -224,6 +234,9 @@ impl RunOptions {
         if let Some(n) = self.max_sockets {
             host = host.max_sockets(n);
         }
+        if let Some(n) = self.max_open_files {
+            host = host.max_open_files(n);
+        }
         host = match self.timeout_s {
             Some(0) => host.no_timeout(),
             Some(s) => host.timeout(std::time::Duration::from_secs(s)),
@@ -260,6 +273,7 @@ mod tests {
             threads: Some(8),
             timeout_s: Some(30),
             max_sockets: Some(1024),
+            max_open_files: Some(8192),
         };
         let back = Cli::parse_from(std::iter::once("x".to_owned()).chain(o.to_args())).options;
         assert_eq!(back.to_args(), o.to_args());

@@ -202,6 +202,9 @@ pub fn describe(o: &RunOptions) -> String {
     if let Some(n) = o.max_sockets {
         let _ = writeln!(t, "at most {n} sockets open at once");
     }
+    if let Some(n) = o.max_open_files {
+        let _ = writeln!(t, "at most {n} files open at once");
+    }
     if t.is_empty() {
         t.push_str("nothing: no folder, variable, stdin or socket\n");
     }

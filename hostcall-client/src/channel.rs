@@ -319,10 +319,15 @@ impl Channel {
         // Step 1: the packet is the lanes here now that take the same path.
         let lane = P::lane_id();
         // A collection goes alone: the parked call's bulk bytes may be a lone lane's.
+        // Posted lanes go apart from waiting ones, and those that may come back unsent
+        // from those that may not: the leader's request decides for the packet.
         let mask = if self.single_lane || service == Service::Collect as u32 {
             1 << lane
         } else {
-            P::match_any(P::active_mask(), posted as u32)
+            P::match_any(
+                P::active_mask(),
+                posted as u32 | (posted && unsent_if_held) as u32 * 2,
+            )
         };
         let leader = mask.trailing_zeros();
         let is_leader = lane == leader;
@@ -577,7 +582,11 @@ impl Channel {
             if sweep.held_back || seen.replace(sweep.moved) != Some(sweep.moved) {
                 wait.since = 0;
             }
-            let limit = if sweep.held_back { 0 } else { self.wait_limit_ns };
+            let limit = if sweep.held_back {
+                0
+            } else {
+                self.wait_limit_ns
+            };
             if let Some(waited) = wait.pause::<P>(0, limit) {
                 self.give_up::<P>(FaultKind::NoPort, u32::MAX, 0, waited, 0);
             }

@@ -5,14 +5,15 @@
 
 mod common;
 
-use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use common::quiet;
+use common::{quiet, within};
+use hostcall_abi::Status;
 use hostcall_abi::park::TAKES_TIME_PARK_AFTER_NS;
-use hostcall_client::service;
+use hostcall_client::{Request, fd_io, service};
 use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::services::{Call, Handler, Malformed, Reply};
 use hostcall_runtime::{Launch, Outcome};
@@ -67,15 +68,18 @@ fn four_meet(waits: bool) -> bool {
 
 /// A declared method that says `waits` is served on a pool worker of its own for each
 /// call, so four calls waiting on each other all meet on a host with one pool worker and
-/// one consumer; one declared `blocks` shares the one worker, and the four never meet
-/// (the run's time limit ends it). Before declarations said how they wait, every
-/// user-declared call ran on the thread that polled it.
+/// one consumer. One declared `blocks` (it only takes time) shares the workers; four
+/// such calls that wait on each other (a declaration that does not say how the call
+/// waits) meet all the same, once each queued call has waited 20 ms for the busy worker
+/// and the pool has started one for it. Before declarations said how they wait, every
+/// user-declared call ran on the thread that polled it; before the pool started workers
+/// for stuck jobs, the four `blocks` calls never met.
 #[test]
 fn a_declared_method_that_waits_on_others_gets_a_worker_of_its_own() {
     assert!(four_meet(true), "calls declared `waits` meet");
     assert!(
-        !four_meet(false),
-        "calls declared `blocks` share one worker"
+        four_meet(false),
+        "calls declared `blocks` that wait on each other meet too"
     );
 }
 
@@ -321,4 +325,120 @@ fn a_call_that_only_takes_time_keeps_its_port_a_while_and_any_other_gives_it_bac
         "a call that only takes time keeps its port {kept:?}: the quick call was answered {after:?} after it began"
     );
     assert!(first, "then it gives the port back");
+}
+
+/// A service that may block: each call waits until `open` (or 10 s), counting itself.
+struct Gate {
+    open: Arc<AtomicBool>,
+    calls: Arc<AtomicUsize>,
+}
+
+impl Handler for Gate {
+    fn call(&self, _: &mut Call<'_>) -> Result<Reply, Malformed> {
+        let until = Instant::now() + Duration::from_secs(10);
+        while !self.open.load(SeqCst) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.calls.fetch_add(1, SeqCst);
+        Ok(Reply::value(0))
+    }
+    fn can_block(&self, _: u32) -> bool {
+        true
+    }
+}
+
+/// A service answered at once, counting its calls.
+struct Counted(Arc<AtomicUsize>);
+
+impl Handler for Counted {
+    fn call(&self, _: &mut Call<'_>) -> Result<Reply, Malformed> {
+        self.0.fetch_add(1, SeqCst);
+        Ok(Reply::value(0))
+    }
+}
+
+/// `exchange_once` packed lanes by `posted` alone (`match_any(.., posted)`), and the
+/// leader alone decides `unsent_if_held` for the packet. Two lanes of one warp post at
+/// once: lane 0 a line to stdout (`unsent_if_held`), lane 1 a posted call of another
+/// service (`Channel::post`'s kind of request, `unsent_if_held: false`). The one normal
+/// port holds a posted packet held back (the workers' queue is full: `wants_worker`,
+/// which marks the port too). The leader's `acquire` returns `None`, so lane 1 comes
+/// back `-EAGAIN`, unsent, though nothing in its request asked for that and its caller
+/// does not look for it: its call is lost (`Channel::post` returns `usize::MAX - 10`
+/// as "the bytes that went").
+#[test]
+fn a_posted_call_in_a_packet_led_by_a_stdout_write_is_not_dropped() {
+    let open = Arc::new(AtomicBool::new(false));
+    let gate_calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::new(AtomicUsize::new(0));
+    let lane1 = Arc::new(AtomicI64::new(i64::MIN));
+    let tickets = Arc::new(AtomicU64::new(0));
+    let (o, l1, tk) = (open.clone(), lane1.clone(), tickets.clone());
+    /// Posted calls of `Gate`: past the workers' queue (32 per port, two ports).
+    const FILL: u64 = 80;
+    let mut m = EmulatedModule::new(WarpMode::Lockstep).kernel("k", move |t: &EmuThread| {
+        let ch = t.channel();
+        if t.block == 1 {
+            // Both lanes post together: packets of two calls.
+            for i in 0..FILL / 2 {
+                ch.post::<Emu>(12, [i, 0, 0, 0, 0, 0], &[], None);
+            }
+            return;
+        }
+        // Block 0: two lanes that post together once the port is held back.
+        std::thread::sleep(Duration::from_millis(500));
+        let line = b"lane 0's line\n";
+        let request = if t.thread == 0 {
+            fd_io::posted_write_request(1, line, &tk, 1)
+        } else {
+            Request {
+                posted: true,
+                ..Request::bare(13, [7, 0, 0, 0, 0, 0])
+            }
+        };
+        let reply = ch.exchange::<Emu>(request);
+        if t.thread == 0 {
+            // Lane 0 handles its unsent reply as libc does; it waits for the gate.
+            let opener = o.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                opener.store(true, SeqCst);
+            });
+            fd_io::post_or_wait::<Emu>(ch, reply, 1, line, &tk);
+        } else {
+            assert_eq!(reply.status, Status::Ok);
+            l1.store(reply.result, SeqCst);
+        }
+    });
+    let host = quiet()
+        .ports(2)
+        .blocking_threads(1)
+        .timeout(Duration::from_secs(20))
+        .service(
+            12,
+            Arc::new(Gate {
+                open: open.clone(),
+                calls: gate_calls.clone(),
+            }),
+        )
+        .service(13, Arc::new(Counted(counted.clone())));
+    let r = within(Duration::from_secs(40), "Host::run", move || {
+        host.build()
+            .unwrap()
+            .run(&mut m, &Launch::linear("k", 2, 2, vec![]))
+            .unwrap()
+    });
+    assert_eq!(r.outcome, Outcome::Completed, "{r:?}");
+    assert_eq!(
+        gate_calls.load(SeqCst),
+        FILL as usize,
+        "every gate call ran"
+    );
+    assert_eq!(r.stdout, b"lane 0's line\n");
+    let result = lane1.load(SeqCst);
+    assert_eq!(
+        (counted.load(SeqCst), result),
+        (1, 0),
+        "lane 1's posted call ran (calls, its reply's result)"
+    );
 }

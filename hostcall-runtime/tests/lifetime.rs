@@ -214,6 +214,12 @@ fn the_drain_never_serves_a_packet_the_pool_holds() {
             1 + u64::from(rewrite),
             "lane 0 was served more than once a publication (rewritten doorbell: {rewrite})"
         );
-        assert_eq!(gate.calls.load(Relaxed), 1, "rewritten doorbell: {rewrite}");
+        // The second publication's gate call is a new call: it runs if a worker was
+        // started for it (it waited 20 ms behind the first) before the run ended.
+        assert!(
+            (1..=1 + u64::from(rewrite)).contains(&gate.calls.load(Relaxed)),
+            "gate calls {} (rewritten doorbell: {rewrite})",
+            gate.calls.load(Relaxed)
+        );
     }
 }

@@ -342,3 +342,72 @@ fn a_stat_behind_as_many_hung_reads_as_workers_is_answered() {
         "the stat waited {took:?} behind the hung reads"
     );
 }
+
+/// A file system that hangs until `.0`, then answers every call at once.
+struct HungUntil(Instant);
+
+impl Handler for HungUntil {
+    fn call(&self, _: &mut Call<'_>) -> Result<Reply, Malformed> {
+        std::thread::sleep(self.0.saturating_duration_since(Instant::now()));
+        Ok(Reply::value(0))
+    }
+    fn can_block(&self, _: u32) -> bool {
+        true
+    }
+    fn only_takes_time(&self, _: u32, _: &[u64; 6]) -> bool {
+        true
+    }
+}
+
+/// Reads on a hung mount were parked after 20 ms, and their ports freed, only while
+/// the workers' queue has room (32 jobs per port). Past it (`wants_worker`), each further
+/// read stays on its port, unserved, its thread waiting for its answer with the wait
+/// limit: the hung mount holds every port again, and a thread that never touches it
+/// waits for a port. Two ports (one normal), one worker, 70 threads reading a mount
+/// that hangs for 6 s: the 66th read's packet stays on the one port, and a ping made
+/// 2 s in waits for the mount (or a thread gives up at the wait limit and the launch
+/// traps).
+#[test]
+fn reads_on_a_hung_mount_past_the_workers_queue_leave_the_ports_to_other_calls() {
+    const HUNG: u32 = 70;
+    const READ: u32 = 30;
+    let ping = Arc::new(Mutex::new(None));
+    let p = ping.clone();
+    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
+        let ch = t.channel();
+        if t.block < HUNG {
+            ch.call::<Emu>(READ, [0; 6], &[], &mut [], None);
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(2000));
+        let t0 = Instant::now();
+        assert_eq!(ch.ping::<Emu>(7), 7);
+        *p.lock().unwrap() = Some(t0.elapsed());
+    });
+    let host = quiet()
+        .ports(2)
+        .blocking_threads(1)
+        .wait_limit(Duration::from_secs(20))
+        .timeout(Duration::from_secs(30))
+        .service(
+            READ,
+            Arc::new(HungUntil(Instant::now() + Duration::from_secs(6))),
+        );
+    let report = within(Duration::from_secs(60), "Host::run", move || {
+        host.build()
+            .unwrap()
+            .run(&mut m, &Launch::linear("k", HUNG + 1, 1, vec![]))
+            .unwrap()
+    });
+    let took = *ping.lock().unwrap();
+    assert_eq!(
+        report.outcome,
+        Outcome::Completed,
+        "ping: {took:?}; {report:?}"
+    );
+    let took = took.expect("the ping was answered");
+    assert!(
+        took < Duration::from_secs(1),
+        "the ping waited {took:?} for the hung mount"
+    );
+}

@@ -27,6 +27,8 @@ pub(super) enum Pooled {
     /// It may wait on another party as long as that likes (`Handler::waits_on_peer`):
     /// parked as well, and it runs on a waiter of its own, never on a worker.
     OnPeer,
+    /// As `OnPeer`, and known to wait long (`Handler::parks_at_once`): parked at once.
+    OnPeerLong,
 }
 
 impl Pooled {
@@ -35,7 +37,11 @@ impl Pooled {
             return Pooled::MayWait;
         };
         if e.handler.waits_on_peer(slot.service, &slot.args) {
-            Pooled::OnPeer
+            if e.handler.parks_at_once(slot.service, &slot.args) {
+                Pooled::OnPeerLong
+            } else {
+                Pooled::OnPeer
+            }
         } else if e.handler.only_takes_time(slot.service, &slot.args) {
             Pooled::TakesTime
         } else {
@@ -53,6 +59,7 @@ pub(super) fn to_pool(ctx: &Arc<Context>, lane: Deferred, how: Pooled) {
     let after = match how {
         Pooled::TakesTime => TAKES_TIME_PARK_AFTER_NS,
         Pooled::MayWait | Pooled::OnPeer => PARK_AFTER_NS,
+        Pooled::OnPeerLong => 0,
     };
     park_later(ctx, &lane, after);
     let job_ctx = ctx.clone();
@@ -73,7 +80,7 @@ pub(super) fn to_pool(ctx: &Arc<Context>, lane: Deferred, how: Pooled) {
         }
     });
     let runs = match how {
-        Pooled::OnPeer => Runs::OnWaiter,
+        Pooled::OnPeer | Pooled::OnPeerLong => Runs::OnWaiter,
         Pooled::TakesTime | Pooled::MayWait => Runs::OnWorker,
     };
     ctx.pool.submit(job, runs);

@@ -601,7 +601,11 @@ fn wants_worker(ctx: &Context, p: usize, seq: u32, mask: u32) -> bool {
         .map(|l| ctx.ports.slot(p, l))
         .any(|slot| {
             let entry = ctx.services.serving(slot.service);
-            may_block(entry, &slot, seq) && Pooled::of(entry, &slot) != Pooled::OnPeer
+            may_block(entry, &slot, seq)
+                && matches!(
+                    Pooled::of(entry, &slot),
+                    Pooled::TakesTime | Pooled::MayWait
+                )
         })
 }
 

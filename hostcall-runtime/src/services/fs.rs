@@ -286,7 +286,8 @@ impl Files {
         let written = if waits {
             self.stdio.write_waiting(fd, writer, ticket, call.input)
         } else {
-            self.stdio.write_posted(fd, writer, ticket, call.input, false)
+            self.stdio
+                .write_posted(fd, writer, ticket, call.input, false)
         };
         match written {
             Ok(()) => Ok(Reply::value(call.input.len() as i64)),
@@ -336,14 +337,24 @@ impl Handler for Files {
         // (`super::Admission`). One whose writer waits, and finds no room, waits for it
         // parked, rather than have its writer send it again and again: thousands of
         // writers retrying would take the ports from every other call.
+        let [fd, len, ticket, waits, ..] = *args;
         service == Service::OrderedFromDevice as u32
-            || (args[3] == POSTED_WAITS && !self.stdio.has_room_for_any_piece())
+            || (waits == POSTED_WAITS
+                && matches!(fd, 1 | 2)
+                && !self.stdio.takes_waiting(fd as i32, ticket, len as usize))
     }
 
     fn waits_on_peer(&self, _: u32, _: &[u64; 6]) -> bool {
         // The writer makes room as the host's stdout takes its bytes: a reader there may
         // take them as late as it likes.
         true
+    }
+
+    fn parks_at_once(&self, service: u32, _: &[u64; 6]) -> bool {
+        // A piece handed over for want of room (`may_block`): its writer is told to wait
+        // parked at once, so that thousands of writers waiting on a stalled stdout hold
+        // no port, not even for the first 100 µs each.
+        service == Service::WritePosted as u32
     }
 }
 

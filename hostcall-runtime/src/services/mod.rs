@@ -178,6 +178,14 @@ pub trait Handler: Send + Sync {
         false
     }
 
+    /// Whether this call, which [`Handler::waits_on_peer`], is known to wait long (a
+    /// write to a stdout that has no room): it is parked at once, rather than hold its
+    /// port for `hostcall_abi::park::PARK_AFTER_NS` first. Default: no.
+    fn parks_at_once(&self, service: u32, args: &[u64; 6]) -> bool {
+        let _ = (service, args);
+        false
+    }
+
     /// Whether this call, which [`Handler::may_block`], only takes time and waits on
     /// nobody (a regular file's read or write, a copy from GPU memory into it): it then
     /// keeps its port until answered, or until it has waited

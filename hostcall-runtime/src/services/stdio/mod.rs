@@ -133,6 +133,17 @@ impl Stdio {
         data.len()
     }
 
+    /// Whether fd 1 or 2 takes a piece of `len` bytes under `ticket`, whose writer waits
+    /// for the answer, now: else it waits for room ([`Stdio::write_waiting`]).
+    pub fn takes_waiting(&self, fd: i32, ticket: u64, len: usize) -> bool {
+        let fd = self.fd(fd);
+        let mut r = self.reorder(fd);
+        if !r.takes_waiting(ticket, len) {
+            self.flush_fd(fd, &mut r, false);
+        }
+        r.takes_waiting(ticket, len)
+    }
+
     /// Whether fds 1 and 2 each have room for one more piece, of any ticket and any
     /// length a packet carries: the consumer then takes a packet without reading its
     /// pieces ([`Stdio::admits`]).

@@ -244,6 +244,17 @@ impl Reorder {
         }
     }
 
+    /// Whether a piece of `len` bytes under ticket `t` whose writer waits would be
+    /// taken now ([`Reorder::insert`]'s rule for it); a ticket no kernel could send now
+    /// is taken, to be refused.
+    pub(super) fn takes_waiting(&self, t: u64, len: usize) -> bool {
+        match self.ahead(t) {
+            Ok(0) => self.out.len() < HELD_BYTES_MAX,
+            Ok(_) => self.holds() + len + PIECE_OVERHEAD <= HELD_BYTES_MAX / 2,
+            Err(_) => true,
+        }
+    }
+
     /// Whether a piece of any ticket and of up to a port's bulk bytes (the most a
     /// packet's lane carries) would be admitted ([`Reorder::admits`]).
     pub(super) fn has_room_for_any(&self) -> bool {
