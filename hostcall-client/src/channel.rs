@@ -326,7 +326,7 @@ impl Channel {
         } else {
             P::match_any(
                 P::active_mask(),
-                posted as u32 | (posted && unsent_if_held) as u32 * 2,
+                posted as u32 | ((posted && unsent_if_held) as u32) << 1,
             )
         };
         let leader = mask.trailing_zeros();
