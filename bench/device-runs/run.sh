@@ -35,6 +35,21 @@
 #                ulps with the CPU's (math-ulps.jsonl, math-ulps-cuda.jsonl), and evaluations per
 #                second of sin, exp, ln, powf (f64 and f32) on both (math-rate-*.jsonl;
 #                CUDA's own are in the bench step's limits.json)
+#   fifo-pairs   bench/pipes' `fifos 4096` (4,096 threads opening FIFOs in pairs, each
+#                open waiting for its peer's, with stat and println! calls between;
+#                FIFO_THREADS=N for another number) on the CPU and on the GPU: the sorted
+#                stdout and the exit code must be the same (fifos-*.out; times in
+#                fifos-*.err)
+#   slow-reader  bench/pipes' `stream` (256 MiB of numbered lines printed by 8 threads,
+#                then exit code 7; STREAM_BYTES=N for another size) read at 10 MB/s by
+#                the CPU build's `pace`, which checks every byte is the stream's, in
+#                order, and passes it to sha256sum: the packaged executable as it is and
+#                narrowed by CARGO_GPU_RUNNER_FLAGS, against the CPU build through the
+#                same reader at full speed. `cargo gpu run` needs Cargo, which this
+#                machine lacks; its run is the packaged executable's (both call
+#                cargo-gpu's `run::run`, one with the options given, the other with
+#                those recorded), so these two runs stand for it
+#   pipes        fifo-pairs, then slow-reader
 # Later runs add steps here, rather than scripts of their own; bench/README.md says
 # which step made each file of bench-results/.
 set -u
@@ -98,6 +113,48 @@ pairs() {
   done
   head -1 "$Z/pairs-cpu-1.out" | cmp - <(head -1 "$Z/pairs-gpu-1.out") && echo "pairs: the same exchange on the CPU and the GPU"
   ps -eLf | grep -c '[h]ostcall-' | sed 's/^/host threads named hostcall- left after the runs: /'
+}
+
+fifo_pairs() {
+  local side bin s n=${FIFO_THREADS:-4096}
+  # A waiting open holds a host descriptor besides the GPU's files; the GPU's allowance
+  # shrinks with the process's limit.
+  ulimit -n "$(ulimit -Hn)" 2>/dev/null
+  for side in cpu gpu; do
+    bin=../pipes-bench-cpu; [ $side = gpu ] && bin=../pipes-bench.gpu
+    rm -rf fifos && mkdir fifos && (cd fifos && seq -f 'fifo-%.0f' 0 $((n - 1)) | xargs mkfifo)
+    s=$(date +%s%N); (cd fifos && timeout 300 $bin fifos "$n" .) > "$Z/fifos-$side.out" 2> "$Z/fifos-$side.err"
+    echo "exit $?" >> "$Z/fifos-$side.out"
+    echo "fifos on the $side: $(ms "$s") ms; $(tail -1 "$Z/fifos-$side.out"); $(tail -1 "$Z/fifos-$side.err")"
+  done
+  rm -rf fifos
+  tail -2 "$Z/fifos-gpu.out" | head -1
+  cmp <(sort "$Z/fifos-cpu.out") <(sort "$Z/fifos-gpu.out") && echo "fifos: the same lines (sorted) and exit code on the CPU and the GPU"
+}
+
+slow_reader() {
+  local bytes=${STREAM_BYTES:-268435456} run s codes
+  s=$(date +%s%N)
+  ./pipes-bench-cpu stream "$bytes" 7 2> "$Z/stream-cpu.err" | ./pipes-bench-cpu pace 0 "$bytes" 2> "$Z/pace-cpu.txt" \
+    | sha256sum > "$Z/stream-cpu.sum"
+  codes="${PIPESTATUS[*]}"
+  echo "stream on the CPU, read at full speed: $(ms "$s") ms, exit codes $codes (stream, pace, sha256sum); $(head -1 "$Z/pace-cpu.txt")"
+  [ "$codes" = "7 0 0" ] || echo "stream on the CPU: exit codes $codes, not 7 0 0"
+  for run in packaged narrowed; do
+    # narrowed: the folder the stream never uses taken away, the time limit shortened.
+    if [ $run = narrowed ]; then export CARGO_GPU_RUNNER_FLAGS="--gpu-no-grant . --gpu-timeout 300"; fi
+    s=$(date +%s%N)
+    timeout 400 ./pipes-bench.gpu stream "$bytes" 7 2> "$Z/stream-$run.err" \
+      | ./pipes-bench-cpu pace 10000000 "$bytes" 2> "$Z/pace-$run.txt" | sha256sum > "$Z/stream-$run.sum"
+    codes="${PIPESTATUS[*]}"
+    unset CARGO_GPU_RUNNER_FLAGS
+    echo "exit codes $codes in $(ms "$s") ms" >> "$Z/pace-$run.txt"
+    echo "stream on the GPU ($run), read at 10 MB/s: $(ms "$s") ms, exit codes $codes; $(head -1 "$Z/pace-$run.txt")"
+    tail -1 "$Z/stream-$run.err"; tail -2 "$Z/pace-$run.txt" | head -1
+    [ "$codes" = "7 0 0" ] && cmp -s "$Z/stream-cpu.sum" "$Z/stream-$run.sum" \
+      && echo "stream ($run): exit code 7, and the CPU's $bytes bytes ($(cut -c1-16 "$Z/stream-$run.sum")...), in order" \
+      || echo "stream ($run): NOT the CPU's bytes and exit code 7 (pace-$run.txt, stream-$run.err)"
+  done
 }
 
 bench() {
@@ -205,6 +262,9 @@ for step in "$@"; do
     suite-tests) suite_tests ;;
     net-summary) net_summary ;;
     startup-ab) startup_ab ;;
+    fifo-pairs) fifo_pairs ;;
+    slow-reader) slow_reader ;;
+    pipes) fifo_pairs; slow_reader ;;
     *) echo "run.sh: no step $step" ;;
   esac
 done
