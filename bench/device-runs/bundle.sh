@@ -32,7 +32,7 @@ cpu() { cargo +nightly-2026-10-15 build -q --release --target-dir "$CPU" && cp "
   && "$G" build . --threads 528 -o "$NEW/threads-bench-528.gpu")
 (cd bench/startup && "$G" build . -o "$NEW/startup.gpu" && cpu startup)
 (cd bench/math && "$G" build . --grant . -o "$NEW/math-bench.gpu" && cpu math-bench)
-(cd bench/pipes && "$G" build . --grant . -o "$NEW/pipes-bench.gpu" && cpu pipes-bench)
+(cd bench/pipes && "$G" build . --grant . --max-open-files 8192 -o "$NEW/pipes-bench.gpu" && cpu pipes-bench)
 # BASELINE=PATH: an earlier build's hostcall_bench, which bench/gpu-run.sh runs beside this one's.
 if [ -n "${BASELINE:-}" ]; then mkdir -p "$NEW/baseline" && cp "$BASELINE" "$NEW/baseline/" && strip "$NEW/baseline/hostcall_bench"; fi
 # An earlier commit's bench/startup executable for run.sh's startup-ab (never stripped:

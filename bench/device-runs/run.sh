@@ -35,7 +35,7 @@
 #                ulps with the CPU's (math-ulps.jsonl, math-ulps-cuda.jsonl), and evaluations per
 #                second of sin, exp, ln, powf (f64 and f32) on both (math-rate-*.jsonl;
 #                CUDA's own are in the bench step's limits.json)
-#   fifo-pairs   bench/pipes' `fifos 4096` (4,096 threads opening FIFOs in pairs, each
+#   fifo-pairs   bench/pipes' `fifos 4096 . 2048` (4,096 threads opening FIFOs in pairs, all at once, each
 #                open waiting for its peer's, with stat and println! calls between;
 #                FIFO_THREADS=N for another number) on the CPU and on the GPU: the sorted
 #                stdout and the exit code must be the same (fifos-*.out; times in
@@ -123,7 +123,7 @@ fifo_pairs() {
   for side in cpu gpu; do
     bin=../pipes-bench-cpu; [ $side = gpu ] && bin=../pipes-bench.gpu
     rm -rf fifos && mkdir fifos && (cd fifos && seq -f 'fifo-%.0f' 0 $((n - 1)) | xargs mkfifo)
-    s=$(date +%s%N); (cd fifos && timeout 300 $bin fifos "$n" .) > "$Z/fifos-$side.out" 2> "$Z/fifos-$side.err"
+    s=$(date +%s%N); (cd fifos && timeout 300 $bin fifos "$n" . $((n / 2))) > "$Z/fifos-$side.out" 2> "$Z/fifos-$side.err"
     echo "exit $?" >> "$Z/fifos-$side.out"
     echo "fifos on the $side: $(ms "$s") ms; $(tail -1 "$Z/fifos-$side.out"); $(tail -1 "$Z/fifos-$side.err")"
   done
