@@ -113,10 +113,12 @@
 //! and finds its last packet held back (read after `response`, which it found short of
 //! that packet) puts the word back and takes another port: a reader of the host's
 //! stdout that stalls holds up only the threads that print. A posted write that meets
-//! a held-back port is sent as a waiting one instead (below), so that printers do not
-//! go on to fill every port; and no thread gives up its wait for a port while one is
-//! held back (the host is alive, and a stalled stdout blocks as long as Linux's
-//! `write(2)` would). Larger writes are not posted: their pieces wait for the
+//! a held-back port is sent as a waiting one instead (below), which the host, having no
+//! room for it, parks at once: printers do not go on to fill every port, nor retry on
+//! any. A thread that finds every other port held or held back takes a continuation
+//! port. No thread gives up its wait for a port while one is held back, nor while the
+//! ports' sequences move (the host is alive, and a stalled stdout blocks as long as
+//! Linux's `write(2)` would). Larger writes are not posted: their pieces wait for the
 //! host, which answers `EAGAIN` ([`POSTED_WAITS`]) to one it cannot hold yet, and the
 //! writer sends it again. A request whose ticket an earlier request took (a write's
 //! later pieces, a piece sent again) takes one of the last [`continuation_ports`],

@@ -32,7 +32,8 @@
 //! The workers' queue holds [`BlockingPool::has_room`]'s `capacity` jobs (32 per port):
 //! past it, a consumer leaves a packet with a lane for the workers on its port, unserved
 //! (the port waits, as when every port is busy), and takes it on a later sweep. That
-//! cannot deadlock: the queued jobs only take time, so the queue empties; the packet
+//! cannot deadlock: the queued jobs only take time, so the queue empties (and one stuck
+//! behind calls that never end gets a worker of its own); the packet
 //! holds no worker and no other port meanwhile. Each consumer looks before it takes a
 //! packet, so the queue holds at most one packet per consumer beyond `capacity` (and the
 //! run's end, which serves each port once more without looking, one per port).
