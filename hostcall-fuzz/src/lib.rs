@@ -604,6 +604,9 @@ pub fn run_launch(data: &[u8], grace: Duration) {
         .builder()
         .timeout(LAUNCH_LIMIT)
         .stdin(false)
+        // The emulated threads allocate from the host; the device heap they never use is
+        // host memory zeroed at set-up, which at the default 256 MiB took half the limit.
+        .heap_bytes(1 << 20)
         .build()
         .expect("a host over the seeded root");
     let started = Instant::now();
