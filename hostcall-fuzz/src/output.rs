@@ -20,7 +20,7 @@ use std::fs::File;
 use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, Once};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -273,19 +273,44 @@ fn apart(stream: &[u8], expected: &[Vec<u8>]) -> (Vec<Vec<u8>>, usize) {
 /// take them.
 static REDIRECTED: Mutex<()> = Mutex::new(());
 
+/// The process's own stdout and stderr while a launch has pipes in their place.
+static SAVED: Mutex<Option<[OwnedFd; 2]>> = Mutex::new(None);
+
+/// Puts the process's own stdout and stderr back, if a launch has them.
+fn give_back(saved: &mut Option<[OwnedFd; 2]>) {
+    if let Some([out, err]) = saved.take() {
+        rustix::stdio::dup2_stdout(&out).expect("restoring stdout");
+        rustix::stdio::dup2_stderr(&err).expect("restoring stderr");
+    }
+}
+
 /// The process's stdout and stderr made pipes for a launch, each read by a thread as
-/// its [`Reading`] says; given back on [`Streams::restore`], or on drop.
+/// its [`Reading`] says, until [`Streams::restore`].
 pub(crate) struct Streams {
-    saved: Option<[OwnedFd; 2]>,
     readers: Vec<JoinHandle<Vec<u8>>>,
     _one: MutexGuard<'static, ()>,
 }
 
 impl Streams {
     pub fn redirect(output: &Output) -> Streams {
+        static HOOK: Once = Once::new();
+        // A panic anywhere (a host thread's, an invariant's) gives the streams back
+        // first, so its message and the fuzzer's report reach the real stderr.
+        HOOK.call_once(|| {
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                if let Ok(mut saved) = SAVED.try_lock() {
+                    give_back(&mut saved);
+                }
+                previous(info)
+            }));
+        });
         let one = REDIRECTED.lock().unwrap_or_else(|p| p.into_inner());
-        let saved = [rustix::stdio::stdout(), rustix::stdio::stderr()]
-            .map(|fd| rustix::io::dup(fd).expect("saving stdout or stderr"));
+        let mut saved = SAVED.lock().unwrap_or_else(|p| p.into_inner());
+        *saved = Some(
+            [rustix::stdio::stdout(), rustix::stdio::stderr()]
+                .map(|fd| rustix::io::dup(fd).expect("saving stdout or stderr")),
+        );
         let readers = output
             .readers
             .iter()
@@ -300,35 +325,18 @@ impl Streams {
                 std::thread::spawn(move || read_all(read, how))
             })
             .collect();
-        Streams {
-            saved: Some(saved),
-            readers,
-            _one: one,
-        }
+        Streams { readers, _one: one }
     }
 
     /// Gives the process its stdout and stderr back, which ends the pipes, and returns
     /// what each reader received.
-    pub fn restore(mut self) -> [Vec<u8>; 2] {
-        self.give_back();
-        let mut got = std::mem::take(&mut self.readers)
+    pub fn restore(self) -> [Vec<u8>; 2] {
+        give_back(&mut SAVED.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut got = self
+            .readers
             .into_iter()
             .map(|r| r.join().expect("a reader of the host's output"));
         [(); 2].map(|()| got.next().expect("two readers"))
-    }
-
-    fn give_back(&mut self) {
-        if let Some([out, err]) = self.saved.take() {
-            rustix::stdio::dup2_stdout(&out).expect("restoring stdout");
-            rustix::stdio::dup2_stderr(&err).expect("restoring stderr");
-        }
-    }
-}
-
-impl Drop for Streams {
-    /// A panic while redirected still reaches the real stderr.
-    fn drop(&mut self) {
-        self.give_back();
     }
 }
 
