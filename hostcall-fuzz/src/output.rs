@@ -112,31 +112,38 @@ enum Lines {
     Every(u8),
 }
 
-/// The byte thread `thread` prints for the pseudo-random `r`.
-fn symbol(thread: usize, r: u64) -> u8 {
-    0x80 | ((r as u8 & 3) << 5) | thread as u8
-}
-
-/// A print of `len` bytes by `thread`, its symbols drawn from `rng`. A newline never
-/// starts a part of an ordered write (its first byte, or one `ORDERED_BATCH` on), so
-/// whatever another thread printed between two parts ends before a byte of this one.
+/// A print of `len` bytes by `thread`: bytes `0x80 | r << 5 | thread`, each `r` two
+/// bits of `rng`'s next values, eight bytes a word, and newlines where `lines` says. A
+/// newline never starts a part of an ordered write (its first byte, or one
+/// `ORDERED_BATCH` on), so whatever another thread printed between two parts ends
+/// before a byte of this one.
 fn content(thread: usize, len: usize, lines: Lines, rng: &mut u64) -> Vec<u8> {
-    (0..len)
-        .map(|i| {
-            let newline = match lines {
-                Lines::None => false,
-                Lines::End => i + 1 == len,
-                Lines::Every(n) => (i + 1) % (n as usize + 2) == 0,
-            };
-            if newline && i % ORDERED_BATCH != 0 {
-                return b'\n';
-            }
+    let base = 0x8080_8080_8080_8080 | (thread as u64 * 0x0101_0101_0101_0101);
+    let mut bytes = vec![0u8; len.next_multiple_of(8)];
+    for (i, word) in bytes.as_chunks_mut::<8>().0.iter_mut().enumerate() {
+        if i % 4 == 0 {
             *rng ^= *rng << 13;
             *rng ^= *rng >> 7;
             *rng ^= *rng << 17;
-            symbol(thread, *rng)
-        })
-        .collect()
+        }
+        let r = *rng >> (16 * (i % 4));
+        let spread = (0..8).fold(0, |w, k| w | ((r >> (2 * k)) & 3) << (8 * k + 5));
+        *word = (base | spread).to_le_bytes();
+    }
+    bytes.truncate(len);
+    let mut newline = |i: usize| {
+        if !i.is_multiple_of(ORDERED_BATCH) {
+            bytes[i] = b'\n';
+        }
+    };
+    match lines {
+        Lines::None => {}
+        Lines::End => len.checked_sub(1).into_iter().for_each(&mut newline),
+        Lines::Every(n) => (n as usize + 1..len)
+            .step_by(n as usize + 2)
+            .for_each(&mut newline),
+    }
+    bytes
 }
 
 /// One print of a thread, made before the case's packet `at`.
@@ -223,50 +230,67 @@ impl Plan {
     /// every thread's bytes to each, in the thread's order, none lost or duplicated.
     pub fn check(&self, got: &[Vec<u8>; 2]) -> Result<(), String> {
         for (fd, (stream, expected)) in got.iter().zip(&self.expected).enumerate() {
-            let (threads, foreign) = apart(stream, expected);
-            for (t, (got, want)) in threads.iter().zip(expected).enumerate() {
-                if got != want {
-                    let at = got.iter().zip(want).take_while(|(a, b)| a == b).count();
-                    return Err(format!(
-                        "fd {}: thread {t} printed {} bytes, {} came through as its, \
-                         differing from byte {at} on (the stream carried {} bytes, \
-                         {foreign} of them no thread's)",
-                        fd + 1,
-                        want.len(),
-                        got.len(),
-                        stream.len(),
-                    ));
-                }
-            }
+            follow(stream, expected).map_err(|e| format!("fd {}: {e}", fd + 1))?;
         }
         Ok(())
     }
 }
 
-/// Each thread's bytes in `stream`, by [`symbol`], and how many bytes were no
-/// thread's. A newline goes to the thread of the last symbol before it when that
-/// thread's next byte, as `expected` has it, is a newline.
-fn apart(stream: &[u8], expected: &[Vec<u8>]) -> (Vec<Vec<u8>>, usize) {
-    let mut threads = vec![Vec::new(); expected.len()];
+/// Follows each thread through `stream`: a byte of thread `t` ([`content`]) must be
+/// `t`'s next in `expected`, and so is a newline after `t`'s byte when `t`'s next is a
+/// newline; any other byte is no thread's. At the end every thread must be at its
+/// end. A thread's bytes come in runs, each compared at once.
+fn follow(stream: &[u8], expected: &[Vec<u8>]) -> Result<(), String> {
+    let mut at = vec![0; expected.len()];
     let mut last = None;
     let mut foreign = 0;
-    for &b in stream {
+    let mut p = 0;
+    while let Some(&b) = stream.get(p) {
         let owner = match b {
-            0x80.. => Some((b & 31) as usize).filter(|&t| t < threads.len()),
-            b'\n' => last.filter(|&t: &usize| expected[t].get(threads[t].len()) == Some(&b)),
+            0x80.. => Some((b & 31) as usize).filter(|&t| t < expected.len()),
+            b'\n' => last.filter(|&t: &usize| expected[t].get(at[t]) == Some(&b)),
             _ => None,
         };
-        match owner {
-            Some(t) => {
-                threads[t].push(b);
-                if b != b'\n' {
-                    last = Some(t);
-                }
-            }
-            None => foreign += 1,
+        let Some(t) = owner else {
+            foreign += 1;
+            p += 1;
+            continue;
+        };
+        let run = common_prefix(&stream[p..], &expected[t][at[t]..]);
+        if run == 0 {
+            return Err(format!(
+                "byte {p} of the stream is thread {t}'s, but not its byte {} of {}",
+                at[t],
+                expected[t].len()
+            ));
+        }
+        at[t] += run;
+        p += run;
+        last = Some(t);
+    }
+    for (t, (&at, want)) in at.iter().zip(expected).enumerate() {
+        if at != want.len() {
+            return Err(format!(
+                "thread {t} printed {} bytes and {at} came through (the stream carried {} \
+                 bytes, {foreign} of them no thread's)",
+                want.len(),
+                stream.len(),
+            ));
         }
     }
-    (threads, foreign)
+    Ok(())
+}
+
+/// How many bytes `a` and `b` share at their start.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let mut n = 0;
+    for (x, y) in a.chunks(256).zip(b.chunks(256)) {
+        if x != y {
+            return n + x.iter().zip(y).take_while(|(p, q)| p == q).count();
+        }
+        n += x.len();
+    }
+    n
 }
 
 /// Held while the process's stdout and stderr are pipes: one launch at a time may
@@ -381,26 +405,28 @@ mod tests {
 
     /// Two threads' prints interleaved at the places the host may interleave them, with
     /// a line that is no thread's between a byte and its newline, come apart whole; a
-    /// lost byte does not.
+    /// lost or repeated byte does not.
     #[test]
     fn interleaved_prints_come_apart_by_thread() {
         let mut rng = [1u64, 2];
         let a = content(0, 10, Lines::Every(1), &mut rng[0]);
         let b = content(5, 7, Lines::End, &mut rng[1]);
-        assert_eq!(a[2], b'\n');
-        assert_eq!(b[6], b'\n');
+        assert_eq!((a[2], a[5], b[6]), (b'\n', b'\n', b'\n'));
+        assert!(a.iter().chain(&b).all(|&c| c == b'\n' || c >= 0x80));
         let mut stream = a[..2].to_vec();
         stream.extend_from_slice(b"test harness line\n");
         stream.extend_from_slice(&a[2..]);
         stream.extend_from_slice(&b);
         stream.push(b'\n');
         let mut expected = vec![Vec::new(); 6];
-        expected[0] = a.clone();
-        expected[5] = b.clone();
-        let (threads, foreign) = apart(&stream, &expected);
-        assert_eq!((&threads[0], &threads[5]), (&a, &b));
-        assert_eq!(foreign, b"test harness line\n".len() + 1);
-        stream.remove(0);
-        assert_ne!(apart(&stream, &expected).0[0], a);
+        expected[0] = a;
+        expected[5] = b;
+        assert_eq!(follow(&stream, &expected), Ok(()));
+        let mut lost = stream.clone();
+        lost.remove(0);
+        assert!(follow(&lost, &expected).is_err());
+        let mut repeated = stream;
+        repeated.insert(0, repeated[0]);
+        assert!(follow(&repeated, &expected).is_err());
     }
 }
