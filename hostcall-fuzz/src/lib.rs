@@ -19,9 +19,9 @@
 //! time (a `poll` may wait for ever, a FIFO's read for a writer): `Host::run` must
 //! return within its time limit plus a second, whatever the threads asked. Its threads
 //! also print, between those calls, to the process's stdout and stderr made pipes whose
-//! readers may pause: nothing printed is lost, duplicated or reordered within its
-//! thread when the run completed within its limit and no call wrote fd 1 or 2 itself
-//! (`output`).
+//! readers may pause: nothing a write that returned printed is lost, and nothing is
+//! duplicated or reordered within its thread, when the run ended (completed, or by an
+//! exit or abort) within its limit and no call wrote fd 1 or 2 itself (`output`).
 //!
 //! `cargo fuzz run serve` and `cargo fuzz run launch` (in `fuzz/`) drive them;
 //! `tests/corpus.rs` replays the corpus through both.
@@ -602,7 +602,7 @@ struct Launched {
 /// them, with the process's stdout and stderr pipes read as the case says. Panics if
 /// `Host::run` takes longer than its time limit plus `grace` ([`RETURN_GRACE`] for the
 /// fuzzer) plus the time the process was kept from running ([`Starved`]), an invariant
-/// of the root breaks, or a run that completed lost printed bytes ([`output`]).
+/// of the root breaks, or a run that ended lost printed bytes ([`output`]).
 pub fn run_launch(data: &[u8], grace: Duration) {
     let Ok(Launched { case, output }) = Launched::arbitrary_take_rest(Unstructured::new(data))
     else {
@@ -689,11 +689,16 @@ pub fn run_launch(data: &[u8], grace: Duration) {
     );
     let widened = world.widened();
     assert!(widened.is_empty(), "the GPU widened access: {widened:?}");
-    // Printed bytes may rightly be lost when the run was stopped (its limit, an exit,
-    // a fault: a thread mid-write is ended) or returned at its limit (the host stops
-    // waiting for the output's reader and for the calls posted before the end).
-    let completed = matches!(&report, Ok(r) if r.outcome == Outcome::Completed);
-    let checked = completed && took < LAUNCH_LIMIT && !lanes_wrote_stdio.load(Relaxed);
+    // An exit or abort ends the program, not its output: threads run on, those that
+    // wait are trapped mid-write, and what they printed before must all come through.
+    // A stop by the time limit or a fault drops posted output, and a run that returns
+    // at its limit stops waiting for the output's reader and the calls posted before
+    // the end: then anything may rightly be lost.
+    let ended = matches!(&report, Ok(r) if matches!(
+        r.outcome,
+        Outcome::Completed | Outcome::Exited(_) | Outcome::Aborted { .. }
+    ));
+    let checked = ended && took < LAUNCH_LIMIT && !lanes_wrote_stdio.load(Relaxed);
     if checked && let Err(lost) = plan.check(&got) {
         panic!("printed output was lost: {lost} ({output:?})");
     }
