@@ -17,7 +17,11 @@
 //! [`run_launch`] makes the same requests as a launch's GPU threads through the real
 //! client, on the emulated backend, with a short time limit and no answer limited in
 //! time (a `poll` may wait for ever, a FIFO's read for a writer): `Host::run` must
-//! return within its time limit plus a second, whatever the threads asked.
+//! return within its time limit plus a second, whatever the threads asked. Its threads
+//! also print, between those calls, to the process's stdout and stderr made pipes whose
+//! readers may pause: nothing a write that returned printed is lost, and nothing is
+//! duplicated or reordered within its thread, when the run ended (completed, or by an
+//! exit or abort) within its limit and no call wrote fd 1 or 2 itself (`output`).
 //!
 //! `cargo fuzz run serve` and `cargo fuzz run launch` (in `fuzz/`) drive them;
 //! `tests/corpus.rs` replays the corpus through both.
@@ -33,12 +37,16 @@ use std::time::{Duration, Instant};
 
 use arbitrary::{Arbitrary, Unstructured};
 use hostcall_abi::fcntl;
+use hostcall_abi::typed::{FdUse, Waits};
 use hostcall_abi::{
     BULK_PER_LANE, LaneSlot, PORT_BULK, Port, STD_BASE, Service, Status, WARP_SIZE,
 };
 use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::fuzzing::{DEVICE_BASE, DEVICE_BYTES, PortBench};
-use hostcall_runtime::{DEFAULT_CAPTURE_LIMIT, Host, HostBuilder, Launch, Unserved};
+use hostcall_runtime::{DEFAULT_CAPTURE_LIMIT, Host, HostBuilder, Launch, Outcome, Unserved};
+use output::{Output, Plan, Streams};
+
+mod output;
 
 /// A variable the GPU may never read, set in the fuzzing process.
 pub const SECRET_VAR: &str = "HOSTCALL_FUZZ_SECRET";
@@ -549,13 +557,55 @@ const LAUNCH_LIMIT: Duration = Duration::from_millis(300);
 /// bound, on a machine it has to itself.
 pub const RETURN_GRACE: Duration = Duration::from_secs(1);
 
+/// How long this process's threads were kept from running while it watched: a thread
+/// sleeping 1 ms at a time adds up by how much more than 2 ms each sleep took. On a
+/// machine the fuzzer shares (its two targets side by side, at nice 19), a launch's
+/// wall time counts that too, which no host could help.
+struct Starved {
+    stop: Arc<AtomicBool>,
+    watching: std::thread::JoinHandle<Duration>,
+}
+
+impl Starved {
+    fn watch() -> Starved {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let watching = std::thread::spawn(move || {
+            let mut starved = Duration::ZERO;
+            while !s.load(Relaxed) {
+                let t = Instant::now();
+                std::thread::sleep(Duration::from_millis(1));
+                starved += t.elapsed().saturating_sub(Duration::from_millis(2));
+            }
+            starved
+        });
+        Starved { stop, watching }
+    }
+
+    fn end(self) -> Duration {
+        self.stop.store(true, Relaxed);
+        self.watching.join().expect("the starvation watch")
+    }
+}
+
+/// A launch's case: the requests of a [`Case`], and what the threads print between them
+/// (a serve case's bytes are a launch's that prints nothing).
+#[derive(Arbitrary, Debug)]
+struct Launched {
+    case: Case,
+    output: Output,
+}
+
 /// Runs one fuzz case as a launch: lane `i` of each packet is thread `i`'s next call,
 /// made through the client on the emulated backend (lockstep warps when the case would
-/// mutate the port, whose bytes the client owns here). Panics if `Host::run` takes
-/// longer than its time limit plus `grace` ([`RETURN_GRACE`] for the fuzzer), or an
-/// invariant of the root breaks.
+/// mutate the port, whose bytes the client owns here), the threads' prints between
+/// them, with the process's stdout and stderr pipes read as the case says. Panics if
+/// `Host::run` takes longer than its time limit plus `grace` ([`RETURN_GRACE`] for the
+/// fuzzer) plus the time the process was kept from running ([`Starved`]), an invariant
+/// of the root breaks, or a run that ended lost printed bytes ([`output`]).
 pub fn run_launch(data: &[u8], grace: Duration) {
-    let Ok(case) = Case::arbitrary_take_rest(Unstructured::new(data)) else {
+    let Ok(Launched { case, output }) = Launched::arbitrary_take_rest(Unstructured::new(data))
+    else {
         return;
     };
     let packets: Vec<Vec<Lane>> = case
@@ -565,18 +615,26 @@ pub fn run_launch(data: &[u8], grace: Duration) {
         .map(|p| p.lanes.iter().take(WARP_SIZE).cloned().collect::<Vec<_>>())
         .filter(|lanes| !lanes.is_empty())
         .collect();
-    let Some(threads) = packets.iter().map(Vec::len).max() else {
+    let calling = packets.iter().map(Vec::len).max().unwrap_or(0);
+    let plan = Arc::new(Plan::new(&output, calling, packets.len()));
+    let threads = plan.threads();
+    if threads == 0 {
         return;
-    };
+    }
     let world = world();
     let mode = if case.mutate {
         WarpMode::Lockstep
     } else {
         WarpMode::Independent
     };
+    // A lane's own write to fd 1 or 2 (its bytes, its forged tickets) may rightly
+    // displace what the threads print: then the output is not checked.
+    let lanes_wrote_stdio = Arc::new(AtomicBool::new(false));
+    let (printing, wrote) = (plan.clone(), lanes_wrote_stdio.clone());
     let mut module = EmulatedModule::new(mode).kernel("k", move |t: &EmuThread| {
         let mut fds = vec![0, 1, 2];
-        for packet in &packets {
+        for (at, packet) in packets.iter().enumerate() {
+            printing.print(t, at);
             let Some(lane) = packet.get(t.thread as usize) else {
                 continue;
             };
@@ -591,6 +649,9 @@ pub fn run_launch(data: &[u8], grace: Duration) {
             if copies.contains(&service) {
                 continue;
             }
+            if writes_stdio(service, &args) {
+                wrote.store(true, Relaxed);
+            }
             let mut out = vec![0u8; BULK_PER_LANE];
             let r = t
                 .channel()
@@ -599,19 +660,28 @@ pub fn run_launch(data: &[u8], grace: Duration) {
                 fds.push(r.result as u64);
             }
         }
+        printing.print(t, packets.len());
     });
     let host = world
         .builder()
         .timeout(LAUNCH_LIMIT)
         .stdin(false)
+        // The emulated threads allocate from the host; the device heap they never use is
+        // host memory zeroed at set-up, which at the default 256 MiB took half the limit.
+        .heap_bytes(1 << 20)
         .build()
         .expect("a host over the seeded root");
+    let streams = Streams::redirect(&output);
+    let starved = Starved::watch();
     let started = Instant::now();
     let report = host.run(&mut module, &Launch::linear("k", 1, threads as u32, vec![]));
     let took = started.elapsed();
+    let starved = starved.end();
+    let got = streams.restore();
     assert!(
-        took <= LAUNCH_LIMIT + grace,
-        "Host::run returned {took:?} after it started, with a time limit of {LAUNCH_LIMIT:?}: {report:?}"
+        took <= LAUNCH_LIMIT + grace + starved,
+        "Host::run returned {took:?} after it started, with a time limit of {LAUNCH_LIMIT:?} \
+         ({starved:?} of it kept from running): {report:?}"
     );
     assert!(
         world.outside_is_untouched(),
@@ -619,6 +689,29 @@ pub fn run_launch(data: &[u8], grace: Duration) {
     );
     let widened = world.widened();
     assert!(widened.is_empty(), "the GPU widened access: {widened:?}");
+    // An exit or abort ends the program, not its output: threads run on, those that
+    // wait are trapped mid-write, and what they printed before must all come through.
+    // A stop by the time limit or a fault drops posted output, and a run that returns
+    // at its limit stops waiting for the output's reader and the calls posted before
+    // the end: then anything may rightly be lost.
+    let ended = matches!(&report, Ok(r) if matches!(
+        r.outcome,
+        Outcome::Completed | Outcome::Exited(_) | Outcome::Aborted { .. }
+    ));
+    let checked = ended && took < LAUNCH_LIMIT && !lanes_wrote_stdio.load(Relaxed);
+    if checked && let Err(lost) = plan.check(&got) {
+        panic!("printed output was lost: {lost} ({output:?})");
+    }
+}
+
+/// Whether a lane's call writes to the host's stdout or stderr itself: the transport's
+/// posted write, or a declared service that writes the fd in its first argument.
+fn writes_stdio(service: u32, args: &[u64; 6]) -> bool {
+    let writes = service == Service::WritePosted as u32
+        || hostcall_runtime::services::std_declared().any(|s| {
+            s.id == service && matches!(s.waits, Waits::OnFd(FdUse::Write | FdUse::CopyOut))
+        });
+    writes && matches!(args[0] as i32, 1 | 2)
 }
 
 /// Lane `lane`'s bulk buffer in `port`.

@@ -14,7 +14,7 @@ use hostcall_abi::{Doorbell, LaneSlot, Port, WARP_SIZE};
 use std::sync::atomic::AtomicU64;
 
 use crate::module::{DeviceMemory, StreamStop};
-use crate::server::{Context, Mode, Scratch, serve_port};
+use crate::server::{Context, Mode, Reactor, Scratch, serve_port};
 use crate::services::{Capture, Files};
 use crate::{Host, HostBuilder, Result};
 
@@ -73,6 +73,10 @@ pub struct PortBench {
     /// Wake words for the port's lanes' parked calls (the server writes them).
     _wake: Box<[AtomicU64]>,
     ctx: Arc<Context>,
+    /// The bench's process's reactor, stopped when the bench drops as a run's is when it
+    /// ends: never by its own thread, which would join itself if a call's context it
+    /// holds were the last owner.
+    reactor: Arc<Reactor>,
     files: Arc<Files>,
     scratch: Scratch,
     seq: u32,
@@ -125,6 +129,7 @@ impl PortBench {
             files.log.clone(),
             process.reactor(),
         );
+        let reactor = process.reactor();
         let mounts: Vec<PathBuf> = host
             .sandbox
             .mounts()
@@ -137,6 +142,7 @@ impl PortBench {
             doorbell,
             _wake: wake,
             ctx,
+            reactor,
             files,
             scratch: Scratch::new(),
             seq: 0,
@@ -315,6 +321,7 @@ fn open_below(mounts: &[PathBuf]) -> Vec<(String, PathBuf)> {
 impl Drop for PortBench {
     fn drop(&mut self) {
         self.ctx.retire();
+        self.reactor.stop();
         // SAFETY: allocated in `new` with this layout; no pool job writes it after
         // `retire`.
         unsafe { std::alloc::dealloc(self.port.cast(), PORT_LAYOUT) };
