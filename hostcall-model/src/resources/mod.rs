@@ -24,8 +24,9 @@
 //!   handed off to the pool. Two consumers differ from one only while one of them runs
 //!   a call itself (c839d74's full queue).
 //! * **The pool**: base workers ([`ResourceConfig::workers`]) behind a queue of
-//!   [`ResourceConfig::queue`] jobs, and (with [`Rules::waiters`]) a waiter of its own
-//!   for each call that waits on another party.
+//!   [`ResourceConfig::queue`] jobs, one more worker while a job waits in the queue
+//!   with none idle ([`Rules::replaces_stuck_workers`]), and (with [`Rules::waiters`])
+//!   a waiter of its own for each call that waits on another party.
 //! * **Parking**: a lane handed off and still waiting may be answered a ticket at any
 //!   step (the delay is not counted), which frees its port; once its call ends, it
 //!   collects the answer on a port. The host gives one wake word per GPU thread, so a
@@ -55,9 +56,10 @@
 //! * Warps: each thread is one lane and each packet one lane (the port model in this
 //!   crate checks packets, `activemask` and warp barriers), and memory is sequentially
 //!   consistent, each step atomic (a client's search of the ports included).
-//! * Time: a delay (parking, a wait limit) may run out at any step; so c839d74's client
-//!   gives up only while it waits on output held back for a stalled reader, the one
-//!   wait no step can end (today's never gives up).
+//! * Time: a delay (parking, a wait limit, a job's wait in the queue, a worker's idle
+//!   time) may run out at any step; so c839d74's client gives up only while it waits on
+//!   output held back for a stalled reader, the one wait no step can end (today's never
+//!   gives up).
 //! * Bytes: output counts in units of one piece; the order of pieces and their tickets
 //!   are [`check_tickets`](crate::check_tickets)'s.
 //! * The reactor (sockets, pipes, stdin waiting for readiness), stops and the time
@@ -175,6 +177,10 @@ pub struct Rules {
     /// A packet for the workers that finds their queue full stays on its port. `false`:
     /// the consumer runs it itself.
     pub full_queue_leaves: bool,
+    /// While the job first in the workers' queue waits and no worker is idle, the pool
+    /// starts one more worker, which leaves once idle: calls that never return (reads
+    /// of a hung mount) hold up no call behind them. `false`: the base workers only.
+    pub replaces_stuck_workers: bool,
     /// A call that only takes time is parked too (after a longer delay). `false`: it
     /// keeps its port until it returns.
     pub parks_time_calls: bool,
@@ -191,18 +197,19 @@ impl Rules {
             search: Search::FirstFree,
             waiters: false,
             full_queue_leaves: false,
+            replaces_stuck_workers: false,
             parks_time_calls: false,
             end_waits_written: false,
         }
     }
 
-    /// The host and client of this round, as specified (the client's search and the
-    /// parking of calls that only take time were built alongside this model).
+    /// The host and client of this round.
     pub fn today() -> Rules {
         Rules {
             search: Search::SkipsHeldOrContinues,
             waiters: true,
             full_queue_leaves: true,
+            replaces_stuck_workers: true,
             parks_time_calls: true,
             end_waits_written: true,
         }
@@ -235,8 +242,8 @@ impl ResourceConfig {
     /// A bit of everything, with a reader that may stall for good: a printer that opens
     /// a FIFO's write end between its prints; the FIFO's reader, which then stats and
     /// pings; a thread that stats, pings and writes; and a hung read. Three ports (one
-    /// the continuation port), one consumer, two workers behind a queue of one, room
-    /// for one unit of output.
+    /// the continuation port), one consumer, one base worker behind a queue of one,
+    /// room for one unit of output.
     pub fn mixed(rules: Rules) -> ResourceConfig {
         ResourceConfig {
             threads: vec![
@@ -247,7 +254,7 @@ impl ResourceConfig {
             ],
             ports: 3,
             consumers: 1,
-            workers: 2,
+            workers: 1,
             queue: 1,
             bound: 1,
             stalls: true,
@@ -382,6 +389,8 @@ enum Action {
     HoldsBack(u8),
     HandsOff(u8, u8, On),
     WorkerTakes(u8),
+    StartsWorker,
+    WorkerLeaves,
     Returns(u8, Call),
     Parks(u8),
     Wakes(u8),
@@ -429,6 +438,11 @@ impl fmt::Display for Action {
                 write!(f, "consumer: hands thread {t}'s call on port {p} {to}")
             }
             Action::WorkerTakes(t) => write!(f, "pool: a worker takes thread {t}'s call"),
+            Action::StartsWorker => write!(
+                f,
+                "pool: the first job queued has waited with no worker idle, starts a worker"
+            ),
+            Action::WorkerLeaves => write!(f, "pool: a worker past the base, idle, leaves"),
             Action::Returns(t, c) => write!(f, "pool: thread {t}'s {c} returns"),
             Action::Parks(t) => write!(f, "host: parks thread {t}'s call, frees its port"),
             Action::Wakes(t) => write!(f, "thread {t}: its wake word is set"),

@@ -246,16 +246,32 @@ impl Resources {
         })
     }
 
-    /// The pool's steps: a worker takes the first job queued, and a call that can
+    /// The pool's steps: a worker takes the first job queued, one more worker starts
+    /// for it while none is idle (today) and leaves once idle, and a call that can
     /// return does.
     fn pool(&self, s: &State, out: &mut Steps) {
         let running = s.jobs.iter().filter(|j| j.on == On::Worker).count() as u8;
+        let first = s.jobs.iter().position(|j| j.on == On::Queue);
         if running < s.workers
-            && let Some(i) = s.jobs.iter().position(|j| j.on == On::Queue)
+            && let Some(i) = first
         {
             let mut n = s.clone();
             n.jobs[i].on = On::Worker;
             out.push((Action::WorkerTakes(s.jobs[i].thread), Next::State(n)));
+        }
+        if self.rules.replaces_stuck_workers {
+            // Only while every worker runs a call and one more waits, each a GPU
+            // thread's: it never starts more workers than there are GPU threads.
+            if first.is_some() && running == s.workers {
+                let mut n = s.clone();
+                n.workers += 1;
+                out.push((Action::StartsWorker, Next::State(n)));
+            }
+            if first.is_none() && running < s.workers && s.workers > self.workers {
+                let mut n = s.clone();
+                n.workers -= 1;
+                out.push((Action::WorkerLeaves, Next::State(n)));
+            }
         }
         for (i, job) in s.jobs.iter().enumerate() {
             if job.on == On::Queue {
