@@ -154,7 +154,9 @@ fn a_ping_behind_held_back_output_gives_up_and_fails_the_launch() {
 /// pieces on every port (its home port was busy for one print, free for the next), and
 /// a thread that never prints then finds no port for as long as the reader stalls.
 /// Taking the continuation port, which the host never holds back, once every other
-/// port is held back or busy, mends it.
+/// port is held back or busy, mends it; today's run also needs the printer's third
+/// print, which meets a held-back port and goes again as a write that waits, to wait
+/// parked on the host, holding no port while stdout has no room.
 #[test]
 fn one_printer_holds_back_every_port_unless_others_may_take_the_continuation_port() {
     let printer = |rules| ResourceConfig {

@@ -14,13 +14,13 @@
 //!   waits for room ([`Call::Write`]), and a call the consumer answers itself
 //!   ([`Call::Ping`]).
 //! * **Ports** ([`ResourceConfig::ports`]; from two on, the last is the continuation
-//!   port, for pieces of output sent waiting). A thread looks for a port from its home
+//!   port, which the host never holds back). A thread looks for a port from its home
 //!   port on, as [`Search`] says: at c839d74 it takes the first free lock word and, if
 //!   that port's last packet was posted and the host has not finished it, waits on it.
 //!   The host may leave a posted print on its port while stdout has no room (*held
 //!   back*), and today marks it so.
 //! * **Consumers** (port `p` is consumer `p % consumers`'s) serve a published packet in
-//!   any order: a ping, a collection and a piece of output themselves, any other call
+//!   any order: a ping, a collection and a posted print themselves, any other call
 //!   handed off to the pool. Two consumers differ from one only while one of them runs
 //!   a call itself (c839d74's full queue).
 //! * **The pool**: base workers ([`ResourceConfig::workers`]) behind a queue of
@@ -152,9 +152,9 @@ pub enum Search {
     FirstFree,
     /// It skips a port whose posted packet the host marked held back (and lets go of one
     /// marked while it waits on it) and tries the others, never giving up once it has
-    /// seen one; a print that meets one makes a waiting write instead (it waits for
-    /// room itself, then sends its piece on the continuation port, which it never holds
-    /// while it waits). Not enough: one printer may hold back every port.
+    /// seen one; a print that meets one comes back unsent and goes again as a
+    /// [`Call::Write`], which the host parks while stdout has no room. Not enough: one
+    /// printer may hold back every port.
     SkipsHeld,
     /// As [`Search::SkipsHeld`], and a request that finds no port free after seeing one
     /// held back takes the continuation port too: a printer may hold back every other
@@ -279,9 +279,6 @@ enum At {
     Waiting(u8),
     /// Parked on its wake word; `true` once its call's answer is in.
     Parked(bool),
-    /// A print that met a held-back port: it waits for room before it sends its piece
-    /// on a continuation port.
-    Room,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -290,6 +287,9 @@ struct Lane {
     pc: u8,
     /// Its request is the collection of its parked call's answer.
     collecting: bool,
+    /// Its print came back unsent (it met a held-back port): it goes again as a
+    /// [`Call::Write`].
+    unsent: bool,
     at: At,
 }
 
@@ -300,8 +300,6 @@ enum Packet {
     Call(u8),
     /// Thread `t`'s collection.
     Collect(u8),
-    /// Thread `t`'s piece of output, sent waiting (on a continuation port).
-    Piece(u8),
     /// A posted print, its thread gone on.
     Posted,
 }
@@ -362,7 +360,6 @@ struct State {
 enum What {
     Call(Call),
     Collect,
-    Piece,
 }
 
 impl fmt::Display for What {
@@ -370,7 +367,6 @@ impl fmt::Display for What {
         match self {
             What::Call(c) => write!(f, "{c}"),
             What::Collect => write!(f, "collection"),
-            What::Piece => write!(f, "piece of output, waiting"),
         }
     }
 }
@@ -384,7 +380,6 @@ enum Action {
     MeetsHeld(u8),
     GivesUp(u8, u8),
     Answers(u8, u8, What),
-    Refuses(u8, u8),
     TakesPosted(u8),
     HoldsBack(u8),
     HandsOff(u8, u8, On),
@@ -413,16 +408,12 @@ impl fmt::Display for Action {
             }
             Action::MeetsHeld(t) => write!(
                 f,
-                "thread {t}: met a held-back port, its print waits for room"
+                "thread {t}: met a held-back port, its print goes again as a waiting write"
             ),
             Action::GivesUp(t, p) => write!(f, "thread {t}: gives up waiting on port {p}"),
             Action::Answers(p, t, w) => {
                 write!(f, "consumer: answers thread {t}'s {w} on port {p}")
             }
-            Action::Refuses(p, t) => write!(
-                f,
-                "consumer: no room, answers thread {t}'s piece EAGAIN on port {p}"
-            ),
             Action::TakesPosted(p) => write!(f, "consumer: takes port {p}'s posted print"),
             Action::HoldsBack(p) => write!(
                 f,
@@ -479,8 +470,8 @@ impl Resources {
         let normal = c.ports - continuation;
         assert!(normal >= 1 && c.consumers >= 1 && c.workers >= 1 && c.bound >= 1);
         assert!(
-            c.rules.search == Search::FirstFree || continuation == 1,
-            "a waiting write needs a continuation port"
+            c.rules.search != Search::SkipsHeldOrContinues || continuation == 1,
+            "taking the continuation port needs one"
         );
         assert!(c.threads.iter().all(|(home, _)| *home < normal));
         assert!(c.threads.len() <= 8);
@@ -498,9 +489,14 @@ impl Resources {
         }
     }
 
-    /// Thread `t`'s current call, if it has one left.
+    /// Thread `t`'s current call, if it has one left (a print that came back unsent
+    /// goes as a write that waits).
     fn call(&self, s: &State, t: usize) -> Option<Call> {
-        self.threads[t].1.get(s.lanes[t].pc as usize).copied()
+        let lane = s.lanes[t];
+        match self.threads[t].1.get(lane.pc as usize).copied() {
+            Some(Call::Print) if lane.unsent => Some(Call::Write),
+            call => call,
+        }
     }
 
     /// Thread `t`'s current request, if it is not done.
@@ -556,7 +552,6 @@ impl Resources {
     /// the ports it may take, its consumer, or the workers.
     fn holder(&self, s: &State, t: usize) -> Holder {
         match s.lanes[t].at {
-            At::Room => Holder::StalledOutput,
             At::Behind(p) => self.pending_holder(s, p),
             At::Next => {
                 let continues = self.rules.search == Search::SkipsHeldOrContinues;
@@ -618,6 +613,7 @@ impl Space for Resources {
                 Lane {
                     pc: 0,
                     collecting: false,
+                    unsent: false,
                     at: At::Next,
                 };
                 self.threads.len()
