@@ -3,7 +3,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::fmt;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{BuildHasherDefault, DefaultHasher, Hash, Hasher};
 
 use crate::violation::Violation;
 
@@ -97,14 +97,15 @@ impl Report {
 
 /// Explores every reachable state of `model` breadth first (see `crate::check`).
 pub(crate) fn explore<M: Space>(model: &M) -> Report {
-    let mut seen: HashSet<u128> = HashSet::new();
+    let mut seen: HashSet<u128, BuildHasherDefault<Folded>> = HashSet::default();
     let mut parent: Vec<Option<(u32, M::Action)>> = Vec::new();
     let mut queue: VecDeque<(M::State, u32)> = VecDeque::new();
     let mut violations: Vec<Trace> = Vec::new();
     let mut ends = 0;
 
     let first = model.initial();
-    seen.insert(fingerprint(&first));
+    let mut bytes = Bytes(Vec::new());
+    seen.insert(fingerprint(&mut bytes, &first));
     parent.push(None);
     queue.push_back((first, 0));
 
@@ -119,7 +120,7 @@ pub(crate) fn explore<M: Space>(model: &M) -> Report {
     };
     let mut visit =
         |n: M::State, at: u32, action: M::Action, parent: &mut Vec<_>, queue: &mut VecDeque<_>| {
-            if seen.insert(fingerprint(&n)) {
+            if seen.insert(fingerprint(&mut bytes, &n)) {
                 let id = u32::try_from(parent.len()).expect("fewer than 2^32 states");
                 parent.push(Some((at, action)));
                 queue.push_back((n, id));
@@ -159,13 +160,48 @@ pub(crate) fn explore<M: Space>(model: &M) -> Report {
     }
 }
 
-fn fingerprint<S: Hash>(s: &S) -> u128 {
-    let mut a = DefaultHasher::new();
+/// A state's 128-bit fingerprint: two SipHashes of the bytes its `Hash` writes (into
+/// `bytes`, reused), each taken in one pass (hashing field by field costs a call of
+/// the hasher per field).
+fn fingerprint<S: Hash>(bytes: &mut Bytes, s: &S) -> u128 {
+    bytes.0.clear();
+    s.hash(bytes);
     let mut b = DefaultHasher::new();
     0x9e37_79b9_7f4a_7c15u64.hash(&mut b);
-    s.hash(&mut a);
-    s.hash(&mut b);
-    (u128::from(a.finish()) << 64) | u128::from(b.finish())
+    b.write(&bytes.0);
+    (u128::from(bytes.finish()) << 64) | u128::from(b.finish())
+}
+
+/// The bytes a value's `Hash` writes; their hash is a SipHash of them all at once.
+struct Bytes(Vec<u8>);
+
+impl Hasher for Bytes {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+
+    fn finish(&self) -> u64 {
+        let mut a = DefaultHasher::new();
+        a.write(&self.0);
+        a.finish()
+    }
+}
+
+/// The hasher of the set of fingerprints seen, which are hashes already: it folds their
+/// bytes into a word rather than hash them again.
+#[derive(Default)]
+struct Folded(u64);
+
+impl Hasher for Folded {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// Keeps the first (shortest, breadth-first) trace of each kind of violation.

@@ -32,6 +32,16 @@ fn found(name: &str, kind: &str, c: &ResourceConfig) -> String {
     }
 }
 
+/// Today's rules with the pool of c839d74: no waiters, and no worker started for a job
+/// stuck in the workers' queue.
+fn old_pool() -> Rules {
+    Rules {
+        waiters: false,
+        replaces_stuck_workers: false,
+        ..Rules::today()
+    }
+}
+
 /// Explores `c` under today's rules: nothing breaks, and some run ends correctly.
 fn sound(name: &str, c: impl Fn(Rules) -> ResourceConfig) -> Report {
     let r = check_resources(&c(Rules::today()));
@@ -39,10 +49,27 @@ fn sound(name: &str, c: impl Fn(Rules) -> ResourceConfig) -> Report {
     r
 }
 
+/// Explores `c` with one of today's two pool rules as it was at c839d74 (no waiters, or
+/// no worker for a stuck job): either rule alone mends it.
+fn either_pool_rule_mends(c: impl Fn(Rules) -> ResourceConfig) {
+    let today = Rules::today();
+    let waiters_only = Rules {
+        replaces_stuck_workers: false,
+        ..today
+    };
+    let stuck_workers_only = Rules {
+        waiters: false,
+        ..today
+    };
+    check_resources(&c(waiters_only)).assert_sound("today's waiters only");
+    check_resources(&c(stuck_workers_only)).assert_sound("today's stuck jobs' workers only");
+}
+
 /// FIFO readers' opens take the base workers, and the thread that would open the
 /// write ends first `stat`s: at c839d74 a call that only takes time got no worker past
 /// the base, and waited behind the opens for ever (the host's four base workers and four
-/// readers, scaled to one each). Today the opens each run on a waiter of their own.
+/// readers, scaled to one each). Today the opens each run on a waiter of their own, and
+/// a job stuck in the queue gets a worker of its own: either mends it.
 #[test]
 fn a_stat_behind_fifo_opens_on_every_base_worker_waits_for_ever() {
     let f1 = |rules| {
@@ -58,10 +85,7 @@ fn a_stat_behind_fifo_opens_on_every_base_worker_waits_for_ever() {
     let t = found(
         "the pool of c839d74",
         "held up by waiting calls",
-        &f1(Rules {
-            waiters: false,
-            ..Rules::today()
-        }),
+        &f1(old_pool()),
     );
     assert!(
         t.contains("thread 1's call on port 0 to the workers' queue"),
@@ -69,11 +93,13 @@ fn a_stat_behind_fifo_opens_on_every_base_worker_waits_for_ever() {
     );
     found("c839d74", "held up by waiting calls", &f1(Rules::c839d74()));
     sound("today", f1);
+    either_pool_rule_mends(f1);
 }
 
 /// More FIFO opens than the c839d74 pool grows to (a worker per port at most): the
 /// readers' opens take every worker, and the writer's open, which would end them, waits
-/// in the queue for one. Today no call that waits on another party waits for a thread.
+/// in the queue for one. Today no call that waits on another party waits for a thread,
+/// nor does a job stuck in the queue: either mends it.
 #[test]
 fn fifo_opens_past_the_pools_growth_leave_their_writer_no_worker() {
     let f1b = |rules| {
@@ -90,16 +116,14 @@ fn fifo_opens_past_the_pools_growth_leave_their_writer_no_worker() {
     let t = found(
         "the pool of c839d74",
         "held up by waiting calls",
-        &f1b(Rules {
-            waiters: false,
-            ..Rules::today()
-        }),
+        &f1b(old_pool()),
     );
     assert!(
         t.contains("thread 2's call on port 0 to the workers' queue"),
         "{t}"
     );
     sound("today", f1b);
+    either_pool_rule_mends(f1b);
 }
 
 /// A printer's posted piece waits on its port for a stalled reader; a thread that
@@ -130,7 +154,9 @@ fn a_ping_behind_held_back_output_gives_up_and_fails_the_launch() {
 /// pieces on every port (its home port was busy for one print, free for the next), and
 /// a thread that never prints then finds no port for as long as the reader stalls.
 /// Taking the continuation port, which the host never holds back, once every other
-/// port is held back or busy, mends it.
+/// port is held back or busy, mends it; today's run also needs the printer's third
+/// print, which meets a held-back port and goes again as a write that waits, to wait
+/// parked on the host, holding no port while stdout has no room.
 #[test]
 fn one_printer_holds_back_every_port_unless_others_may_take_the_continuation_port() {
     let printer = |rules| ResourceConfig {
@@ -184,9 +210,8 @@ fn a_full_queue_ran_a_fifo_open_on_the_consumer_and_its_writer_was_never_served(
         "the pool and queue of c839d74",
         "held up by waiting calls",
         &f4(Rules {
-            waiters: false,
             full_queue_leaves: false,
-            ..Rules::today()
+            ..old_pool()
         }),
     );
     assert!(t.contains("thread 1's call on port 1 to nobody"), "{t}");
@@ -215,7 +240,7 @@ fn a_full_queue_ran_a_fifo_open_on_the_consumer_and_its_writer_was_never_served(
 /// Output that waits for room (a write too long to post) ran on a base worker at
 /// c839d74; with the worker taken by a FIFO open whose writer writes first, the write
 /// never runs although stdout has room. Today a write that waits for the reader runs on
-/// a waiter of its own.
+/// a waiter of its own, and a job stuck in the queue gets a worker: either mends it.
 #[test]
 fn output_waiting_for_a_base_worker_behind_a_fifo_open_waits_for_ever() {
     let f6 = |rules| {
@@ -231,16 +256,14 @@ fn output_waiting_for_a_base_worker_behind_a_fifo_open_waits_for_ever() {
     let t = found(
         "the pool of c839d74",
         "held up by waiting calls",
-        &f6(Rules {
-            waiters: false,
-            ..Rules::today()
-        }),
+        &f6(old_pool()),
     );
     assert!(
         t.contains("thread 1's call on port 0 to the workers' queue"),
         "{t}"
     );
     sound("today", f6);
+    either_pool_rule_mends(f6);
 }
 
 /// Reads of a hung mount only take time, so at c839d74 they were never parked and
@@ -248,16 +271,14 @@ fn output_waiting_for_a_base_worker_behind_a_fifo_open_waits_for_ever() {
 /// they are parked (after a longer delay) and free their ports.
 #[test]
 fn hung_reads_that_keep_their_ports_hold_up_every_other_call() {
-    let f8 = |rules| ResourceConfig {
-        workers: 3,
-        queue: 2,
-        ..config(
+    let f8 = |rules| {
+        config(
             vec![(0, vec![HungRead]), (1, vec![HungRead]), (0, vec![Stat])],
             3,
             rules,
         )
     };
-    found(
+    let t = found(
         "no parking of calls that take time",
         "held up by a hung call",
         &f8(Rules {
@@ -265,22 +286,32 @@ fn hung_reads_that_keep_their_ports_hold_up_every_other_call() {
             ..Rules::today()
         }),
     );
+    assert!(!t.contains("thread 2: takes"), "{t}");
     sound("today", f8);
 }
 
-/// Not mended today: a hung read keeps its worker for good, so as many hung reads as
-/// there are base workers hold up every later call that takes time (a `stat` of a
-/// healthy file system among them). The pool's doc says their queue always empties
-/// because such calls end by themselves; a hung mount's do not.
+/// A hung read keeps its worker for good, so with the base workers only, as many hung
+/// reads as there are workers hold up every later call that takes time (a `stat` of a
+/// healthy file system among them), though each is parked and frees its port. Today a
+/// job that waits first in the queue while no worker is idle gets one more worker.
 #[test]
-fn as_many_hung_reads_as_workers_still_hold_up_every_stat() {
-    let hung = config(
-        vec![(0, vec![HungRead]), (0, vec![Stat])],
-        2,
-        Rules::today(),
+fn as_many_hung_reads_as_workers_hold_up_every_stat() {
+    let hung = |rules| config(vec![(0, vec![HungRead]), (0, vec![Stat])], 2, rules);
+    let t = found(
+        "the base workers only",
+        "held up by a hung call",
+        &hung(Rules {
+            replaces_stuck_workers: false,
+            ..Rules::today()
+        }),
     );
-    let t = found("today", "held up by a hung call", &hung);
     assert!(t.contains("a worker takes thread 0's call"), "{t}");
+    assert!(t.contains("parks thread 0's call, frees its port"), "{t}");
+    assert!(
+        t.contains("thread 1's call on port 0 to the workers' queue"),
+        "{t}"
+    );
+    sound("today", hung);
 }
 
 /// At c839d74 the run's end handed stdout every piece still held back, past

@@ -14,18 +14,19 @@
 //!   waits for room ([`Call::Write`]), and a call the consumer answers itself
 //!   ([`Call::Ping`]).
 //! * **Ports** ([`ResourceConfig::ports`]; from two on, the last is the continuation
-//!   port, for pieces of output sent waiting). A thread looks for a port from its home
+//!   port, which the host never holds back). A thread looks for a port from its home
 //!   port on, as [`Search`] says: at c839d74 it takes the first free lock word and, if
 //!   that port's last packet was posted and the host has not finished it, waits on it.
 //!   The host may leave a posted print on its port while stdout has no room (*held
 //!   back*), and today marks it so.
 //! * **Consumers** (port `p` is consumer `p % consumers`'s) serve a published packet in
-//!   any order: a ping, a collection and a piece of output themselves, any other call
+//!   any order: a ping, a collection and a posted print themselves, any other call
 //!   handed off to the pool. Two consumers differ from one only while one of them runs
 //!   a call itself (c839d74's full queue).
 //! * **The pool**: base workers ([`ResourceConfig::workers`]) behind a queue of
-//!   [`ResourceConfig::queue`] jobs, and (with [`Rules::waiters`]) a waiter of its own
-//!   for each call that waits on another party.
+//!   [`ResourceConfig::queue`] jobs, one more worker while a job waits in the queue
+//!   with none idle ([`Rules::replaces_stuck_workers`]), and (with [`Rules::waiters`])
+//!   a waiter of its own for each call that waits on another party.
 //! * **Parking**: a lane handed off and still waiting may be answered a ticket at any
 //!   step (the delay is not counted), which frees its port; once its call ends, it
 //!   collects the answer on a port. The host gives one wake word per GPU thread, so a
@@ -55,9 +56,10 @@
 //! * Warps: each thread is one lane and each packet one lane (the port model in this
 //!   crate checks packets, `activemask` and warp barriers), and memory is sequentially
 //!   consistent, each step atomic (a client's search of the ports included).
-//! * Time: a delay (parking, a wait limit) may run out at any step; so c839d74's client
-//!   gives up only while it waits on output held back for a stalled reader, the one
-//!   wait no step can end (today's never gives up).
+//! * Time: a delay (parking, a wait limit, a job's wait in the queue, a worker's idle
+//!   time) may run out at any step; so c839d74's client gives up only while it waits on
+//!   output held back for a stalled reader, the one wait no step can end (today's never
+//!   gives up).
 //! * Bytes: output counts in units of one piece; the order of pieces and their tickets
 //!   are [`check_tickets`](crate::check_tickets)'s.
 //! * The reactor (sockets, pipes, stdin waiting for readiness), stops and the time
@@ -150,9 +152,9 @@ pub enum Search {
     FirstFree,
     /// It skips a port whose posted packet the host marked held back (and lets go of one
     /// marked while it waits on it) and tries the others, never giving up once it has
-    /// seen one; a print that meets one makes a waiting write instead (it waits for
-    /// room itself, then sends its piece on the continuation port, which it never holds
-    /// while it waits). Not enough: one printer may hold back every port.
+    /// seen one; a print that meets one comes back unsent and goes again as a
+    /// [`Call::Write`], which the host parks while stdout has no room. Not enough: one
+    /// printer may hold back every port.
     SkipsHeld,
     /// As [`Search::SkipsHeld`], and a request that finds no port free after seeing one
     /// held back takes the continuation port too: a printer may hold back every other
@@ -175,6 +177,10 @@ pub struct Rules {
     /// A packet for the workers that finds their queue full stays on its port. `false`:
     /// the consumer runs it itself.
     pub full_queue_leaves: bool,
+    /// While the job first in the workers' queue waits and no worker is idle, the pool
+    /// starts one more worker, which leaves once idle: calls that never return (reads
+    /// of a hung mount) hold up no call behind them. `false`: the base workers only.
+    pub replaces_stuck_workers: bool,
     /// A call that only takes time is parked too (after a longer delay). `false`: it
     /// keeps its port until it returns.
     pub parks_time_calls: bool,
@@ -191,18 +197,19 @@ impl Rules {
             search: Search::FirstFree,
             waiters: false,
             full_queue_leaves: false,
+            replaces_stuck_workers: false,
             parks_time_calls: false,
             end_waits_written: false,
         }
     }
 
-    /// The host and client of this round, as specified (the client's search and the
-    /// parking of calls that only take time were built alongside this model).
+    /// The host and client of this round.
     pub fn today() -> Rules {
         Rules {
             search: Search::SkipsHeldOrContinues,
             waiters: true,
             full_queue_leaves: true,
+            replaces_stuck_workers: true,
             parks_time_calls: true,
             end_waits_written: true,
         }
@@ -235,8 +242,8 @@ impl ResourceConfig {
     /// A bit of everything, with a reader that may stall for good: a printer that opens
     /// a FIFO's write end between its prints; the FIFO's reader, which then stats and
     /// pings; a thread that stats, pings and writes; and a hung read. Three ports (one
-    /// the continuation port), one consumer, two workers behind a queue of one, room
-    /// for one unit of output.
+    /// the continuation port), one consumer, one base worker behind a queue of one,
+    /// room for one unit of output.
     pub fn mixed(rules: Rules) -> ResourceConfig {
         ResourceConfig {
             threads: vec![
@@ -247,7 +254,7 @@ impl ResourceConfig {
             ],
             ports: 3,
             consumers: 1,
-            workers: 2,
+            workers: 1,
             queue: 1,
             bound: 1,
             stalls: true,
@@ -272,9 +279,6 @@ enum At {
     Waiting(u8),
     /// Parked on its wake word; `true` once its call's answer is in.
     Parked(bool),
-    /// A print that met a held-back port: it waits for room before it sends its piece
-    /// on a continuation port.
-    Room,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -283,6 +287,9 @@ struct Lane {
     pc: u8,
     /// Its request is the collection of its parked call's answer.
     collecting: bool,
+    /// Its print came back unsent (it met a held-back port): it goes again as a
+    /// [`Call::Write`].
+    unsent: bool,
     at: At,
 }
 
@@ -293,8 +300,6 @@ enum Packet {
     Call(u8),
     /// Thread `t`'s collection.
     Collect(u8),
-    /// Thread `t`'s piece of output, sent waiting (on a continuation port).
-    Piece(u8),
     /// A posted print, its thread gone on.
     Posted,
 }
@@ -355,7 +360,6 @@ struct State {
 enum What {
     Call(Call),
     Collect,
-    Piece,
 }
 
 impl fmt::Display for What {
@@ -363,7 +367,6 @@ impl fmt::Display for What {
         match self {
             What::Call(c) => write!(f, "{c}"),
             What::Collect => write!(f, "collection"),
-            What::Piece => write!(f, "piece of output, waiting"),
         }
     }
 }
@@ -377,11 +380,12 @@ enum Action {
     MeetsHeld(u8),
     GivesUp(u8, u8),
     Answers(u8, u8, What),
-    Refuses(u8, u8),
     TakesPosted(u8),
     HoldsBack(u8),
     HandsOff(u8, u8, On),
     WorkerTakes(u8),
+    StartsWorker,
+    WorkerLeaves,
     Returns(u8, Call),
     Parks(u8),
     Wakes(u8),
@@ -404,16 +408,12 @@ impl fmt::Display for Action {
             }
             Action::MeetsHeld(t) => write!(
                 f,
-                "thread {t}: met a held-back port, its print waits for room"
+                "thread {t}: met a held-back port, its print goes again as a waiting write"
             ),
             Action::GivesUp(t, p) => write!(f, "thread {t}: gives up waiting on port {p}"),
             Action::Answers(p, t, w) => {
                 write!(f, "consumer: answers thread {t}'s {w} on port {p}")
             }
-            Action::Refuses(p, t) => write!(
-                f,
-                "consumer: no room, answers thread {t}'s piece EAGAIN on port {p}"
-            ),
             Action::TakesPosted(p) => write!(f, "consumer: takes port {p}'s posted print"),
             Action::HoldsBack(p) => write!(
                 f,
@@ -429,6 +429,11 @@ impl fmt::Display for Action {
                 write!(f, "consumer: hands thread {t}'s call on port {p} {to}")
             }
             Action::WorkerTakes(t) => write!(f, "pool: a worker takes thread {t}'s call"),
+            Action::StartsWorker => write!(
+                f,
+                "pool: the first job queued has waited with no worker idle, starts a worker"
+            ),
+            Action::WorkerLeaves => write!(f, "pool: a worker past the base, idle, leaves"),
             Action::Returns(t, c) => write!(f, "pool: thread {t}'s {c} returns"),
             Action::Parks(t) => write!(f, "host: parks thread {t}'s call, frees its port"),
             Action::Wakes(t) => write!(f, "thread {t}: its wake word is set"),
@@ -465,8 +470,8 @@ impl Resources {
         let normal = c.ports - continuation;
         assert!(normal >= 1 && c.consumers >= 1 && c.workers >= 1 && c.bound >= 1);
         assert!(
-            c.rules.search == Search::FirstFree || continuation == 1,
-            "a waiting write needs a continuation port"
+            c.rules.search != Search::SkipsHeldOrContinues || continuation == 1,
+            "taking the continuation port needs one"
         );
         assert!(c.threads.iter().all(|(home, _)| *home < normal));
         assert!(c.threads.len() <= 8);
@@ -484,9 +489,14 @@ impl Resources {
         }
     }
 
-    /// Thread `t`'s current call, if it has one left.
+    /// Thread `t`'s current call, if it has one left (a print that came back unsent
+    /// goes as a write that waits).
     fn call(&self, s: &State, t: usize) -> Option<Call> {
-        self.threads[t].1.get(s.lanes[t].pc as usize).copied()
+        let lane = s.lanes[t];
+        match self.threads[t].1.get(lane.pc as usize).copied() {
+            Some(Call::Print) if lane.unsent => Some(Call::Write),
+            call => call,
+        }
     }
 
     /// Thread `t`'s current request, if it is not done.
@@ -542,7 +552,6 @@ impl Resources {
     /// the ports it may take, its consumer, or the workers.
     fn holder(&self, s: &State, t: usize) -> Holder {
         match s.lanes[t].at {
-            At::Room => Holder::StalledOutput,
             At::Behind(p) => self.pending_holder(s, p),
             At::Next => {
                 let continues = self.rules.search == Search::SkipsHeldOrContinues;
@@ -604,6 +613,7 @@ impl Space for Resources {
                 Lane {
                     pc: 0,
                     collecting: false,
+                    unsent: false,
                     at: At::Next,
                 };
                 self.threads.len()

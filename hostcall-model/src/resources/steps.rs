@@ -39,8 +39,7 @@ impl Resources {
         out
     }
 
-    /// Thread `t`'s step: it looks for a port, waits on one, sends a waiting piece, or
-    /// wakes.
+    /// Thread `t`'s step: it looks for a port, waits on one, or wakes.
     fn thread(&self, s: &State, t: usize, out: &mut Steps) {
         let Some(what) = self.request(s, t) else {
             return;
@@ -57,8 +56,14 @@ impl Resources {
                     out.push((Action::Publishes(tt, p, what), Next::State(n)));
                 } else if self.skips_held() && port.held {
                     n.ports[p as usize].locked = false;
-                    n.lanes[t].at = if print { At::Room } else { At::Next };
-                    out.push((Action::LeavesHeld(tt, p), Next::State(n)));
+                    n.lanes[t].at = At::Next;
+                    n.lanes[t].unsent = print;
+                    let action = if print {
+                        Action::MeetsHeld(tt)
+                    } else {
+                        Action::LeavesHeld(tt, p)
+                    };
+                    out.push((action, Next::State(n)));
                 } else if !self.skips_held() && s.stalled && s.out >= self.bound {
                     // Its limit passes while the reader never comes back.
                     let v = Violation::GaveUp { thread: tt };
@@ -71,20 +76,6 @@ impl Resources {
                 n.lanes[t].collecting = true;
                 n.lanes[t].at = At::Next;
                 out.push((Action::Wakes(tt), Next::State(n)));
-            }
-            At::Room => {
-                // Its retries before there is room change nothing.
-                let c = self.normal;
-                if s.out < self.bound && !s.ports[c as usize].locked {
-                    let mut n = s.clone();
-                    n.ports[c as usize] = Port {
-                        locked: true,
-                        pending: Some(Packet::Piece(tt)),
-                        held: false,
-                    };
-                    n.lanes[t].at = At::Waiting(c);
-                    out.push((Action::Publishes(tt, c, What::Piece), Next::State(n)));
-                }
             }
         }
     }
@@ -110,7 +101,7 @@ impl Resources {
             });
         let mut n = s.clone();
         if seen_held && matches!(what, What::Call(Call::Print)) {
-            n.lanes[t].at = At::Room;
+            n.lanes[t].unsent = true;
             out.push((Action::MeetsHeld(tt), Next::State(n)));
             return;
         }
@@ -152,7 +143,6 @@ impl Resources {
                 port.pending = Some(Packet::Collect(t as u8));
                 n.lanes[t].at = At::Waiting(p);
             }
-            What::Piece => unreachable!("a piece is sent from `At::Room`"),
         }
     }
 
@@ -161,6 +151,7 @@ impl Resources {
         n.ports[p as usize].locked = false;
         let lane = &mut n.lanes[t];
         lane.collecting = false;
+        lane.unsent = false;
         lane.pc += 1;
         lane.at = At::Next;
     }
@@ -189,16 +180,6 @@ impl Resources {
                         n.ports[p as usize].held = true;
                         out.push((Action::HoldsBack(p), Next::State(n)));
                     }
-                }
-                Packet::Piece(t) if room => {
-                    n.out += 1;
-                    Resources::answered(&mut n, t as usize, p);
-                    out.push((Action::Answers(p, t, What::Piece), Next::State(n)));
-                }
-                Packet::Piece(t) => {
-                    n.ports[p as usize].locked = false;
-                    n.lanes[t as usize].at = At::Room;
-                    out.push((Action::Refuses(p, t), Next::State(n)));
                 }
                 Packet::Collect(t) => {
                     Resources::answered(&mut n, t as usize, p);
@@ -246,16 +227,32 @@ impl Resources {
         })
     }
 
-    /// The pool's steps: a worker takes the first job queued, and a call that can
+    /// The pool's steps: a worker takes the first job queued, one more worker starts
+    /// for it while none is idle (today) and leaves once idle, and a call that can
     /// return does.
     fn pool(&self, s: &State, out: &mut Steps) {
         let running = s.jobs.iter().filter(|j| j.on == On::Worker).count() as u8;
+        let first = s.jobs.iter().position(|j| j.on == On::Queue);
         if running < s.workers
-            && let Some(i) = s.jobs.iter().position(|j| j.on == On::Queue)
+            && let Some(i) = first
         {
             let mut n = s.clone();
             n.jobs[i].on = On::Worker;
             out.push((Action::WorkerTakes(s.jobs[i].thread), Next::State(n)));
+        }
+        if self.rules.replaces_stuck_workers {
+            // Only while every worker runs a call and one more waits, each a GPU
+            // thread's: it never starts more workers than there are GPU threads.
+            if first.is_some() && running == s.workers {
+                let mut n = s.clone();
+                n.workers += 1;
+                out.push((Action::StartsWorker, Next::State(n)));
+            }
+            if first.is_none() && running < s.workers && s.workers > self.workers {
+                let mut n = s.clone();
+                n.workers -= 1;
+                out.push((Action::WorkerLeaves, Next::State(n)));
+            }
         }
         for (i, job) in s.jobs.iter().enumerate() {
             if job.on == On::Queue {
