@@ -2,8 +2,8 @@
 //! take every complete batch at the front, in order, hand each message to the caller,
 //! and publish how far it has taken, so that writers waiting for room go on.
 //!
-//! A batch is copied out of the ring (GPU-writable memory, read with relaxed atomic
-//! loads: the host never holds a reference into it) and its words cleared before the
+//! A batch is copied out of the ring (GPU-writable memory, read with byte-wise atomic
+//! accesses: the host never holds a reference into it) and its words cleared before the
 //! position past it is published: the word at the host's position is then the next
 //! batch's commit word or a cleared one, never a message word of an earlier lap that
 //! happens to look like the commit word it expects.
@@ -103,13 +103,10 @@ impl RingReader {
             // batch's words before these loads; no writer stores to them again before
             // `tail` is published past them (its release, below, orders these loads and
             // stores first). A kernel that breaks the protocol may still store to them
-            // at any time: each word is read and cleared by an atomic access, never
-            // through a reference, so that is a wrong value, never a data race.
+            // at any time: each word is read and cleared by atomic accesses (`take`),
+            // never through a reference, so that is a wrong value, never a data race.
             for run in [run, wrapped] {
-                self.batch.extend(run.iter().map(|w| w.load(Relaxed)));
-                for w in run {
-                    w.store(0, Relaxed);
-                }
+                take(run, &mut self.batch);
             }
             words[index].store(0, Relaxed);
             let mut r = 0;
@@ -155,5 +152,49 @@ impl RingReader {
     /// overwrite it.
     fn publish(&self, control: &RingControl) {
         control.tail.store(self.taken, Release);
+    }
+}
+
+/// Appends `words` (ring memory, which the GPU may store to at any time) to `batch` and
+/// zeroes them. On x86-64 by `rep movsq` and `rep stosq`: byte-wise atomic accesses
+/// (the hardware's, which inline assembly performs and the language has no type for),
+/// at the speed of a memory copy, where a loop of word-sized atomics ran 64-byte
+/// stream messages at 0.6 to 0.7 times the rate (H200). Elsewhere word by word.
+fn take(words: &[AtomicU64], batch: &mut Vec<u64>) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let n = words.len();
+        batch.reserve(n);
+        let at = batch.len();
+        // SAFETY: `words` is `n` valid, 8-byte aligned words and `batch` has room for
+        // `n` more past `at` (reserved above); the two do not overlap (one is the
+        // ring, the other this reader's own vector). The assembly reads and writes
+        // exactly those words and nothing else, leaves the direction flag clear as
+        // it found it (the ABI's), and touches no stack.
+        unsafe {
+            let src = words.as_ptr().cast::<u64>();
+            std::arch::asm!(
+                "rep movsq",
+                inout("rcx") n => _,
+                inout("rsi") src => _,
+                inout("rdi") batch.as_mut_ptr().add(at) => _,
+                options(nostack, preserves_flags),
+            );
+            std::arch::asm!(
+                "rep stosq",
+                inout("rcx") n => _,
+                inout("rdi") src => _,
+                in("rax") 0u64,
+                options(nostack, preserves_flags),
+            );
+            batch.set_len(at + n);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        batch.extend(words.iter().map(|w| w.load(Relaxed)));
+        for w in words {
+            w.store(0, Relaxed);
+        }
     }
 }
