@@ -149,6 +149,7 @@ struct Sweep {
 }
 
 impl Sweep {
+    #[inline(always)]
     fn note(&mut self, word: u32) {
         self.moved = self.moved.wrapping_add(word >> PORT_SEQ_SHIFT);
     }
@@ -596,6 +597,7 @@ impl Channel {
     /// One try of [`Channel::acquire`] at port `p` (its lock word read first if `look`):
     /// `Some(Some(..))` if it took the port, `Some(None)` if it met a held-back port and
     /// `unsent_if_held`, `None` to go on; notes in `sweep` what it saw.
+    #[inline(always)]
     fn try_take<P: Platform>(
         &self,
         p: u32,
@@ -631,6 +633,7 @@ impl Channel {
     /// Waits until the host has finished with posted packet `last` on port `p`, whose
     /// lock word this lane holds: `true` then; `false` at once if the host holds the
     /// packet back (its output has no room yet).
+    #[inline(always)]
     fn finished<P: Platform>(&self, p: u32, last: u32) -> bool {
         // SAFETY: `p < num_ports` (`new`'s contract); the header is atomics only.
         let header = unsafe { &(*self.ports.add(p as usize)).header };
