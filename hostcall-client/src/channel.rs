@@ -559,17 +559,35 @@ impl Channel {
             (0, self.num_ports - kept)
         };
         let start = block.wrapping_mul(0x9E37_79B1).wrapping_add(thread / 32) % n;
+        // The home port is tried at once, with the one atomic that takes it: free, and
+        // done with by the host, in the common case.
+        let mut sweep = Sweep::default();
+        if let Some(taken) = self.try_take::<P>(base + start, false, unsent_if_held, &mut sweep) {
+            return taken;
+        }
+        self.search::<P>((base, n, start), unsent_if_held, sweep.held_back)
+    }
+
+    /// [`Channel::acquire`] past its home port: sweeps of every port, each read before it
+    /// is taken, so that warps searching a busy channel do not flood it with atomics.
+    /// Apart (not inlined), so that the common case keeps few registers.
+    #[inline(never)]
+    fn search<P: Platform>(
+        &self,
+        (base, n, start): (u32, u32, u32),
+        unsent_if_held: bool,
+        held_back: bool,
+    ) -> Option<(u32, u32)> {
         let mut wait = Wait::new(64);
-        let mut first = true;
         let mut seen = None;
+        let mut sweep = Sweep {
+            held_back,
+            ..Sweep::default()
+        };
         loop {
-            let mut sweep = Sweep::default();
             for i in 0..n {
                 let p = base + (start + i) % n;
-                // The home port is tried at once; others are read first, so that warps
-                // searching a busy channel do not flood it with atomics.
-                let look = !core::mem::take(&mut first);
-                if let Some(taken) = self.try_take::<P>(p, look, unsent_if_held, &mut sweep) {
+                if let Some(taken) = self.try_take::<P>(p, true, unsent_if_held, &mut sweep) {
                     return taken;
                 }
             }
@@ -591,6 +609,7 @@ impl Channel {
             if let Some(waited) = wait.pause::<P>(0, limit) {
                 self.give_up::<P>(FaultKind::NoPort, u32::MAX, 0, waited, 0);
             }
+            sweep = Sweep::default();
         }
     }
 
