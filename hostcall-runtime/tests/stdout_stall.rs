@@ -85,14 +85,6 @@ fn a_stalled_stdout_holds_up_only_the_output() {
     );
 }
 
-/// What [`printers_and_a_pinger`] saw: the run's report, the printers' pieces the reader
-/// got, and the slowest ping.
-struct Stalled {
-    report: hostcall_runtime::RunReport,
-    pieces: usize,
-    slowest: Duration,
-}
-
 /// How long the reader of [`printers_and_a_pinger`]'s stdout pauses: three times the
 /// GPU's wait limit. A ping that waits for the stall waits most of it; the tests allow
 /// half of it, for the pings that wait on printers busy at every port as they would with
@@ -102,8 +94,10 @@ const STALL: Duration = Duration::from_secs(3);
 
 /// `printers` GPU threads (a warp each) print 4 KiB pieces, `pieces` each, far past what
 /// the host holds (64 MiB), while the reader of the process's stdout pauses [`STALL`];
-/// another thread pings meanwhile. On `ports` ports.
-fn printers_and_a_pinger(ports: usize, printers: u32, pieces: usize) -> Stalled {
+/// another thread pings meanwhile. On `ports` ports. The run must complete, every piece
+/// arrive, and no ping wait for the stall.
+fn printers_and_a_pinger(ports: usize, printers: u32, pieces: usize) {
+    let _stdout = STDOUT.lock().unwrap_or_else(|p| p.into_inner());
     static TICKETS: AtomicU64 = AtomicU64::new(0);
     TICKETS.store(0, std::sync::atomic::Ordering::Relaxed);
     let mut piece = vec![b'x'; 4095];
@@ -154,13 +148,14 @@ fn printers_and_a_pinger(ports: usize, printers: u32, pieces: usize) -> Stalled 
             .unwrap()
     });
     rustix::stdio::dup2_stdout(&saved).unwrap();
-    let pieces = reading.join().unwrap();
+    let got = reading.join().unwrap();
     let slowest = *slowest.lock().unwrap();
-    Stalled {
-        report,
-        pieces,
-        slowest,
-    }
+    assert_eq!(report.outcome, Outcome::Completed, "{report:?}");
+    assert_eq!(got, printers as usize * pieces, "every piece arrived");
+    assert!(
+        slowest < STALL / 2,
+        "{printers} printers on {ports} ports: a ping waited {slowest:?} while stdout was stalled"
+    );
 }
 
 /// Issue 47's F3: eight threads print 96 MiB while the reader pauses longer than a GPU
@@ -169,15 +164,7 @@ fn printers_and_a_pinger(ports: usize, printers: u32, pieces: usize) -> Stalled 
 /// printer's output lost with it), as one waiting on a held-back piece's port did.
 #[test]
 fn printers_past_the_bound_leave_a_port_to_the_rest() {
-    let _stdout = STDOUT.lock().unwrap_or_else(|p| p.into_inner());
-    let r = printers_and_a_pinger(16, 8, 3 << 10);
-    assert_eq!(r.report.outcome, Outcome::Completed, "{:?}", r.report);
-    assert_eq!(r.pieces, 8 * (3 << 10), "every piece arrived");
-    assert!(
-        r.slowest < STALL / 2,
-        "a ping waited {:?} while stdout was stalled",
-        r.slowest
-    );
+    printers_and_a_pinger(16, 8, 3 << 10);
 }
 
 /// More printers than ports: their held-back pieces can take every port but the
@@ -185,15 +172,7 @@ fn printers_past_the_bound_leave_a_port_to_the_rest() {
 /// host never holds back; a thread that finds no other port free takes that one.
 #[test]
 fn printers_holding_back_every_port_leave_the_continuation_port_to_the_rest() {
-    let _stdout = STDOUT.lock().unwrap_or_else(|p| p.into_inner());
-    let r = printers_and_a_pinger(3, 16, 3 << 9);
-    assert_eq!(r.report.outcome, Outcome::Completed, "{:?}", r.report);
-    assert_eq!(r.pieces, 16 * (3 << 9), "every piece arrived");
-    assert!(
-        r.slowest < STALL / 2,
-        "a ping waited {:?} while stdout was stalled",
-        r.slowest
-    );
+    printers_and_a_pinger(3, 16, 3 << 9);
 }
 
 /// Printers whose home ports (the first port each tries) cover every port but the
@@ -202,16 +181,7 @@ fn printers_holding_back_every_port_leave_the_continuation_port_to_the_rest() {
 /// on every port a ping may take but the continuation port.
 #[test]
 fn printers_whose_home_ports_cover_the_channel_leave_a_port_to_the_rest() {
-    let _stdout = STDOUT.lock().unwrap_or_else(|p| p.into_inner());
     for (ports, printers) in [(4, 4), (16, 36)] {
-        let pieces = (96 << 20) / 4096 / printers as usize;
-        let r = printers_and_a_pinger(ports, printers, pieces);
-        assert_eq!(r.report.outcome, Outcome::Completed, "{:?}", r.report);
-        assert_eq!(r.pieces, printers as usize * pieces, "every piece arrived");
-        assert!(
-            r.slowest < STALL / 2,
-            "{printers} printers on {ports} ports: a ping waited {:?} while stdout was stalled",
-            r.slowest
-        );
+        printers_and_a_pinger(ports, printers, (96 << 20) / 4096 / printers as usize);
     }
 }

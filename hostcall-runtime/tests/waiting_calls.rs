@@ -242,60 +242,52 @@ fn calls_past_the_workers_queue_wait_on_their_port_and_run_on_the_worker() {
     assert!(elsewhere.is_empty(), "calls served on {elsewhere:?}");
 }
 
-/// A file system whose calls only take time, and answer after `0` (for ever, as far as
-/// the run can tell).
-struct HungMount(Duration);
-
-impl Handler for HungMount {
-    fn call(&self, _: &mut Call<'_>) -> Result<Reply, Malformed> {
-        std::thread::sleep(self.0);
-        Ok(Reply::value(0))
-    }
-    fn can_block(&self, _: u32) -> bool {
-        true
-    }
-    fn only_takes_time(&self, _: u32, _: &[u64; 6]) -> bool {
-        true
-    }
-}
-
 /// Issue 47's F8: sixteen GPU threads read files on a hung network mount (calls that
 /// only take time, and never end) on eight ports; another thread's ping must be answered
 /// while they hang. A call that only takes time kept its port until answered, so every
 /// port was held and the ping waited for the mount.
 #[test]
 fn calls_on_a_hung_mount_leave_the_ports_to_other_calls() {
-    const HUNG: u32 = 16;
+    let host = quiet().ports(8).blocking_threads(16);
+    let took = ping_beside_hung_reads(host, 16, Duration::from_millis(300), 4);
+    assert!(
+        took < Duration::from_secs(1),
+        "the ping waited {took:?} for the hung mount"
+    );
+}
+
+/// Runs `hung` GPU threads (a warp each) reading a mount that hangs for `secs` s, and
+/// one more that pings `after` into the run, on `host`; returns how long the ping took.
+fn ping_beside_hung_reads(host: HostBuilder, hung: u32, after: Duration, secs: u64) -> Duration {
     const READ: u32 = 30;
     let ping = Arc::new(Mutex::new(None));
     let p = ping.clone();
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
         let ch = t.channel();
-        if t.block < HUNG {
+        if t.block < hung {
             ch.call::<Emu>(READ, [0; 6], &[], &mut [], None);
             return;
         }
-        std::thread::sleep(Duration::from_millis(300));
+        std::thread::sleep(after);
         let t0 = Instant::now();
         assert_eq!(ch.ping::<Emu>(7), 7);
         *p.lock().unwrap() = Some(t0.elapsed());
     });
-    let host = quiet()
-        .ports(8)
-        .blocking_threads(HUNG as usize)
-        .service(READ, Arc::new(HungMount(Duration::from_secs(4))));
+    let until = Instant::now() + Duration::from_secs(secs);
+    let host = host.service(READ, Arc::new(HungUntil(until)));
     let report = within(Duration::from_secs(60), "Host::run", move || {
         host.build()
             .unwrap()
-            .run(&mut m, &Launch::linear("k", HUNG + 1, 1, vec![]))
+            .run(&mut m, &Launch::linear("k", hung + 1, 1, vec![]))
             .unwrap()
     });
-    assert_eq!(report.outcome, Outcome::Completed, "{report:?}");
-    let took = ping.lock().unwrap().expect("the ping was answered");
-    assert!(
-        took < Duration::from_secs(1),
-        "the ping waited {took:?} for the hung mount"
+    let took = *ping.lock().unwrap();
+    assert_eq!(
+        report.outcome,
+        Outcome::Completed,
+        "ping: {took:?}; {report:?}"
     );
+    took.expect("the ping was answered")
 }
 
 /// As many GPU threads read files on a hung mount as the pool has workers; another then
@@ -327,7 +319,10 @@ fn a_stat_behind_as_many_hung_reads_as_workers_is_answered() {
     let host = quiet()
         .preopen_dir(dir.path(), "/data")
         .blocking_threads(WORKERS as usize)
-        .service(READ, Arc::new(HungMount(Duration::from_secs(4))));
+        .service(
+            READ,
+            Arc::new(HungUntil(Instant::now() + Duration::from_secs(4))),
+        );
     let report = within(Duration::from_secs(60), "Host::run", move || {
         host.build()
             .unwrap()
@@ -369,43 +364,12 @@ impl Handler for HungUntil {
 /// traps).
 #[test]
 fn reads_on_a_hung_mount_past_the_workers_queue_leave_the_ports_to_other_calls() {
-    const HUNG: u32 = 70;
-    const READ: u32 = 30;
-    let ping = Arc::new(Mutex::new(None));
-    let p = ping.clone();
-    let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
-        let ch = t.channel();
-        if t.block < HUNG {
-            ch.call::<Emu>(READ, [0; 6], &[], &mut [], None);
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(2000));
-        let t0 = Instant::now();
-        assert_eq!(ch.ping::<Emu>(7), 7);
-        *p.lock().unwrap() = Some(t0.elapsed());
-    });
     let host = quiet()
         .ports(2)
         .blocking_threads(1)
         .wait_limit(Duration::from_secs(20))
-        .timeout(Duration::from_secs(30))
-        .service(
-            READ,
-            Arc::new(HungUntil(Instant::now() + Duration::from_secs(6))),
-        );
-    let report = within(Duration::from_secs(60), "Host::run", move || {
-        host.build()
-            .unwrap()
-            .run(&mut m, &Launch::linear("k", HUNG + 1, 1, vec![]))
-            .unwrap()
-    });
-    let took = *ping.lock().unwrap();
-    assert_eq!(
-        report.outcome,
-        Outcome::Completed,
-        "ping: {took:?}; {report:?}"
-    );
-    let took = took.expect("the ping was answered");
+        .timeout(Duration::from_secs(30));
+    let took = ping_beside_hung_reads(host, 70, Duration::from_secs(2), 6);
     assert!(
         took < Duration::from_secs(1),
         "the ping waited {took:?} for the hung mount"
