@@ -6,9 +6,9 @@
 //!   declared `blocks`) runs on one of a set number of **workers**, in the order queued.
 //!   Such a job ends without any GPU thread's help, so however many wait in the queue,
 //!   the workers empty it; unless they are all in calls that never end (reads on a hung
-//!   mount): a job that has waited [`STUCK`] in the queue while no worker was idle gets
-//!   a worker started for it ([`BlockingPool::unstick`]), which leaves once idle for
-//!   [`WAITER_IDLE`].
+//!   mount): a job that has waited [`STUCK`] in the queue while every worker had been in
+//!   its call that long gets a worker started for it ([`BlockingPool::unstick`]), which
+//!   leaves once idle for [`WAITER_IDLE`].
 //! - A call that may wait as long as another party likes (a FIFO's other end, which may
 //!   be another GPU thread; stdout's reader; a service declared `waits`) runs on a
 //!   **waiter** of its own: an idle waiter takes it, or a new one starts for it. It
@@ -18,8 +18,9 @@
 //! # Bounds
 //!
 //! Host threads: the workers (`HostBuilder::blocking_threads`), one more per job that
-//! waited [`STUCK`] for a worker, and one waiter per waiting call being served, plus
-//! those idle less than [`WAITER_IDLE`]. The waiting
+//! waited [`STUCK`] behind workers all that long in their calls (at most one every
+//! [`STUCK`]), and one waiter per waiting call being served, plus those idle less than
+//! [`WAITER_IDLE`]. The waiting
 //! calls a GPU thread waits on are at most one per GPU thread of the launch (each has
 //! one call outstanding: on a port's lane, or parked under a wake word; a posted call,
 //! which nobody waits for, takes a waiter too while it runs), and no smaller bound is
@@ -44,7 +45,7 @@
 //! [`PortsAlive`], and [`PortsAlive::retire`] takes the write half before the launch's
 //! memory is freed, after which jobs write nothing.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard};
@@ -146,25 +147,29 @@ struct Queue {
     /// Workers running, and those of them waiting for a job (or starting).
     workers: usize,
     idle_workers: usize,
+    /// When each job now on a worker began (a count per instant).
+    began: BTreeMap<Instant, usize>,
     workers_started: bool,
     threads: Vec<JoinHandle<()>>,
     closed: bool,
 }
 
 impl Queue {
-    /// The next job for a worker (`Runs::OnWorker`) or a waiter.
-    fn take(&mut self, shared: &Shared, runs: Runs) -> Option<Job> {
+    /// The next job for a worker (`Runs::OnWorker`) or a waiter, and when it began.
+    fn take(&mut self, shared: &Shared, runs: Runs) -> Option<(Job, Instant)> {
+        let now = Instant::now();
         match runs {
             Runs::OnWorker => {
                 let (_, job) = self.jobs.pop_front()?;
                 shared.queued.fetch_sub(1, Relaxed);
                 self.idle_workers -= 1;
-                Some(job)
+                *self.began.entry(now).or_default() += 1;
+                Some((job, now))
             }
             Runs::OnWaiter => {
                 let job = self.waiting.pop_front()?;
                 self.idle_waiters -= 1;
-                Some(job)
+                Some((job, now))
             }
         }
     }
@@ -267,16 +272,24 @@ impl BlockingPool {
     }
 
     /// Starts one more worker if the job first in the workers' queue has waited
-    /// [`STUCK`] and no worker is idle: they are all in calls that outlast any file
-    /// operation (a hung mount), which must not hold up the calls behind them. Called by
-    /// the consumers as they sweep; costs one load while the queue is empty.
+    /// [`STUCK`], no worker is idle, and every worker has been in its call for [`STUCK`]:
+    /// they are all in calls that outlast any file operation (a hung mount), which must
+    /// not hold up the calls behind them. Workers that are only slow (a loaded file
+    /// server's 25 ms calls) are seldom all that far into their calls at once, and the
+    /// worker started takes a job at once, so the next can start only [`STUCK`] later.
+    /// Called by the consumers as they sweep; costs one load while the queue is empty.
     pub fn unstick(&self) {
         if self.shared.queued.load(Relaxed) == 0 {
             return;
         }
         let mut q = self.shared.lock();
         let waited = q.jobs.front().is_some_and(|(at, _)| at.elapsed() >= STUCK);
-        if !waited || q.idle_workers > 0 || q.closed {
+        let all_long = q
+            .began
+            .keys()
+            .next_back()
+            .is_none_or(|t| t.elapsed() >= STUCK);
+        if !waited || !all_long || q.idle_workers > 0 || q.closed {
             return;
         }
         if let Err(e) = q.start(&self.shared, Runs::OnWorker) {
@@ -351,13 +364,21 @@ const WARM: Duration = Duration::from_micros(500);
 fn serve(shared: &Shared, runs: Runs) {
     crate::services::wait::blocking_thread();
     crate::services::wait::serving_live(true);
-    while let Some(job) = next(shared, runs) {
+    while let Some((job, began)) = next(shared, runs) {
         job(Fate::Run);
         shared.busy.fetch_sub(1, Relaxed);
         let mut q = shared.lock();
         match runs {
             Runs::OnWaiter => q.idle_waiters += 1,
-            Runs::OnWorker => q.idle_workers += 1,
+            Runs::OnWorker => {
+                q.idle_workers += 1;
+                if let Some(n) = q.began.get_mut(&began) {
+                    *n -= 1;
+                    if *n == 0 {
+                        q.began.remove(&began);
+                    }
+                }
+            }
         }
     }
 }
@@ -366,7 +387,7 @@ fn serve(shared: &Shared, runs: Runs) {
 /// pool is closed, or a waiter, or a worker past the set number, has been idle for
 /// [`WAITER_IDLE`] (it then counts itself out of the idle threads, with no job promised
 /// to it: the queue is empty).
-fn next(shared: &Shared, runs: Runs) -> Option<Job> {
+fn next(shared: &Shared, runs: Runs) -> Option<(Job, Instant)> {
     let warm_until = Instant::now() + WARM;
     let idle_until = warm_until + WAITER_IDLE;
     let mut q = shared.lock();
