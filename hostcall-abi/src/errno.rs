@@ -37,6 +37,7 @@ pub const EMSGSIZE: i32 = 90;
 pub const ENOPROTOOPT: i32 = 92;
 pub const EPROTONOSUPPORT: i32 = 93;
 pub const EAFNOSUPPORT: i32 = 97;
+pub const ECONNABORTED: i32 = 103;
 pub const ENOTCONN: i32 = 107;
 pub const ETIMEDOUT: i32 = 110;
 pub const ECONNREFUSED: i32 = 111;
