@@ -45,6 +45,9 @@ impl Handler for Slow {
 const SLOW: u32 = 30;
 const WORKERS: usize = 4;
 
+/// The tests count the process's pool threads: one at a time.
+static ALONE: Mutex<()> = Mutex::new(());
+
 /// 512 GPU threads each make 4 calls on a file system that answers every call in
 /// 25 ms (it never hangs). The pool took "the first queued job waited 20 ms with no
 /// worker idle" for "the workers are in calls that never end", and started a worker per
@@ -52,6 +55,7 @@ const WORKERS: usize = 4;
 /// workers). Now every worker must have been in its call 20 ms.
 #[test]
 fn a_burst_of_slow_but_working_file_calls_keeps_to_about_the_set_workers() {
+    let _alone = ALONE.lock().unwrap_or_else(|p| p.into_inner());
     let slow = Arc::new(Slow {
         now: AtomicUsize::new(0),
         most: AtomicUsize::new(0),
@@ -97,6 +101,7 @@ fn a_burst_of_slow_but_working_file_calls_keeps_to_about_the_set_workers() {
 /// then 1.6 s of nothing, then the threads are counted.
 #[test]
 fn extra_workers_leave_after_a_second_idle() {
+    let _alone = ALONE.lock().unwrap_or_else(|p| p.into_inner());
     let slow = Arc::new(Slow {
         now: AtomicUsize::new(0),
         most: AtomicUsize::new(0),
@@ -142,6 +147,7 @@ fn extra_workers_leave_after_a_second_idle() {
 /// and a second (OUTPUT_GRACE).
 #[test]
 fn a_run_whose_stdout_never_reads_returns_within_its_limit_and_a_second() {
+    let _alone = ALONE.lock().unwrap_or_else(|p| p.into_inner());
     static TICKETS: AtomicU64 = AtomicU64::new(0);
     let mut piece = vec![b'y'; 4095];
     piece.push(b'\n');
