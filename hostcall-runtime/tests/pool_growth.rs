@@ -98,7 +98,7 @@ fn a_burst_of_slow_but_working_file_calls_keeps_to_about_the_set_workers() {
 }
 
 /// The extra workers leave once idle for 1 s, within one launch: a burst of 25 ms calls,
-/// then 1.6 s of nothing, then the threads are counted.
+/// then, once every call is answered, 2.5 s of nothing, then the threads are counted.
 #[test]
 fn extra_workers_leave_after_a_second_idle() {
     let _alone = ALONE.lock().unwrap_or_else(|p| p.into_inner());
@@ -108,12 +108,19 @@ fn extra_workers_leave_after_a_second_idle() {
     });
     let left = Arc::new(Mutex::new(None));
     let l = left.clone();
+    let done = Arc::new(AtomicUsize::new(0));
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
         let ch = t.channel();
         for _ in 0..2 {
             ch.call::<Emu>(SLOW, [0; 6], &[], &mut [], None);
         }
+        done.fetch_add(1, Relaxed);
         if t.block == 0 {
+            // Every call answered (however slowly a loaded machine ran them), then the
+            // workers' idle second and a half more.
+            while done.load(Relaxed) < 128 {
+                std::thread::sleep(Duration::from_millis(10));
+            }
             std::thread::sleep(Duration::from_millis(2500));
             let blocking = host_threads()
                 .iter()
