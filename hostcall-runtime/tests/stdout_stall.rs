@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::within;
-use hostcall_client::fd_io;
+use hostcall_client::{Channel, fd_io};
 use hostcall_emulator::{Emu, EmuThread, EmulatedModule, WarpMode};
 use hostcall_runtime::{Host, Launch, Outcome};
 
@@ -27,20 +27,40 @@ const LINE: &[u8] = b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789
 /// The tests take the process's stdout in turn.
 static STDOUT: Mutex<()> = Mutex::new(());
 
-#[test]
-fn a_stalled_stdout_holds_up_only_the_output() {
-    let _stdout = STDOUT.lock().unwrap_or_else(|p| p.into_inner());
+/// Makes the process's stdout a pipe whose reader pauses `pause`, then reads it all:
+/// returns the stdout to put back and the reader.
+fn stalled_stdout(pause: Duration) -> (OwnedFd, std::thread::JoinHandle<Vec<u8>>) {
     let (read, write) = rustix::pipe::pipe().unwrap();
-    let saved: OwnedFd = rustix::io::dup(rustix::stdio::stdout()).unwrap();
+    let saved = rustix::io::dup(rustix::stdio::stdout()).unwrap();
     rustix::stdio::dup2_stdout(&write).unwrap();
     drop(write);
-    // The reader pauses 2 s before it reads anything, then reads everything.
     let reading = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_secs(2));
+        std::thread::sleep(pause);
         let mut all = Vec::new();
         std::fs::File::from(read).read_to_end(&mut all).unwrap();
         all
     });
+    (saved, reading)
+}
+
+/// Pings on `ch` every 5 ms for `span`, keeping the slowest round trip in `slowest`.
+fn ping_for(ch: &Channel, span: Duration, slowest: &Mutex<Duration>) {
+    let until = Instant::now() + span;
+    while Instant::now() < until {
+        let t0 = Instant::now();
+        assert_eq!(ch.ping::<Emu>(5), 5);
+        let took = t0.elapsed();
+        let mut s = slowest.lock().unwrap();
+        *s = (*s).max(took);
+        drop(s);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_stalled_stdout_holds_up_only_the_output() {
+    let _stdout = STDOUT.lock().unwrap_or_else(|p| p.into_inner());
+    let (saved, reading) = stalled_stdout(Duration::from_secs(2));
     let slowest = Arc::new(Mutex::new(Duration::ZERO));
     let s = slowest.clone();
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
@@ -51,16 +71,7 @@ fn a_stalled_stdout_holds_up_only_the_output() {
             }
         } else {
             // Pings while the output waits for its reader.
-            let until = Instant::now() + Duration::from_millis(1500);
-            while Instant::now() < until {
-                let t0 = Instant::now();
-                assert_eq!(ch.ping::<Emu>(5), 5);
-                let took = t0.elapsed();
-                let mut s = s.lock().unwrap();
-                *s = (*s).max(took);
-                drop(s);
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            ping_for(ch, Duration::from_millis(1500), &s);
         }
     });
     let report = within(Duration::from_secs(60), "Host::run", move || {
@@ -102,19 +113,7 @@ fn printers_and_a_pinger(ports: usize, printers: u32, pieces: usize) {
     TICKETS.store(0, std::sync::atomic::Ordering::Relaxed);
     let mut piece = vec![b'x'; 4095];
     piece.push(b'\n');
-    let (read, write) = rustix::pipe::pipe().unwrap();
-    let saved: OwnedFd = rustix::io::dup(rustix::stdio::stdout()).unwrap();
-    rustix::stdio::dup2_stdout(&write).unwrap();
-    drop(write);
-    let reading = std::thread::spawn(move || {
-        std::thread::sleep(STALL);
-        let mut all = Vec::new();
-        std::fs::File::from(read).read_to_end(&mut all).unwrap();
-        // The test harness may have printed its own lines in between, even inside a
-        // piece (the writer's writes to a pipe are not atomic past 4 KiB); they hold
-        // no `x`.
-        all.iter().filter(|&&b| b == b'x').count() / 4095
-    });
+    let (saved, reading) = stalled_stdout(STALL);
     let slowest = Arc::new(Mutex::new(Duration::ZERO));
     let s = slowest.clone();
     let mut m = EmulatedModule::new(WarpMode::Independent).kernel("k", move |t: &EmuThread| {
@@ -125,16 +124,7 @@ fn printers_and_a_pinger(ports: usize, printers: u32, pieces: usize) {
             }
         } else {
             // Pings from before the stall until after it.
-            let until = Instant::now() + Duration::from_millis(3500);
-            while Instant::now() < until {
-                let t0 = Instant::now();
-                assert_eq!(ch.ping::<Emu>(5), 5);
-                let took = t0.elapsed();
-                let mut s = s.lock().unwrap();
-                *s = (*s).max(took);
-                drop(s);
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            ping_for(ch, STALL + Duration::from_millis(500), &s);
         }
     });
     let report = within(Duration::from_secs(90), "Host::run", move || {
@@ -148,7 +138,15 @@ fn printers_and_a_pinger(ports: usize, printers: u32, pieces: usize) {
             .unwrap()
     });
     rustix::stdio::dup2_stdout(&saved).unwrap();
-    let got = reading.join().unwrap();
+    // The test harness may have printed its own lines in between, even inside a piece
+    // (the writer's writes to a pipe are not atomic past 4 KiB); they hold no `x`.
+    let got = reading
+        .join()
+        .unwrap()
+        .iter()
+        .filter(|&&b| b == b'x')
+        .count()
+        / 4095;
     let slowest = *slowest.lock().unwrap();
     assert_eq!(report.outcome, Outcome::Completed, "{report:?}");
     assert_eq!(got, printers as usize * pieces, "every piece arrived");
@@ -158,7 +156,7 @@ fn printers_and_a_pinger(ports: usize, printers: u32, pieces: usize) {
     );
 }
 
-/// Issue 47's F3: eight threads print 96 MiB while the reader pauses longer than a GPU
+/// Eight threads print 96 MiB while the reader pauses longer than a GPU
 /// thread's wait limit. Their pieces wait on their ports; a thread that never prints
 /// must still get a port at once, and no thread may give up (the launch traps: every
 /// printer's output lost with it), as one waiting on a held-back piece's port did.

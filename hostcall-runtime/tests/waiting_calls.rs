@@ -242,7 +242,7 @@ fn calls_past_the_workers_queue_wait_on_their_port_and_run_on_the_worker() {
     assert!(elsewhere.is_empty(), "calls served on {elsewhere:?}");
 }
 
-/// Issue 47's F8: sixteen GPU threads read files on a hung network mount (calls that
+/// Sixteen GPU threads read files on a hung network mount (calls that
 /// only take time, and never end) on eight ports; another thread's ping must be answered
 /// while they hang. A call that only takes time kept its port until answered, so every
 /// port was held and the ping waited for the mount.
